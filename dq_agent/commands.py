@@ -1,0 +1,110 @@
+"""What each CLI command does, as plain functions: the CLI only parses options and calls one.
+
+Every function returns the process exit code; expected failures raise `DQAgentError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from dq_agent.agent.trace import Trace
+from dq_agent.config import Config, resolve
+from dq_agent.errors import UsageError
+from dq_agent.inspection import inspect
+from dq_agent.load import resolve_files
+from dq_agent.outcome import FAIL_ON_CHOICES, Inspection, exit_code_for
+from dq_agent.output import refuse_input_overwrite, write_atomic
+from dq_agent.report.json_report import render_json
+from dq_agent.report.markdown import render_markdown
+from dq_agent.report.terminal import render_plain, render_rich
+
+FORMATS = ("rich", "json", "markdown")
+
+
+@dataclass
+class InspectOptions:
+    path: str
+    config_file: Path | None = None
+    output_format: str = "rich"
+    output: Path | None = None
+    fail_on: str = "fail"
+    quiet: bool = False
+    verbose: bool = False
+    trace_file: Path | None = None
+    question: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def _stderr_console(quiet: bool) -> Console:
+    return Console(stderr=True, quiet=quiet)
+
+
+@contextlib.contextmanager
+def _progress(console: Console, enabled: bool) -> Iterator[Any]:
+    """A spinner on stderr for work that takes a moment; a no-op when not wanted."""
+    if not enabled:
+        yield lambda _text: None
+        return
+    with console.status("Starting…") as status:
+        yield lambda text: status.update(text)
+
+
+def render(inspection: Inspection, output_format: str, console: Console | None = None) -> str | None:
+    """The report in `output_format`; for `rich` with a console, printed and None returned."""
+    if output_format == "json":
+        return render_json(inspection)
+    if output_format == "markdown":
+        return render_markdown(inspection)
+    if console is not None:
+        render_rich(inspection, console)
+        return None
+    return render_plain(inspection)
+
+
+def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
+    if options.output_format not in FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {options.output_format!r}")
+    if options.fail_on not in FAIL_ON_CHOICES:
+        raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON_CHOICES)}, not {options.fail_on!r}")
+    config: Config = resolve(options.config_file, options.overrides)
+    err = _stderr_console(options.quiet)
+    out = stdout or Console()
+    if options.output is not None:
+        # Checked before the (possibly long) run so a bad --output fails fast.
+        files, _ = resolve_files(options.path)
+        refuse_input_overwrite(options.output, files)
+        if not (options.output.parent if str(options.output.parent) else Path(".")).is_dir():
+            raise UsageError(f"cannot write {options.output}: its folder does not exist")
+
+    # A spinner only where a person watches: a TTY on stderr, not quiet, not verbose (the trace
+    # prints there), and not when the report itself streams to a piped stdout.
+    show_progress = err.is_terminal and not options.quiet and not options.verbose
+    trace = Trace(console=err if options.verbose else None, jsonl_path=options.trace_file)
+    with trace, _progress(err, show_progress) as on_stage:
+        inspection = inspect(options.path, config, question=options.question, trace=trace, on_stage=on_stage)
+
+    code = exit_code_for(inspection, options.fail_on)
+    if options.output is not None:
+        text = render(inspection, options.output_format)
+        write_atomic(options.output, text or "")
+        if not options.quiet:
+            err.print(
+                f"dq-agent: verdict {str(inspection.verdict).upper()}; "
+                f"{options.output_format} report written to {options.output}",
+                markup=False,
+                highlight=False,
+            )
+    elif options.output_format == "rich":
+        if not options.quiet:
+            render(inspection, "rich", out)
+    else:
+        sys.stdout.write(render(inspection, options.output_format) or "")
+        sys.stdout.flush()
+    return code

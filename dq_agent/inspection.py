@@ -1,0 +1,99 @@
+"""The inspection pipeline: load -> tools -> agent (or direct) -> guard -> Inspection."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import polars as pl
+
+from dq_agent.agent.pipeline import run_agent_inspection
+from dq_agent.agent.trace import Trace
+from dq_agent.checks.base import entity_key
+from dq_agent.config import Config
+from dq_agent.errors import InputError
+from dq_agent.load import Dataset, load
+from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
+from dq_agent.result import Source
+from dq_agent.runner import run_tools
+from dq_agent.tools import register_detection_tools
+
+StageCallback = Callable[[str], None]
+
+
+def _no_stage(_: str) -> None:
+    return None
+
+
+def profile(dataset: Dataset) -> DatasetInfo:
+    """Rows, time range and number of entities, in one small query."""
+    exprs: list[pl.Expr] = [pl.len().alias("rows")]
+    ts = dataset.roles.timestamp
+    if ts is not None:
+        exprs += [pl.col(ts).min().alias("start"), pl.col(ts).max().alias("end")]
+    key = entity_key(dataset)
+    if key is not None:
+        exprs.append(key.n_unique().alias("entities"))
+    try:
+        row = dataset.frame.select(exprs).collect().row(0, named=True)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot read {dataset.path}: {first}") from exc
+    start, end = row.get("start"), row.get("end")
+    return DatasetInfo(
+        path=dataset.path,
+        file_format=dataset.file_format,
+        files=len(dataset.files),
+        rows=int(row["rows"]),
+        columns=list(dataset.columns),
+        roles=dataset.roles.to_dict(),
+        time_start=start.isoformat() if isinstance(start, datetime) else None,
+        time_end=end.isoformat() if isinstance(end, datetime) else None,
+        entities=int(row["entities"]) if row.get("entities") is not None else None,
+    )
+
+
+def inspect(
+    path: str,
+    config: Config,
+    *,
+    question: str | None = None,
+    trace: Trace | None = None,
+    on_stage: StageCallback = _no_stage,
+) -> Inspection:
+    """Inspect the data at `path`: every dimension is checked, by the model or by code."""
+    started_at = datetime.now(UTC)
+    clock = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    on_stage(f"Loading {path}")
+    dataset = load(path, config)
+    info = profile(dataset)
+    timings["load_seconds"] = time.perf_counter() - clock
+    if info.rows == 0:
+        raise InputError(f"{path} has no data rows: nothing to check")
+
+    tools = register_detection_tools(dataset, config)
+    checks_started = time.perf_counter()
+    if config.agent.enabled:
+        on_stage(f"Inspecting with {config.agent.model}")
+        outcome = run_agent_inspection(tools, dataset, config, question=question, trace=trace)
+        checks, audit, agent = outcome.checks, outcome.audit, outcome.agent
+    else:
+        on_stage("Running the five checks")
+        checks = run_tools(tools, Source.DIRECT)
+        names = [tool.name for tool in tools]
+        audit = Audit(expected_tools=names, called_tools=names)
+        agent = AgentInfo(status="disabled", model=None, mode="none")
+    timings["checks_seconds"] = time.perf_counter() - checks_started
+    timings["total_seconds"] = time.perf_counter() - clock
+    return Inspection(
+        dataset=info,
+        checks=checks,
+        audit=audit,
+        agent=agent,
+        timings=timings,
+        started_at=started_at.isoformat(timespec="seconds"),
+        as_of=config.delay_check.as_of,
+    )

@@ -1,0 +1,194 @@
+"""Loading: CSV, Parquet, a glob or a directory of Parquet files, as a lazy Polars plan.
+
+Nothing here reads the whole data: it reads the schema, a small sample for role detection and,
+for CSV, the raw header bytes (BOM, blank or repeated names). The checks do the scanning.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob as globlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from dq_agent.config import Config
+from dq_agent.errors import InputError
+from dq_agent.roles import Roles, detect_roles
+from dq_agent.timeparse import to_utc
+
+SAMPLE_ROWS = 10_000
+_CSV_SUFFIXES = {".csv", ".tsv", ".txt"}
+_PARQUET_SUFFIXES = {".parquet", ".pq", ".parq"}
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass
+class Dataset:
+    """A loaded dataset: the lazy plans the checks scan, and what loading learned about it."""
+
+    path: str
+    files: list[Path]
+    file_format: str
+    raw: pl.LazyFrame
+    """The data as read: text columns stay text, so structure_check can count what fails to parse."""
+    frame: pl.LazyFrame
+    """Normalised for the checks: time columns as UTC datetimes, numbers stored as text cast."""
+    roles: Roles
+    columns: list[str]
+    raw_dtypes: dict[str, str]
+    text_numeric_columns: list[str] = field(default_factory=list)
+    header_names: list[str] = field(default_factory=list)
+    has_bom: bool = False
+    sentinels: list[float] = field(default_factory=list)
+
+    def missing(self, column: str) -> pl.Expr:
+        """True where a value counts as missing: null, NaN, or a configured sentinel number."""
+        col = pl.col(column)
+        dtype = self.frame.collect_schema()[column]
+        missing = col.is_null()
+        if dtype.is_float():
+            missing = missing | col.is_nan()
+        if dtype.is_numeric() and self.sentinels:
+            missing = missing | col.is_in(self._sentinels_for(dtype))
+        return missing.fill_null(True)
+
+    def clean(self, column: str) -> pl.Expr:
+        """The column with missing values (NaN, sentinels) turned into nulls, as Float64."""
+        return pl.when(self.missing(column)).then(None).otherwise(pl.col(column)).cast(pl.Float64).alias(column)
+
+    def _sentinels_for(self, dtype: pl.DataType) -> list[float] | list[int]:
+        if dtype.is_integer():
+            return [int(s) for s in self.sentinels if float(s).is_integer()]
+        return list(self.sentinels)
+
+
+def load(path: str, config: Config) -> Dataset:
+    """Open `path` lazily and detect column roles. Raises InputError for anything unreadable."""
+    files, file_format = resolve_files(path)
+    header_names: list[str] = []
+    has_bom = False
+    if file_format == "csv":
+        has_bom, header_names = _csv_header(files[0])
+        raw = _scan_csv(files, config)
+    else:
+        raw = _scan_parquet(files)
+    try:
+        schema = raw.collect_schema()
+        sample = raw.head(SAMPLE_ROWS).collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {path} as {file_format.upper()}: {_first_line(exc)}") from exc
+    if len(schema) == 0:
+        raise InputError(f"{path} has no columns: nothing to check")
+    roles, text_numeric = detect_roles(
+        schema, sample, config.columns, config.structure_check.text_numeric_min_share
+    )
+    frame = _normalise(raw, schema, roles, text_numeric, config.columns.timezone)
+    return Dataset(
+        path=path,
+        files=files,
+        file_format=file_format,
+        raw=raw,
+        frame=frame,
+        roles=roles,
+        columns=list(schema.names()),
+        raw_dtypes={name: str(dtype) for name, dtype in schema.items()},
+        text_numeric_columns=text_numeric,
+        header_names=header_names or list(schema.names()),
+        has_bom=has_bom,
+        sentinels=list(config.null_check.sentinels),
+    )
+
+
+def resolve_files(path: str) -> tuple[list[Path], str]:
+    if any(ch in path for ch in "*?["):
+        files = sorted(Path(p) for p in globlib.glob(path, recursive=True) if Path(p).is_file())
+        if not files:
+            raise InputError(f"no files match {path}")
+    else:
+        target = Path(path)
+        if not target.exists():
+            raise InputError(f"no such file or directory: {path}")
+        if target.is_dir():
+            files = sorted(p for p in target.rglob("*") if p.suffix.lower() in _PARQUET_SUFFIXES)
+            if not files:
+                files = sorted(p for p in target.rglob("*") if p.suffix.lower() in _CSV_SUFFIXES)
+            if not files:
+                raise InputError(f"directory {path} holds no .parquet or .csv files")
+        else:
+            files = [target]
+    formats = {_format_of(f) for f in files}
+    if len(formats) > 1:
+        raise InputError(f"{path} mixes CSV and Parquet files; inspect them separately")
+    for f in files:
+        try:
+            if f.stat().st_size == 0:
+                raise InputError(f"{f} is empty (0 bytes): nothing to check")
+        except OSError as exc:
+            raise InputError(f"cannot read {f}: {exc.strerror}") from exc
+    return files, formats.pop()
+
+
+def _format_of(file: Path) -> str:
+    suffix = file.suffix.lower()
+    if suffix in _PARQUET_SUFFIXES:
+        return "parquet"
+    if suffix in _CSV_SUFFIXES:
+        return "csv"
+    raise InputError(f"{file}: unsupported file type '{suffix or 'none'}'; use .csv or .parquet")
+
+
+def _scan_csv(files: list[Path], config: Config) -> pl.LazyFrame:
+    separator = "\t" if files[0].suffix.lower() == ".tsv" else ","
+    try:
+        return pl.scan_csv(
+            files if len(files) > 1 else files[0],
+            separator=separator,
+            encoding="utf8-lossy",
+            null_values=list(config.null_check.markers),
+            # Inference over the whole file: a float after thousands of integers must not kill the run.
+            infer_schema_length=None,
+            try_parse_dates=False,
+        )
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {files[0]} as CSV: {_first_line(exc)}") from exc
+
+
+def _scan_parquet(files: list[Path]) -> pl.LazyFrame:
+    try:
+        return pl.scan_parquet(files if len(files) > 1 else files[0])
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {files[0]} as Parquet: {_first_line(exc)}") from exc
+
+
+def _csv_header(file: Path) -> tuple[bool, list[str]]:
+    """The raw header: whether it starts with a BOM, and the names as written (blanks, repeats)."""
+    try:
+        with file.open("rb") as handle:
+            head = handle.read(1 << 16)
+    except OSError as exc:
+        raise InputError(f"cannot read {file}: {exc.strerror}") from exc
+    has_bom = head.startswith(_BOM)
+    first_line = head[len(_BOM) if has_bom else 0 :].split(b"\n", 1)[0].rstrip(b"\r")
+    separator = "\t" if file.suffix.lower() == ".tsv" else ","
+    text = first_line.decode("utf-8", errors="replace")
+    rows = list(csv.reader(io.StringIO(text), delimiter=separator))
+    return has_bom, [name.strip() for name in rows[0]] if rows else []
+
+
+def _normalise(
+    raw: pl.LazyFrame, schema: pl.Schema, roles: Roles, text_numeric: list[str], timezone: str
+) -> pl.LazyFrame:
+    exprs: list[pl.Expr] = []
+    for name in (roles.timestamp, roles.ingest_time):
+        if name is not None:
+            exprs.append(to_utc(pl.col(name), schema[name], timezone).alias(name))
+    exprs.extend(pl.col(name).str.strip_chars().cast(pl.Float64, strict=False).alias(name) for name in text_numeric)
+    return raw.with_columns(exprs) if exprs else raw
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,136 @@
+"""The outcome of one inspection: dataset facts, every check, the audit, the agent's account.
+
+The Rich, JSON and Markdown reports, the history and the exit code all read this one object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dq_agent.errors import EXIT_INPUT, EXIT_OK, EXIT_VERDICT
+from dq_agent.result import CheckResult, Status, Verdict, jsonable, verdict_of, verdict_rank
+
+SCHEMA_VERSION = "1.0"
+
+
+@dataclass
+class DatasetInfo:
+    path: str
+    file_format: str
+    files: int
+    rows: int
+    columns: list[str]
+    roles: dict[str, Any]
+    time_start: str | None = None
+    time_end: str | None = None
+    entities: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.file_format,
+            "files": self.files,
+            "rows": self.rows,
+            "columns": list(self.columns),
+            "roles": self.roles,
+            "time_range": {"start": self.time_start, "end": self.time_end},
+            "entities": self.entities,
+        }
+
+
+@dataclass
+class Audit:
+    """What the completeness guard saw: which tools were expected, called and backfilled."""
+
+    expected_tools: list[str]
+    called_tools: list[str] = field(default_factory=list)
+    fallback_executed: list[str] = field(default_factory=list)
+    fallback_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "expected_tools": list(self.expected_tools),
+            "called_tools": list(self.called_tools),
+            "fallback_executed": list(self.fallback_executed),
+            "fallback_outputs": jsonable(self.fallback_outputs),
+        }
+
+
+@dataclass
+class AgentInfo:
+    """The model's part in the run. `status`: disabled | ok | unavailable | failed."""
+
+    status: str = "disabled"
+    model: str | None = None
+    mode: str = "none"
+    error: str | None = None
+    steps: int = 0
+    sentinel_rounds: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    narrative: str | None = None
+    narrative_checks: dict[str, Any] | None = None
+    merge: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "model": self.model,
+            "mode": self.mode,
+            "error": self.error,
+            "steps": self.steps,
+            "sentinel_rounds": self.sentinel_rounds,
+            "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+            "narrative": self.narrative,
+            "narrative_checks": self.narrative_checks,
+            "merge": self.merge,
+        }
+
+
+@dataclass
+class Inspection:
+    dataset: DatasetInfo
+    checks: dict[str, CheckResult]
+    audit: Audit
+    agent: AgentInfo = field(default_factory=AgentInfo)
+    timings: dict[str, float] = field(default_factory=dict)
+    started_at: str = ""
+    as_of: str | None = None
+    baseline: dict[str, Any] | None = None
+    extra_findings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_of(list(self.checks.values()))
+
+    def nothing_checked(self) -> bool:
+        """True when no dimension produced a real result (all errored or were skipped)."""
+        return all(c.status in (Status.ERROR, Status.SKIPPED) for c in self.checks.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "started_at": self.started_at,
+            "as_of": self.as_of,
+            "dataset": self.dataset.to_dict(),
+            "verdict": str(self.verdict),
+            "checks": {name: result.to_dict() for name, result in self.checks.items()},
+            "audit": self.audit.to_dict(),
+            "agent": self.agent.to_dict(),
+            "baseline": self.baseline,
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+
+FAIL_ON_CHOICES = ("warn", "fail", "never")
+
+
+def exit_code_for(inspection: Inspection, fail_on: str) -> int:
+    """The exit-code contract: 3 when nothing could be checked, 1 at or above --fail-on, else 0."""
+    if inspection.nothing_checked():
+        return EXIT_INPUT
+    if fail_on == "never":
+        return EXIT_OK
+    threshold = Verdict(fail_on)
+    return EXIT_VERDICT if verdict_rank(inspection.verdict) >= verdict_rank(threshold) else EXIT_OK

@@ -1,0 +1,1 @@
+"""Renderings of an Inspection: Rich terminal, JSON, Markdown."""

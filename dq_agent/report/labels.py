@@ -1,0 +1,51 @@
+"""Words shared by the renderers: plain names of the dimensions, source labels, the audit line."""
+
+from __future__ import annotations
+
+from dq_agent.outcome import Inspection
+from dq_agent.result import Source
+
+DIMENSION_NAMES = {
+    "null_check": "Missing values",
+    "duplicate_check": "Duplicates",
+    "outlier_check": "Outliers",
+    "delay_check": "Timing & delays",
+    "structure_check": "Structure",
+}
+
+SOURCE_LABELS = {
+    Source.AGENT: "agent",
+    Source.BACKFILLED: "BACKFILLED (model skipped it)",
+    Source.DIRECT: "direct",
+}
+
+
+def dimension_name(tool: str) -> str:
+    return DIMENSION_NAMES.get(tool, tool)
+
+
+def audit_line(inspection: Inspection) -> str:
+    audit = inspection.audit
+    backfilled = ", ".join(audit.fallback_executed) if audit.fallback_executed else "none"
+    if inspection.agent.mode == "none":
+        return (
+            f"expected {len(audit.expected_tools)}, ran {len(audit.called_tools)} directly "
+            f"(no agent: {inspection.agent.status})"
+        )
+    return (
+        f"expected {len(audit.expected_tools)}, called by the model {len(audit.called_tools)}, "
+        f"backfilled: {backfilled}"
+    )
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = float(seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"

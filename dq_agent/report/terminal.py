@@ -1,0 +1,150 @@
+"""The Rich terminal report. Data values are always `Text`, never markup: a column named
+`[bold]` prints as written, and control bytes are shown escaped (`report.text.safe`)."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from dq_agent.outcome import Inspection
+from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
+from dq_agent.report.text import format_example, one_line, safe
+from dq_agent.result import CheckResult, Source, Status
+
+STATUS_STYLES = {
+    Status.PASS: "bold green",
+    Status.WARN: "bold yellow",
+    Status.FAIL: "bold red",
+    Status.ERROR: "bold magenta",
+    Status.SKIPPED: "dim",
+}
+VERDICT_STYLES = {"pass": "bold white on green", "warn": "bold black on yellow", "fail": "bold white on red"}
+MAX_FINDINGS_PER_CHECK = 5
+MAX_EXAMPLES_PER_FINDING = 2
+
+
+def _header(inspection: Inspection) -> RenderableType:
+    info = inspection.dataset
+    roles = info.roles
+    facts = [f"{info.rows:,} rows", f"{len(info.columns)} columns"]
+    if info.entities is not None:
+        facts.append(f"{info.entities:,} entities ({', '.join(roles.get('entity') or [])})")
+    if info.time_start and info.time_end:
+        facts.append(f"{info.time_start} → {info.time_end}")
+    role_text = (
+        f"timestamp={roles.get('timestamp') or '-'}  entity={','.join(roles.get('entity') or []) or '-'}  "
+        f"values={','.join(roles.get('values') or []) or '-'}  ingest_time={roles.get('ingest_time') or '-'}"
+    )
+    body = Text()
+    body.append(one_line(info.path, 300), style="bold")
+    body.append("\n" + safe(" · ".join(facts), 400))
+    body.append("\nroles: " + safe(role_text, 400), style="dim")
+    return Panel(body, title="dq-agent data-quality report", title_align="left", box=box.ROUNDED)
+
+
+def _status_text(status: Status) -> Text:
+    return Text(str(status).upper(), style=STATUS_STYLES[status])
+
+
+def _source_text(source: Source) -> Text:
+    return Text(SOURCE_LABELS[source], style="bold yellow" if source is Source.BACKFILLED else "dim")
+
+
+def _dimension_table(inspection: Inspection) -> Table:
+    table = Table(box=box.SIMPLE_HEAVY, show_edge=False, expand=True)
+    table.add_column("Dimension", no_wrap=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Key figures", ratio=1)
+    table.add_column("Source", no_wrap=True)
+    for result in inspection.checks.values():
+        table.add_row(
+            Text(dimension_name(result.tool)),
+            _status_text(result.status),
+            Text(one_line(result.summary, 300)),
+            _source_text(result.source),
+        )
+    return table
+
+
+def _findings(result: CheckResult) -> list[RenderableType]:
+    lines: list[RenderableType] = []
+    if result.status is Status.ERROR:
+        lines.append(Text(f"  error: {one_line(result.error or '')}", style="magenta"))
+        lines.append(Text(f"  what to do: {one_line(result.suggestion or '')}"))
+        return lines
+    for finding in result.findings[:MAX_FINDINGS_PER_CHECK]:
+        marker = "✗" if finding.severity is Status.FAIL else "!"
+        line = Text(f"  {marker} ", style=STATUS_STYLES.get(finding.severity, ""))
+        line.append(one_line(f"{finding.what}: {finding.count:,}", 200))
+        where = finding.where()
+        if where:
+            line.append(" (" + one_line(where, 200) + ")", style="dim")
+        lines.append(line)
+        for example in finding.examples[:MAX_EXAMPLES_PER_FINDING]:
+            lines.append(Text("      e.g. " + format_example(example), style="dim"))
+    hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
+    if hidden > 0:
+        lines.append(Text(f"  … {hidden} more (see --format json)", style="dim"))
+    return lines
+
+
+def build_report(inspection: Inspection) -> RenderableType:
+    parts: list[RenderableType] = [_header(inspection), _dimension_table(inspection)]
+    audit = Text("Audit: ", style="bold")
+    audit.append(safe(audit_line(inspection)))
+    if inspection.audit.fallback_executed:
+        audit.append("  ⚠ the model skipped a check: the guard ran it", style="bold yellow")
+    parts.append(audit)
+    agent = inspection.agent
+    if agent.error:
+        parts.append(Text(f"Agent: {one_line(agent.error, 400)}", style="yellow"))
+    if agent.narrative:
+        parts.append(
+            Panel(Text(safe(agent.narrative, 6000)), title=f"Narrative ({safe(agent.model or '-')})", title_align="left")
+        )
+    finding_lines: list[RenderableType] = []
+    for result in inspection.checks.values():
+        lines = _findings(result)
+        if lines:
+            finding_lines.append(Text(dimension_name(result.tool) + f" ({result.tool})", style="bold"))
+            finding_lines.extend(lines)
+    if inspection.baseline and inspection.baseline.get("findings"):
+        finding_lines.append(Text("Compared with the baseline", style="bold"))
+        for item in inspection.baseline["findings"]:
+            finding_lines.append(Text("  ! " + one_line(item.get("message", item), 300), style="yellow"))
+    if finding_lines:
+        parts.append(Panel(Group(*finding_lines), title="Findings", title_align="left", box=box.ROUNDED))
+    verdict = str(inspection.verdict)
+    footer = Text("Verdict: ", style="bold")
+    footer.append(f" {verdict.upper()} ", style=VERDICT_STYLES[verdict])
+    footer.append("  (computed by code from the check results)", style="dim")
+    timings = inspection.timings
+    footer.append(
+        f"\nTimings: load {timings.get('load_seconds', 0):.2f} s, checks {timings.get('checks_seconds', 0):.2f} s, "
+        f"total {timings.get('total_seconds', 0):.2f} s",
+        style="dim",
+    )
+    parts.append(footer)
+    return Group(*parts)
+
+
+def render_rich(inspection: Inspection, console: Console) -> None:
+    console.print(build_report(inspection))
+
+
+def render_plain(inspection: Inspection, width: int = 100) -> str:
+    """The terminal report as plain text (no colour), e.g. for --output with --format rich."""
+    console = Console(width=width, record=True, color_system=None, force_terminal=False, file=_Discard())
+    console.print(build_report(inspection))
+    return console.export_text()
+
+
+class _Discard:
+    def write(self, _: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        return None

@@ -1,0 +1,213 @@
+"""The one result shape shared by every check, the report, JSON, history, guard and exit code."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+class Source(StrEnum):
+    """Who ran a check: the model (`agent`), the guard after the model skipped it
+    (`backfilled`), or plain code with no agent in the run (`direct`)."""
+
+    DIRECT = "direct"
+    AGENT = "agent"
+    BACKFILLED = "backfilled"
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+# A dimension that could not be checked is not a pass: an error counts as a warning.
+_VERDICT_OF_STATUS = {
+    Status.PASS: Verdict.PASS,
+    Status.SKIPPED: Verdict.PASS,
+    Status.WARN: Verdict.WARN,
+    Status.ERROR: Verdict.WARN,
+    Status.FAIL: Verdict.FAIL,
+}
+_VERDICT_RANK = {Verdict.PASS: 0, Verdict.WARN: 1, Verdict.FAIL: 2}
+
+# Bounds for what a model sees: long observations make small models stop early.
+OBSERVATION_MAX_CHARS = 700
+_MAX_FINDINGS_IN_OBSERVATION = 4
+_MAX_EXAMPLES_PER_FINDING = 5
+
+
+def jsonable(value: Any) -> Any:
+    """Turn metric values (numpy-free: Python scalars, datetimes, nested containers) into JSON."""
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: what, where (column / entity / time range), how many, a few example rows."""
+
+    what: str
+    count: int
+    severity: Status = Status.WARN
+    column: str | None = None
+    entity: str | None = None
+    start: str | None = None
+    end: str | None = None
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "what": self.what,
+            "count": self.count,
+            "severity": str(self.severity),
+            "column": self.column,
+            "entity": self.entity,
+            "start": self.start,
+            "end": self.end,
+            "examples": jsonable(self.examples[:_MAX_EXAMPLES_PER_FINDING]),
+        }
+
+    def where(self) -> str:
+        parts = []
+        if self.column:
+            parts.append(f"column {self.column}")
+        if self.entity:
+            parts.append(f"entity {self.entity}")
+        if self.start and self.end and self.start != self.end:
+            parts.append(f"{self.start} .. {self.end}")
+        elif self.start:
+            parts.append(f"at {self.start}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one detection tool."""
+
+    tool: str
+    status: Status
+    summary: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    source: Source = Source.DIRECT
+    duration_seconds: float = 0.0
+    error: str | None = None
+    suggestion: str | None = None
+
+    @classmethod
+    def failed(cls, tool: str, error: str, suggestion: str) -> CheckResult:
+        """The structured placeholder for a tool that raised: the dimension stays in the report."""
+        return cls(
+            tool=tool,
+            status=Status.ERROR,
+            summary=f"{tool} could not run: {error}",
+            error=error,
+            suggestion=suggestion,
+        )
+
+    def with_source(self, source: Source) -> CheckResult:
+        return replace(self, source=source)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": str(self.status),
+            "source": str(self.source),
+            "summary": self.summary,
+            "metrics": jsonable(self.metrics),
+            "findings": [f.to_dict() for f in self.findings],
+            "duration_seconds": round(self.duration_seconds, 4),
+        }
+        if self.error is not None:
+            out["error"] = self.error
+            out["suggestion"] = self.suggestion
+        return out
+
+    def observation(self) -> str:
+        """A compact, bounded text for the model.
+
+        Data values and names are quoted and fenced so they read as data, never as instructions.
+        """
+        if self.status is Status.ERROR:
+            payload: dict[str, Any] = {"error": self.error, "suggestion": self.suggestion}
+        else:
+            payload = {
+                "status": str(self.status),
+                "summary": self.summary,
+                "findings": [
+                    {
+                        "what": f.what,
+                        "count": f.count,
+                        **({"column": f.column} if f.column else {}),
+                        **({"entity": f.entity} if f.entity else {}),
+                        **({"start": f.start} if f.start else {}),
+                    }
+                    for f in self.findings[:_MAX_FINDINGS_IN_OBSERVATION]
+                ],
+            }
+            if len(self.findings) > _MAX_FINDINGS_IN_OBSERVATION:
+                payload["more_findings"] = len(self.findings) - _MAX_FINDINGS_IN_OBSERVATION
+        text = json.dumps(jsonable(payload), ensure_ascii=True)
+        if len(text) > OBSERVATION_MAX_CHARS:
+            text = text[: OBSERVATION_MAX_CHARS - 15] + " ...(truncated)"
+        return f"<tool_result name={self.tool}>\n{text}\n</tool_result>"
+
+
+def verdict_of(results: list[CheckResult]) -> Verdict:
+    """The overall verdict: the worst status among the checks. Code decides it, never a model."""
+    worst = Verdict.PASS
+    for result in results:
+        verdict = _VERDICT_OF_STATUS[result.status]
+        if _VERDICT_RANK[verdict] > _VERDICT_RANK[worst]:
+            worst = verdict
+    return worst
+
+
+def verdict_rank(verdict: Verdict) -> int:
+    return _VERDICT_RANK[verdict]
+
+
+def status_from_thresholds(value: float, total: int, warn_at: float | None, fail_at: float | None) -> Status:
+    """Pointblank-style threshold: a number below 1 is a fraction of `total`, 1 or more a count.
+
+    `value` reaches a threshold when it is at or above it; `None` disables that level. A zero
+    count always passes.
+    """
+    if value <= 0:
+        return Status.PASS
+
+    def reached(threshold: float | None) -> bool:
+        if threshold is None:
+            return False
+        if threshold < 1:
+            return total > 0 and value / total >= threshold
+        return value >= threshold
+
+    if reached(fail_at):
+        return Status.FAIL
+    if reached(warn_at):
+        return Status.WARN
+    return Status.PASS

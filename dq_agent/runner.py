@@ -1,0 +1,64 @@
+"""Running detection tools by code (no model): all at once, sharing one pass over the data.
+
+Used for `--no-agent` runs and by the guard to backfill the tools a model skipped. A tool that
+fails becomes a structured `{error, suggestion}` result: the report still has every dimension.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+import polars as pl
+
+from dq_agent.checks.base import CheckPlan, run_plans
+from dq_agent.result import CheckResult, Source
+from dq_agent.tools import Tool
+
+log = logging.getLogger(__name__)
+
+# Failures a check may raise on odd data; anything else is a bug and propagates.
+CHECK_FAILURES: tuple[type[BaseException], ...] = (
+    pl.exceptions.PolarsError,
+    ValueError,
+    TypeError,
+    KeyError,
+    ArithmeticError,
+    OSError,
+)
+
+
+def failure_result(tool: str, exc: BaseException) -> CheckResult:
+    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return CheckResult.failed(
+        tool,
+        error=f"{type(exc).__name__}: {first_line}",
+        suggestion="check the column roles and dtypes in the config, or run with --debug for details",
+    )
+
+
+def run_tools(tools: Sequence[Tool], source: Source = Source.DIRECT) -> dict[str, CheckResult]:
+    """Run `tools` with default arguments; results keyed by tool name, in the given order."""
+    plans: list[CheckPlan] = []
+    results: dict[str, CheckResult] = {}
+    for tool in tools:
+        try:
+            plans.append(tool.plan())
+        except CHECK_FAILURES as exc:
+            log.debug("planning %s failed", tool.name, exc_info=True)
+            results[tool.name] = failure_result(tool.name, exc)
+    try:
+        collected = run_plans(plans)
+    except CHECK_FAILURES:
+        # One failing query fails the whole collect_all: run the plans one by one to isolate it.
+        collected = []
+        for plan in plans:
+            try:
+                collected.extend(run_plans([plan]))
+            except CHECK_FAILURES as exc:
+                log.debug("running %s failed", plan.tool, exc_info=True)
+                collected.append(failure_result(plan.tool, exc))
+    for result in collected:
+        results[result.tool] = result
+    return {tool.name: replace(results[tool.name], source=source) for tool in tools}

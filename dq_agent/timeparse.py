@@ -1,0 +1,74 @@
+"""Parsing text timestamps: the formats we accept, shared by the loader and structure_check."""
+
+from __future__ import annotations
+
+import polars as pl
+
+# Accepted text formats, most specific first; each label names a format family so that
+# structure_check can report a column that mixes them. Naive times are read in the configured
+# zone; times with an offset are converted, so every parsed timestamp is UTC.
+TIMESTAMP_FORMATS: list[tuple[str, str]] = [
+    ("iso8601+zone", "%Y-%m-%dT%H:%M:%S%.f%#z"),
+    ("iso8601+zone", "%Y-%m-%d %H:%M:%S%.f%#z"),
+    ("iso8601", "%Y-%m-%dT%H:%M:%S%.f"),
+    ("iso8601", "%Y-%m-%d %H:%M:%S%.f"),
+    ("iso8601-minutes", "%Y-%m-%dT%H:%M"),
+    ("iso8601-minutes", "%Y-%m-%d %H:%M"),
+    ("date", "%Y-%m-%d"),
+    ("day.month.year", "%d.%m.%Y %H:%M:%S"),
+    ("day/month/year", "%d/%m/%Y %H:%M:%S"),
+]
+
+TIMESTAMP_DTYPE = pl.Datetime("us", "UTC")
+
+
+def _parse_one(column: pl.Expr, fmt: str, timezone: str) -> pl.Expr:
+    stripped = column.str.strip_chars()
+    if fmt.endswith("%#z"):
+        return stripped.str.to_datetime(fmt, strict=False, time_unit="us", time_zone="UTC")
+    naive = stripped.str.to_datetime(fmt, strict=False, time_unit="us")
+    return naive.dt.replace_time_zone(timezone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+
+
+def parse_text_timestamps(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:
+    """A text column parsed with the first accepted format that fits each value (else null)."""
+    return pl.coalesce([_parse_one(column, fmt, timezone) for _, fmt in TIMESTAMP_FORMATS])
+
+
+def format_family_exprs(column: pl.Expr, timezone: str = "UTC") -> dict[str, pl.Expr]:
+    """For each format family, a boolean expression: the value is parsed by that family first."""
+    families: dict[str, pl.Expr] = {}
+    taken: pl.Expr = pl.lit(False)
+    for label, fmt in TIMESTAMP_FORMATS:
+        parsed = _parse_one(column, fmt, timezone).is_not_null()
+        first_here = parsed & ~taken
+        families[label] = (families[label] | first_here) if label in families else first_here
+        taken = taken | parsed
+    return families
+
+
+def to_utc(column: pl.Expr, dtype: pl.DataType, timezone: str = "UTC") -> pl.Expr:
+    """Any timestamp-like column (text, datetime, date, epoch number) as UTC datetimes."""
+    if dtype == pl.String:
+        return parse_text_timestamps(column, timezone)
+    if isinstance(dtype, pl.Datetime):
+        if dtype.time_zone is None:
+            return column.dt.cast_time_unit("us").dt.replace_time_zone(
+                timezone, ambiguous="earliest", non_existent="null"
+            ).dt.convert_time_zone("UTC")
+        return column.dt.cast_time_unit("us").dt.convert_time_zone("UTC")
+    if dtype == pl.Date:
+        return column.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    if dtype.is_integer() or dtype.is_float():
+        # Epoch numbers: pick the unit from the magnitude (seconds until year ~5138).
+        as_int = column.cast(pl.Int64, strict=False)
+        return (
+            pl.when(as_int.abs() < 100_000_000_000)
+            .then(pl.from_epoch(as_int, time_unit="s"))
+            .when(as_int.abs() < 100_000_000_000_000)
+            .then(pl.from_epoch(as_int, time_unit="ms"))
+            .otherwise(pl.from_epoch(as_int, time_unit="us"))
+            .dt.cast_time_unit("us")
+            .dt.replace_time_zone("UTC")
+        )
+    return pl.lit(None, dtype=TIMESTAMP_DTYPE)

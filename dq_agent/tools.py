@@ -1,0 +1,167 @@
+"""The detection tools: typed callables in a registry, with JSON-schema parameters for a model.
+
+`register_detection_tools` knows nothing about models: the agent, the guard and the direct
+runner all take the same `Tool` objects. A tool that fails to register is a loud error: a missing
+registration would look exactly like a model that skipped the tool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+
+from dq_agent.checks.base import CheckPlan, Scope, run_plans
+from dq_agent.checks.delays import plan_delay_check
+from dq_agent.checks.duplicates import plan_duplicate_check
+from dq_agent.checks.nulls import plan_null_check
+from dq_agent.checks.outliers import plan_outlier_check
+from dq_agent.checks.structure import plan_structure_check
+from dq_agent.config import Config
+from dq_agent.load import Dataset
+from dq_agent.result import CheckResult
+
+PlanFunction = Callable[[Dataset, Config, Scope], CheckPlan]
+
+# Registration order is report order. Descriptions are what a model reads: short and concrete.
+_CATALOGUE: list[tuple[str, str, PlanFunction]] = [
+    (
+        "null_check",
+        "Count missing values per column: nulls, NaN and sentinel numbers such as -999; "
+        "missing rate, fully empty columns, longest run of consecutive missing values.",
+        plan_null_check,
+    ),
+    (
+        "duplicate_check",
+        "Count exact duplicate rows and duplicate keys (entity + timestamp), split into "
+        "identical repeats and conflicting readings.",
+        plan_duplicate_check,
+    ),
+    (
+        "outlier_check",
+        "Find outliers per value column and per entity with the 3-sigma rule (or median/MAD).",
+        plan_outlier_check,
+    ),
+    (
+        "delay_check",
+        "Check timing: gaps in sampling per entity, out-of-order and duplicate timestamps, "
+        "future timestamps, ingest latency and data freshness.",
+        plan_delay_check,
+    ),
+    (
+        "structure_check",
+        "Check the schema: expected and unexpected columns, dtypes, numbers stored as text, "
+        "unparseable timestamps, encoding problems, blank or duplicated names, constant columns.",
+        plan_structure_check,
+    ),
+]
+
+DETECTION_TOOL_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _CATALOGUE)
+
+
+class ToolArgumentError(ValueError):
+    """Arguments a tool cannot take; the message names the valid choices (it is shown to a model)."""
+
+
+class ToolRegistrationError(RuntimeError):
+    """A detection tool could not be registered."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    dataset: Dataset
+    config: Config
+    plan_function: PlanFunction
+
+    def plan(self, arguments: Mapping[str, Any] | None = None) -> CheckPlan:
+        return self.plan_function(self.dataset, self.config, self.scope(arguments or {}))
+
+    def __call__(self, **arguments: Any) -> CheckResult:
+        """Run the tool alone. Raises ToolArgumentError for bad arguments; check errors propagate."""
+        plan = self.plan(arguments)
+        started = time.perf_counter()
+        (result,) = run_plans([plan])
+        return replace(result, duration_seconds=time.perf_counter() - started)
+
+    def scope(self, arguments: Mapping[str, Any]) -> Scope:
+        """Validate the arguments (unknown names, unknown columns, bad times) into a Scope."""
+        allowed = list(self.parameters["properties"])
+        unknown = sorted(set(arguments) - set(allowed))
+        if unknown:
+            raise ToolArgumentError(
+                f"{self.name} has no argument {', '.join(repr(u) for u in unknown)}; "
+                f"valid arguments: {', '.join(allowed)} (all optional)"
+            )
+        values = {k: v for k, v in arguments.items() if v not in (None, "", "all", "*")}
+        column = values.get("column")
+        if column is not None and column not in self.dataset.columns:
+            raise ToolArgumentError(
+                f"column {column!r} does not exist; columns: {', '.join(self.dataset.columns)}"
+            )
+        entity = values.get("entity")
+        if entity is not None and not self.dataset.roles.entity:
+            raise ToolArgumentError("this dataset has no entity column; call without 'entity'")
+        return Scope(
+            column=column,
+            entity=None if entity is None else str(entity),
+            start=_parse_time(values.get("start"), "start"),
+            end=_parse_time(values.get("end"), "end"),
+        )
+
+    def ollama_schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+def _parse_time(value: Any, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise ToolArgumentError(f"{name} must be an ISO 8601 time such as 2024-01-31T00:00:00") from None
+    return parsed if parsed.tzinfo is None else parsed.astimezone(UTC).replace(tzinfo=None)
+
+
+def _parameters(dataset: Dataset) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "column": {
+            "type": "string",
+            "description": "Only this column (default: all columns).",
+            "enum": list(dataset.columns),
+        },
+        "start": {"type": "string", "description": "Only rows at or after this ISO 8601 time (default: all)."},
+        "end": {"type": "string", "description": "Only rows at or before this ISO 8601 time (default: all)."},
+    }
+    if dataset.roles.entity:
+        properties["entity"] = {
+            "type": "string",
+            "description": f"Only this {'/'.join(dataset.roles.entity)} (default: all).",
+        }
+    return {"type": "object", "properties": properties, "required": []}
+
+
+def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
+    """The five detection tools bound to `dataset` and `config`, in report order."""
+    tools: list[Tool] = []
+    parameters = _parameters(dataset)
+    for name, description, plan_function in _CATALOGUE:
+        try:
+            tool = Tool(name, description, parameters, dataset, config, plan_function)
+            tool.plan()  # building the plan validates the tool against this dataset; nothing is collected
+        except (pl.exceptions.PolarsError, ValueError, KeyError, TypeError) as exc:
+            raise ToolRegistrationError(f"detection tool {name} failed to register: {exc}") from exc
+        tools.append(tool)
+    registered = [t.name for t in tools]
+    if registered != list(DETECTION_TOOL_NAMES):
+        raise ToolRegistrationError(f"registered tools {registered} differ from {list(DETECTION_TOOL_NAMES)}")
+    return tools

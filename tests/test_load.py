@@ -1,0 +1,156 @@
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dq_agent.config import Config, resolve
+from dq_agent.errors import ConfigError, InputError
+from dq_agent.load import load
+
+
+def write_bytes(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_csv_float_after_many_integers_does_not_kill_inference(tmp_path: Path) -> None:
+    rows = "".join(f"2024-01-01T00:{i // 60:02d}:{i % 60:02d},{i}\n" for i in range(3000))
+    path = write_bytes(tmp_path, "d.csv", ("timestamp,value\n" + rows + "2024-01-02T00:00:00,1.5\n").encode())
+    dataset = load(str(path), Config())
+    assert dataset.frame.collect_schema()["value"] == pl.Float64
+    assert dataset.frame.select(pl.col("value").sum()).collect().item() == sum(range(3000)) + 1.5
+
+
+def test_missing_markers_become_null_and_sentinels_count_as_missing(tmp_path: Path) -> None:
+    text = "timestamp,device_id,temp\n" + "".join(
+        f"2024-01-01T00:0{i}:00,d1,{v}\n" for i, v in enumerate(["1.0", "NA", "", "N/A", "-999", "NaN", "2.0"])
+    )
+    dataset = load(str(write_bytes(tmp_path, "d.csv", text.encode())), Config())
+    frame = dataset.frame
+    assert frame.select(pl.col("temp").is_null().sum()).collect().item() == 4
+    assert frame.select(dataset.missing("temp").sum()).collect().item() == 5
+    assert frame.select(dataset.clean("temp").sum()).collect().item() == 3.0
+
+
+def test_roles_long_layout_with_ingest_time(tmp_path: Path) -> None:
+    df = pl.DataFrame(
+        {
+            "ts": [datetime(2024, 1, 1, tzinfo=UTC)] * 2,
+            "device_id": ["a", "b"],
+            "temperature": [1.0, 2.0],
+            "ingest_time": [datetime(2024, 1, 1, 0, 1, tzinfo=UTC)] * 2,
+            "counter": [1, 2],
+        }
+    )
+    path = tmp_path / "d.parquet"
+    df.write_parquet(path)
+    roles = load(str(path), Config()).roles
+    assert roles.timestamp == "ts"
+    assert roles.entity == ["device_id"]
+    assert roles.ingest_time == "ingest_time"
+    assert roles.values == ["temperature", "counter"]
+
+
+def test_roles_wide_layout_text_timestamps(tmp_path: Path) -> None:
+    text = b"time,temp,pressure\n2024-01-01 00:00:00,1,2\n2024-01-01 00:01:00,1.5,2.5\n"
+    dataset = load(str(write_bytes(tmp_path, "w.csv", text)), Config())
+    assert dataset.roles.timestamp == "time"
+    assert dataset.roles.entity == []
+    assert dataset.roles.values == ["temp", "pressure"]
+    assert dataset.frame.collect_schema()["time"] == pl.Datetime("us", "UTC")
+
+
+def test_text_timestamps_with_offsets_are_converted_to_utc(tmp_path: Path) -> None:
+    text = b"timestamp,v\n2024-01-01T01:00:00+01:00,1\n2024-01-01T00:00:00Z,2\n2024-01-01 00:00:00,3\nbad,4\n"
+    dataset = load(str(write_bytes(tmp_path, "t.csv", text)), Config())
+    values = dataset.frame.select("timestamp").collect().to_series().to_list()
+    expected = datetime(2024, 1, 1, tzinfo=UTC)
+    assert values[:3] == [expected, expected, expected]
+    assert values[3] is None
+
+
+def test_naive_timestamps_read_in_configured_zone(tmp_path: Path) -> None:
+    config = resolve(None, cli={"columns.timezone": "Europe/Berlin"}, environ={})
+    text = b"timestamp,v\n2024-01-01 01:00:00,1\n"
+    dataset = load(str(write_bytes(tmp_path, "t.csv", text)), config)
+    assert dataset.frame.select("timestamp").collect().item() == datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_numbers_stored_as_text_are_detected_and_cast(tmp_path: Path) -> None:
+    rows = "".join(f"2024-01-01T00:00:{i:02d},d1,{i}.5\n" for i in range(20)) + "2024-01-01T00:01:00,d1,ERR\n"
+    dataset = load(str(write_bytes(tmp_path, "t.csv", ("timestamp,device_id,humidity\n" + rows).encode())), Config())
+    assert dataset.text_numeric_columns == ["humidity"]
+    assert dataset.raw_dtypes["humidity"] == "String"
+    assert dataset.frame.collect_schema()["humidity"] == pl.Float64
+    assert "humidity" in dataset.roles.values
+
+
+def test_invalid_utf8_is_read_lossily_and_bom_is_noted(tmp_path: Path) -> None:
+    data = b"\xef\xbb\xbftimestamp,device_id,v\n2024-01-01T00:00:00,d\xff1,1\n2024-01-01T00:01:00,d1,2\n"
+    dataset = load(str(write_bytes(tmp_path, "u.csv", data)), Config())
+    assert dataset.has_bom is True
+    assert dataset.columns == ["timestamp", "device_id", "v"]
+    ids = dataset.raw.select("device_id").collect().to_series().to_list()
+    assert ids[0] == "d\ufffd1"
+
+
+def test_header_names_as_written(tmp_path: Path) -> None:
+    data = b"timestamp,v,v,\n2024-01-01T00:00:00,1,2,3\n"
+    dataset = load(str(write_bytes(tmp_path, "h.csv", data)), Config())
+    assert dataset.header_names == ["timestamp", "v", "v", ""]
+
+
+def test_epoch_seconds_timestamp(tmp_path: Path) -> None:
+    data = b"timestamp,v\n1704067200,1\n1704067260,2\n"
+    dataset = load(str(write_bytes(tmp_path, "e.csv", data)), Config())
+    assert dataset.roles.timestamp == "timestamp"
+    assert dataset.frame.select(pl.col("timestamp").min()).collect().item() == datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_directory_and_glob_of_parquet(tmp_path: Path) -> None:
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i in range(3):
+        pl.DataFrame({"timestamp": [datetime(2024, 1, 1, i, tzinfo=UTC)], "v": [float(i)]}).write_parquet(
+            folder / f"part-{i}.parquet"
+        )
+    assert load(str(folder), Config()).frame.select(pl.len()).collect().item() == 3
+    by_glob = load(str(folder / "part-[01].parquet"), Config())
+    assert len(by_glob.files) == 2
+    assert by_glob.frame.select(pl.len()).collect().item() == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("empty.csv", b"", "is empty"),
+        ("data.xlsx", b"PK\x03\x04", "unsupported file type"),
+        ("random.parquet", bytes(range(256)) * 4, "cannot read"),
+    ],
+)
+def test_unreadable_inputs_are_input_errors(tmp_path: Path, name: str, data: bytes, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        load(str(write_bytes(tmp_path, name, data)), Config())
+
+
+def test_missing_path_and_empty_glob(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        load(str(tmp_path / "nope.csv"), Config())
+    with pytest.raises(InputError, match="no files match"):
+        load(str(tmp_path / "*.parquet"), Config())
+
+
+def test_configured_role_must_exist(tmp_path: Path) -> None:
+    path = write_bytes(tmp_path, "d.csv", b"timestamp,v\n2024-01-01T00:00:00,1\n")
+    config = resolve(None, cli={"columns.entity": ["device"]}, environ={})
+    with pytest.raises(ConfigError, match="columns.entity names column 'device'"):
+        load(str(path), config)
+
+
+def test_loading_never_writes_to_the_input(tmp_path: Path) -> None:
+    path = write_bytes(tmp_path, "d.csv", b"timestamp,v\n2024-01-01T00:00:00,1\n")
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    load(str(path), Config()).frame.collect()
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
