@@ -80,7 +80,8 @@ def inspect(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here (atomically).")] = None,
     fail_on: Annotated[str, typer.Option("--fail-on", help="Exit 1 at this verdict or worse: warn | fail | never.")] = "fail",
     as_of: Annotated[
-        str | None, typer.Option("--as-of", help="Reference time for freshness and future rows (ISO 8601).")
+        str | None,
+        typer.Option("--as-of", help="Reference time for freshness and future rows (ISO 8601; default now)."),
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")] = None,
     host: Annotated[str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")] = None,

@@ -12,6 +12,7 @@ import os
 import types
 import typing
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,17 @@ ENVIRONMENT = {
     "DQ_AGENT_HISTORY": "history.enabled",
 }
 
+# Command-line options and the config key each one sets (for error messages).
+CLI_OPTIONS = {
+    "agent.enabled": "--no-agent",
+    "agent.model": "--model",
+    "agent.host": "--host",
+    "agent.timeout_seconds": "--model-timeout",
+    "agent.require": "--require-agent",
+    "delay_check.as_of": "--as-of",
+    "history.enabled": "--no-history",
+}
+
 _CHOICES = {"outlier_check.method": ("sigma", "mad")}
 _NON_NEGATIVE = {
     "null_check.warn_at", "null_check.fail_at", "duplicate_check.warn_at",
@@ -146,7 +158,7 @@ def resolve(
             _set_dotted(config, key, env[variable], origin=f"environment variable {variable}")
     for key, value in (cli or {}).items():
         if value is not None:
-            _set_dotted(config, key, value, origin="command line")
+            _set_dotted(config, key, value, origin=f"option {CLI_OPTIONS.get(key, key)}")
     return config
 
 
@@ -268,6 +280,15 @@ def _describe(hint: Any) -> str:
     return names.get(hint, "null" if hint is type(None) else str(hint))
 
 
+def parse_time(text: str) -> datetime | None:
+    """An ISO 8601 time as an aware UTC datetime (naive times are UTC), or None if it is not one."""
+    try:
+        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
 def _validate(key: str, value: Any, origin: str) -> None:
     if value is None:
         return
@@ -279,5 +300,9 @@ def _validate(key: str, value: Any, origin: str) -> None:
         raise ConfigError(f"bad value for '{key}' in {origin}: {value!r} must be 0 or more")
     if key in _POSITIVE and value <= 0:
         raise ConfigError(f"bad value for '{key}' in {origin}: {value!r} must be more than 0")
+    if key == "delay_check.as_of" and parse_time(value) is None:
+        raise ConfigError(
+            f"bad value for '{key}' in {origin}: {value!r} is not an ISO 8601 time such as 2024-01-31T06:00:00Z"
+        )
     if key == "structure_check.text_numeric_min_share" and not 0 < value <= 1:
         raise ConfigError(f"bad value for '{key}' in {origin}: {value!r} must be in (0, 1]")

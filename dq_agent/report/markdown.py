@@ -9,7 +9,7 @@ from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
 from dq_agent.report.text import format_example, one_line, safe
 from dq_agent.result import Status
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 MAX_FINDINGS_PER_CHECK = 5
 
 

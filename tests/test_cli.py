@@ -1,0 +1,182 @@
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from dq_agent import __version__
+from dq_agent.cli import app
+from tests.conftest import clean_frame
+
+ENV = {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb", "DQ_AGENT_HISTORY": "false"}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    runner = CliRunner()
+    result = runner.invoke(app, list(args), env=ENV, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_version() -> None:
+    code, out, _ = run("--version")
+    assert code == 0
+    assert out.strip() == f"dq-agent {__version__}"
+
+
+def test_help_documents_exit_codes() -> None:
+    code, out, _ = run("inspect", "--help")
+    assert code == 0
+    assert "3 the input cannot be read" in " ".join(out.split())
+    for option in ("--no-agent", "--format", "--output", "--fail-on", "--as-of", "--quiet", "--debug"):
+        assert option in out
+
+
+def test_clean_data_passes_with_every_dimension(clean_parquet: Path) -> None:
+    code, out, err = run("inspect", str(clean_parquet), "--no-agent")
+    assert code == 0, err
+    for name in ("Missing values", "Duplicates", "Outliers", "Timing & delays", "Structure"):
+        assert name in out
+    assert "PASS" in out
+    assert "direct" in out
+    assert "Traceback" not in out + err
+
+
+def test_json_contract_keys(clean_parquet: Path) -> None:
+    code, out, _ = run("inspect", str(clean_parquet), "--no-agent", "--format", "json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["schema_version"] == "1.0"
+    assert report["verdict"] == "pass"
+    assert report["dataset"]["rows"] == 720
+    assert report["dataset"]["roles"]["entity"] == ["device_id"]
+    assert set(report["dataset"]["time_range"]) == {"start", "end"}
+    tools = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+    assert list(report["checks"]) == tools
+    for tool in tools:
+        check = report["checks"][tool]
+        assert check["source"] == "direct"
+        assert {"status", "summary", "metrics", "findings"} <= set(check)
+    assert report["audit"] == {
+        "expected_tools": tools,
+        "called_tools": tools,
+        "fallback_executed": [],
+        "fallback_outputs": {},
+    }
+    metrics = {tool: report["checks"][tool]["metrics"] for tool in tools}
+    assert {"null_count", "missing_count", "missing_rate"} <= set(metrics["null_check"]["columns"]["pressure"])
+    assert {"exact_duplicate_rows", "duplicate_key_rows", "conflicting_key_rows"} <= set(metrics["duplicate_check"])
+    assert "outlier_count" in metrics["outlier_check"]["columns"]["temperature"]
+    assert {"gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows"} <= set(metrics["delay_check"])
+    assert {
+        "missing_columns",
+        "unexpected_columns",
+        "unparseable_timestamps",
+        "text_numeric_columns",
+        "invalid_utf8_values",
+    } <= set(metrics["structure_check"])
+    assert report["agent"]["status"] == "disabled"
+    assert "total_seconds" in report["timings"]
+
+
+def faulty_parquet(tmp_path: Path) -> Path:
+    frame = clean_frame()
+    frame = frame.with_columns(
+        pl.when(pl.int_range(pl.len()) < 3).then(None).otherwise(pl.col("pressure")).alias("pressure")
+    )
+    path = tmp_path / "faulty.parquet"
+    frame.write_parquet(path)
+    return path
+
+
+def test_fail_on_sets_exit_code(tmp_path: Path) -> None:
+    path = faulty_parquet(tmp_path)  # 3 of 720 pressure values missing: warn
+    assert run("inspect", str(path), "--no-agent", "--fail-on", "warn")[0] == 1
+    assert run("inspect", str(path), "--no-agent", "--fail-on", "fail")[0] == 0
+    assert run("inspect", str(path), "--no-agent", "--fail-on", "never")[0] == 0
+
+
+def test_output_file_is_written_and_stdout_stays_clean(tmp_path: Path, clean_parquet: Path) -> None:
+    target = tmp_path / "r.json"
+    code, out, err = run("inspect", str(clean_parquet), "--no-agent", "-f", "json", "-o", str(target), "--quiet")
+    assert code == 0
+    assert out == ""
+    assert err == ""
+    assert json.loads(target.read_text())["verdict"] == "pass"
+
+
+def test_markdown_output(tmp_path: Path, clean_parquet: Path) -> None:
+    code, out, _ = run("inspect", str(clean_parquet), "--no-agent", "--format", "markdown")
+    assert code == 0
+    assert out.startswith("# Data-quality report")
+    assert "| Missing values | PASS |" in out
+
+
+def test_quiet_rich_prints_nothing(clean_parquet: Path) -> None:
+    code, out, err = run("inspect", str(clean_parquet), "--no-agent", "--quiet")
+    assert (code, out, err) == (0, "", "")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--format", "xml"], 2, "--format must be one of"),
+        (["--fail-on", "sometimes"], 2, "--fail-on must be one of"),
+        (["--as-of", "yesterday-ish"], 2, "--as-of"),
+    ],
+)
+def test_bad_options_exit_2(clean_parquet: Path, args: list[str], code: int, message: str) -> None:
+    result_code, _, err = run("inspect", str(clean_parquet), "--no-agent", *args)
+    assert result_code == code
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_missing_input_exits_3_with_one_line(tmp_path: Path) -> None:
+    code, out, err = run("inspect", str(tmp_path / "nope.parquet"), "--no-agent")
+    assert code == 3
+    assert err.strip().count("\n") == 0
+    assert "no such file or directory" in err
+    assert out == ""
+
+
+def test_header_only_csv_exits_3(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text("timestamp,device_id,value\n")
+    code, _, err = run("inspect", str(path), "--no-agent")
+    assert code == 3
+    assert "no data rows" in err
+
+
+def test_bad_config_exits_2_naming_key_and_file(tmp_path: Path, clean_parquet: Path) -> None:
+    config = tmp_path / "dq.yaml"
+    config.write_text("outlier_check:\n  sigma: -3\n")
+    code, _, err = run("inspect", str(clean_parquet), "--no-agent", "--config", str(config))
+    assert code == 2
+    assert "outlier_check.sigma" in err
+    assert str(config) in err
+
+
+def test_output_may_not_overwrite_input(clean_parquet: Path) -> None:
+    before = clean_parquet.read_bytes()
+    code, _, err = run("inspect", str(clean_parquet), "--no-agent", "-o", str(clean_parquet))
+    assert code == 2
+    assert "is the input file" in err
+    assert clean_parquet.read_bytes() == before
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["inspect", str(tmp_path / "nope.csv"), "--no-agent", "--debug"], env=ENV)
+    assert result.exit_code != 0
+    assert type(result.exception).__name__ == "InputError"
+
+
+def test_markup_and_escape_sequences_in_data_are_shown_literally(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    rows = "".join(f"2024-01-01T00:{i:02d}:00,[bold]dev\x1b[31m,{i % 7}\n" for i in range(40))
+    path.write_text("timestamp,[link=http://x]device_id[/link],value\n" + rows + "2024-01-01T01:00:00,x,\n")
+    code, out, err = run("inspect", str(path), "--no-agent")
+    assert code in (0, 1), err
+    assert "[link=http://x]device_id[/link]" in out
+    assert "\x1b" not in out
