@@ -1,19 +1,19 @@
-"""The command line: options plus one call each. Expected errors are caught once, in `DQAgentGroup`."""
+"""The command line: options plus one call each. Expected errors are caught once, in `errors_handled`."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
-import typer.core
-from rich.console import Console
 
 from dq_agent import __version__
-from dq_agent.commands import InspectOptions, run_inspect
+from dq_agent.commands import InspectOptions, run_doctor_command, run_history, run_inspect
 from dq_agent.errors import EXIT_INTERRUPTED, DQAgentError
+from dq_agent.report.text import one_line
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 the verdict is below --fail-on; 1 it is at or above --fail-on; "
@@ -22,25 +22,23 @@ EXIT_CODES_HELP = (
 )
 
 
-class DQAgentGroup(typer.core.TyperGroup):
-    """Catches the one error family once: a one-line message and its exit code, no traceback
-    (unless --debug)."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except DQAgentError as exc:
-            if ctx.meta.get("dq_agent.debug"):
-                raise
-            Console(stderr=True).print(f"dq-agent: error: {exc.message}", markup=False, highlight=False)
-            ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            Console(stderr=True).print("dq-agent: interrupted", markup=False, highlight=False)
-            ctx.exit(EXIT_INTERRUPTED)
+@contextlib.contextmanager
+def errors_handled(debug: bool) -> Iterator[None]:
+    """The one place expected errors are caught: a one-line message and the error's exit code,
+    no traceback (unless --debug)."""
+    try:
+        yield
+    except DQAgentError as exc:
+        if debug:
+            raise
+        typer.echo(f"dq-agent: error: {one_line(exc.message, 2000)}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("dq-agent: interrupted", err=True)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 app = typer.Typer(
-    cls=DQAgentGroup,
     help="Inspect industrial sensor data (CSV or Parquet) for quality problems.\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
@@ -64,15 +62,13 @@ def main_options(
     """Inspect industrial sensor data (CSV or Parquet) for quality problems."""
 
 
-def _setup(ctx: typer.Context, debug: bool, quiet: bool, verbose: bool) -> None:
-    ctx.meta["dq_agent.debug"] = debug
+def _setup_logging(debug: bool, quiet: bool, verbose: bool) -> None:
     level = logging.DEBUG if debug else logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, format="dq-agent: %(levelname)s: %(message)s", force=True)
 
 
 @app.command(epilog=EXIT_CODES_HELP)
 def inspect(
-    ctx: typer.Context,
     path: Annotated[str, typer.Argument(help="A CSV or Parquet file, a glob, or a directory of Parquet files.")],
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
     no_agent: Annotated[bool, typer.Option("--no-agent", help="Run every check directly, no model.")] = False,
@@ -92,6 +88,9 @@ def inspect(
     require_agent: Annotated[
         bool, typer.Option("--require-agent", help="Exit 4 when the model cannot be used.")
     ] = False,
+    max_memory: Annotated[
+        str | None, typer.Option("--max-memory", help="Refuse (exit 3) a run estimated to need more, e.g. 2G.")
+    ] = None,
     no_history: Annotated[bool, typer.Option("--no-history", help="Do not record this run.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every agent step live.")] = False,
     trace: Annotated[Path | None, typer.Option("--trace", help="Write every agent step as JSON lines.")] = None,
@@ -99,7 +98,7 @@ def inspect(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
-    _setup(ctx, debug, quiet, verbose)
+    _setup_logging(debug, quiet, verbose)
     overrides: dict[str, Any] = {
         "agent.enabled": False if no_agent else None,
         "agent.model": model,
@@ -108,6 +107,7 @@ def inspect(
         "agent.require": True if require_agent else None,
         "delay_check.as_of": as_of,
         "history.enabled": False if no_history else None,
+        "limits.max_memory": max_memory,
     }
     options = InspectOptions(
         path=path,
@@ -121,7 +121,44 @@ def inspect(
         question=question,
         overrides=overrides,
     )
-    raise typer.Exit(run_inspect(options))
+    with errors_handled(debug):
+        code = run_inspect(options)
+    raise typer.Exit(code)
+
+
+@app.command()
+def history(
+    path: Annotated[str | None, typer.Argument(help="Only runs of this dataset path or name.")] = None,
+    last: Annotated[int, typer.Option("--last", "-n", min=1, help="How many recent runs.")] = 20,
+    stats: Annotated[bool, typer.Option("--stats", help="Per model and tool: call and skip rates.")] = False,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    """Show recorded runs, newest first, or skip-rate statistics (--stats)."""
+    _setup_logging(debug, quiet=False, verbose=False)
+    with errors_handled(debug):
+        code = run_history(path, last, stats, output_format, config)
+    raise typer.Exit(code)
+
+
+@app.command()
+def doctor(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")] = None,
+    model_timeout: Annotated[
+        float | None, typer.Option("--model-timeout", help="Seconds per model call before giving up.")
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    """Check that the model can be used: server reachable, model pulled, tool calling."""
+    _setup_logging(debug, quiet=False, verbose=False)
+    with errors_handled(debug):
+        code = run_doctor_command(
+            config, {"agent.model": model, "agent.host": host, "agent.timeout_seconds": model_timeout}
+        )
+    raise typer.Exit(code)
 
 
 def main() -> None:

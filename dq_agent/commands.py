@@ -14,9 +14,21 @@ from typing import Any
 
 from rich.console import Console
 
+from dq_agent.agent.doctor import render_doctor, run_doctor
 from dq_agent.agent.trace import Trace
 from dq_agent.config import Config, resolve
 from dq_agent.errors import UsageError
+from dq_agent.history import (
+    HistoryError,
+    HistoryStore,
+    compare_with_baseline,
+    compute_stats,
+    history_json,
+    history_path,
+    history_renderable,
+    stats_json,
+    stats_renderable,
+)
 from dq_agent.inspection import inspect
 from dq_agent.load import resolve_files
 from dq_agent.outcome import FAIL_ON_CHOICES, Inspection, exit_code_for
@@ -68,6 +80,43 @@ def render(inspection: Inspection, output_format: str, console: Console | None =
     return render_plain(inspection)
 
 
+def _record(inspection: Inspection, config: Config, exit_code: int, err: Console) -> None:
+    """Compare with the baseline, then record the run. A broken history warns; it never fails the
+    inspection (the data was checked)."""
+    try:
+        with HistoryStore.open(history_path(config.history)) as store:
+            inspection.baseline = compare_with_baseline(
+                inspection, store, runs=config.history.baseline_runs, dataset_name=config.history.dataset_name
+            )
+            store.save_run(inspection, exit_code, dataset_name=config.history.dataset_name)
+    except HistoryError as exc:
+        err.print(f"dq-agent: warning: run not recorded: {exc.message}", markup=False, highlight=False)
+
+
+def run_history(
+    path: str | None, last: int, stats: bool, output_format: str, config_file: Path | None = None
+) -> int:
+    if output_format not in ("rich", "json"):
+        raise UsageError(f"--format must be rich or json, not {output_format!r}")
+    config = resolve(config_file)
+    database = history_path(config.history)
+    if not database.exists():
+        raise UsageError(f"no run history yet at {database}: run `dq-agent inspect PATH` first")
+    with HistoryStore.open(database) as store:
+        records = store.recent_runs(limit=None if stats else last, dataset=path)
+    if output_format == "json":
+        sys.stdout.write((stats_json(compute_stats(records)) if stats else history_json(records)) + "\n")
+    else:
+        Console().print(stats_renderable(compute_stats(records)) if stats else history_renderable(records))
+    return 0
+
+
+def run_doctor_command(config_file: Path | None, overrides: dict[str, Any]) -> int:
+    report = run_doctor(resolve(config_file, overrides))
+    render_doctor(report, Console())
+    return report.exit_code
+
+
 def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     if options.output_format not in FORMATS:
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {options.output_format!r}")
@@ -91,6 +140,8 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
         inspection = inspect(options.path, config, question=options.question, trace=trace, on_stage=on_stage)
 
     code = exit_code_for(inspection, options.fail_on)
+    if config.history.enabled:
+        _record(inspection, config, code, err)
     if options.output is not None:
         text = render(inspection, options.output_format)
         write_atomic(options.output, text or "")

@@ -97,6 +97,11 @@ class HistoryConfig:
 
 
 @dataclass
+class LimitsConfig:
+    max_memory: str | None = None
+
+
+@dataclass
 class Config:
     columns: ColumnsConfig = field(default_factory=ColumnsConfig)
     null_check: NullCheckConfig = field(default_factory=NullCheckConfig)
@@ -106,6 +111,7 @@ class Config:
     structure_check: StructureCheckConfig = field(default_factory=StructureCheckConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
 
 
 # Environment variables and the config key each one sets.
@@ -115,6 +121,7 @@ ENVIRONMENT = {
     "DQ_AGENT_MODEL_TIMEOUT": "agent.timeout_seconds",
     "DQ_AGENT_FALLBACK_MERGE": "agent.fallback_merge",
     "DQ_AGENT_HISTORY": "history.enabled",
+    "DQ_AGENT_MAX_MEMORY": "limits.max_memory",
 }
 
 # Command-line options and the config key each one sets (for error messages).
@@ -126,6 +133,7 @@ CLI_OPTIONS = {
     "agent.require": "--require-agent",
     "delay_check.as_of": "--as-of",
     "history.enabled": "--no-history",
+    "limits.max_memory": "--max-memory",
 }
 
 _CHOICES = {"outlier_check.method": ("sigma", "mad")}

@@ -13,6 +13,7 @@ from dq_agent.agent.trace import Trace
 from dq_agent.checks.base import entity_key
 from dq_agent.config import Config
 from dq_agent.errors import InputError
+from dq_agent.limits import check_memory_budget, parse_size
 from dq_agent.load import Dataset, load
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
@@ -47,6 +48,7 @@ def profile(dataset: Dataset) -> DatasetInfo:
         files=len(dataset.files),
         rows=int(row["rows"]),
         columns=list(dataset.columns),
+        dtypes=dict(dataset.raw_dtypes),
         roles=dataset.roles.to_dict(),
         time_start=start.isoformat() if isinstance(start, datetime) else None,
         time_end=end.isoformat() if isinstance(end, datetime) else None,
@@ -69,6 +71,8 @@ def inspect(
 
     on_stage(f"Loading {path}")
     dataset = load(path, config)
+    if config.limits.max_memory is not None:
+        check_memory_budget(dataset.files, dataset.file_format, parse_size(config.limits.max_memory))
     info = profile(dataset)
     timings["load_seconds"] = time.perf_counter() - clock
     if info.rows == 0:

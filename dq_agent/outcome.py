@@ -25,6 +25,7 @@ class DatasetInfo:
     time_start: str | None = None
     time_end: str | None = None
     entities: int | None = None
+    dtypes: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +34,7 @@ class DatasetInfo:
             "files": self.files,
             "rows": self.rows,
             "columns": list(self.columns),
+            "dtypes": dict(self.dtypes),
             "roles": self.roles,
             "time_range": {"start": self.time_start, "end": self.time_end},
             "entities": self.entities,
@@ -98,7 +100,6 @@ class Inspection:
     started_at: str = ""
     as_of: str | None = None
     baseline: dict[str, Any] | None = None
-    extra_findings: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def verdict(self) -> Verdict:

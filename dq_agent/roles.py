@@ -15,7 +15,9 @@ from dq_agent.config import ColumnsConfig
 from dq_agent.errors import ConfigError
 from dq_agent.timeparse import parse_text_timestamps
 
-_TIMESTAMP_NAME = re.compile(r"^(timestamp|time|ts|datetime|date_?time|event_?time|event_?ts|t|date)$", re.I)
+_TIMESTAMP_NAME = re.compile(
+    r"^(timestamp|time|ts|datetime|date_?time|event_?time|event_?ts|t|date)$", re.I
+)
 _TIMESTAMP_HINT = re.compile(r"(time|timestamp|date|_ts$|^ts_)", re.I)
 _INGEST_NAME = re.compile(
     r"^(ingest|ingested|ingestion|arrival|arrived|received|receive|load|loaded|insert|inserted)"
@@ -79,43 +81,77 @@ def detect_roles(
     names = list(schema.names())
     for key, configured in (("timestamp", columns.timestamp), ("ingest_time", columns.ingest_time)):
         if configured is not None and configured not in names:
-            raise ConfigError(f"columns.{key} names column '{configured}', which the data does not have")
+            raise ConfigError(
+                f"columns.{key} names column '{configured}', which the data does not have"
+            )
     for key, configured_list in (("entity", columns.entity), ("values", columns.values)):
         for name in configured_list or []:
             if name not in names:
-                raise ConfigError(f"columns.{key} names column '{name}', which the data does not have")
+                raise ConfigError(
+                    f"columns.{key} names column '{name}', which the data does not have"
+                )
 
     ingest = columns.ingest_time
     if ingest is None:
         ingest = next(
-            (n for n in names if _INGEST_NAME.match(n) and (_is_time_like(schema[n]) or schema[n] == pl.String)),
+            (
+                n
+                for n in names
+                if _INGEST_NAME.match(n) and (_is_time_like(schema[n]) or schema[n] == pl.String)
+            ),
             None,
         )
     timestamp = columns.timestamp
     if timestamp is None:
         candidates = [n for n in names if n != ingest]
-        timestamp = next((n for n in candidates if _TIMESTAMP_NAME.match(n) and _time_candidate(schema, sample, n)), None)
+        timestamp = next(
+            (
+                n
+                for n in candidates
+                if _TIMESTAMP_NAME.match(n) and _time_candidate(schema, sample, n)
+            ),
+            None,
+        )
         if timestamp is None:
             timestamp = next((n for n in candidates if _is_time_like(schema[n])), None)
         if timestamp is None:
             timestamp = next(
-                (n for n in candidates if _TIMESTAMP_HINT.search(n) and _time_candidate(schema, sample, n)), None
+                (
+                    n
+                    for n in candidates
+                    if _TIMESTAMP_HINT.search(n) and _time_candidate(schema, sample, n)
+                ),
+                None,
             )
-    entity = list(columns.entity) if columns.entity is not None else [
-        n for n in names if _ENTITY_NAME.match(n) and n not in (timestamp, ingest)
-        and (schema[n] == pl.String or schema[n].is_integer() or schema[n] == pl.Categorical)
-    ]
+    entity = (
+        list(columns.entity)
+        if columns.entity is not None
+        else [
+            n
+            for n in names
+            if _ENTITY_NAME.match(n)
+            and n not in (timestamp, ingest)
+            and (schema[n] == pl.String or schema[n].is_integer() or schema[n] == pl.Categorical)
+        ]
+    )
     taken = {timestamp, ingest, *entity}
     text_numeric = [
-        n for n in names
-        if n not in taken and schema[n] == pl.String and numeric_share(sample, n) >= text_numeric_min_share
+        n
+        for n in names
+        if n not in taken
+        and schema[n] == pl.String
+        and numeric_share(sample, n) >= text_numeric_min_share
     ]
     if columns.values is not None:
         values = list(columns.values)
     else:
-        values = [n for n in names if n not in taken and (schema[n].is_numeric() or n in text_numeric)]
+        values = [
+            n for n in names if n not in taken and (schema[n].is_numeric() or n in text_numeric)
+        ]
     text_numeric = [n for n in text_numeric if n in values]
-    return Roles(timestamp=timestamp, entity=entity, values=values, ingest_time=ingest), text_numeric
+    return Roles(
+        timestamp=timestamp, entity=entity, values=values, ingest_time=ingest
+    ), text_numeric
 
 
 def _time_candidate(schema: pl.Schema, sample: pl.DataFrame, name: str) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import polars as pl
 
 # Accepted text formats, most specific first; each label names a format family so that
@@ -21,13 +23,21 @@ TIMESTAMP_FORMATS: list[tuple[str, str]] = [
 
 TIMESTAMP_DTYPE = pl.Datetime("us", "UTC")
 
+# Times Python can hold, a day inside its limits so that a zone shift cannot leave them. Polars
+# holds times far beyond (an epoch number in the wrong unit lands in year 33658), but turning one
+# into a Python datetime panics inside Polars and kills the run, so those count as unparseable.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+
 
 def _parse_one(column: pl.Expr, fmt: str, timezone: str) -> pl.Expr:
     stripped = column.str.strip_chars()
     if fmt.endswith("%#z"):
         return stripped.str.to_datetime(fmt, strict=False, time_unit="us", time_zone="UTC")
     naive = stripped.str.to_datetime(fmt, strict=False, time_unit="us")
-    return naive.dt.replace_time_zone(timezone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+    return naive.dt.replace_time_zone(
+        timezone, ambiguous="earliest", non_existent="null"
+    ).dt.convert_time_zone("UTC")
 
 
 def parse_text_timestamps(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:
@@ -48,24 +58,37 @@ def format_family_exprs(column: pl.Expr, timezone: str = "UTC") -> dict[str, pl.
 
 
 def to_utc(column: pl.Expr, dtype: pl.DataType, timezone: str = "UTC") -> pl.Expr:
-    """Any timestamp-like column (text, datetime, date, epoch number) as UTC datetimes."""
+    """Any timestamp-like column (text, datetime, date, epoch number) as UTC datetimes; times
+    outside what Python can represent become null."""
+    converted = _convert_to_utc(column, dtype, timezone)
+    in_range = converted.is_between(
+        pl.lit(EARLIEST, TIMESTAMP_DTYPE), pl.lit(LATEST, TIMESTAMP_DTYPE)
+    )
+    return pl.when(in_range).then(converted).otherwise(None)
+
+
+def _convert_to_utc(column: pl.Expr, dtype: pl.DataType, timezone: str) -> pl.Expr:
     if dtype == pl.String:
         return parse_text_timestamps(column, timezone)
     if isinstance(dtype, pl.Datetime):
         if dtype.time_zone is None:
-            return column.dt.cast_time_unit("us").dt.replace_time_zone(
-                timezone, ambiguous="earliest", non_existent="null"
-            ).dt.convert_time_zone("UTC")
+            return (
+                column.dt.cast_time_unit("us")
+                .dt.replace_time_zone(timezone, ambiguous="earliest", non_existent="null")
+                .dt.convert_time_zone("UTC")
+            )
         return column.dt.cast_time_unit("us").dt.convert_time_zone("UTC")
     if dtype == pl.Date:
         return column.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
     if dtype.is_integer() or dtype.is_float():
         # Epoch numbers: pick the unit from the magnitude (seconds until year ~5138).
         as_int = column.cast(pl.Int64, strict=False)
+        # The magnitude as a float: abs() of the smallest Int64 overflows back to itself.
+        magnitude = column.cast(pl.Float64, strict=False).abs()
         return (
-            pl.when(as_int.abs() < 100_000_000_000)
+            pl.when(magnitude < 100_000_000_000)
             .then(pl.from_epoch(as_int, time_unit="s"))
-            .when(as_int.abs() < 100_000_000_000_000)
+            .when(magnitude < 100_000_000_000_000)
             .then(pl.from_epoch(as_int, time_unit="ms"))
             .otherwise(pl.from_epoch(as_int, time_unit="us"))
             .dt.cast_time_unit("us")

@@ -7,10 +7,12 @@ all checks in one `pl.collect_all`, so the checks share one scan of the data.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import date, datetime
+from typing import Any
 
 import polars as pl
 
@@ -81,6 +83,24 @@ def entity_key(dataset: Dataset) -> pl.Expr | None:
         return None
     if len(keys) == 1:
         return pl.col(keys[0]).cast(pl.String).alias("__entity")
-    return pl.concat_str([pl.col(k).cast(pl.String) for k in keys], separator="/", ignore_nulls=False).alias(
-        "__entity"
-    )
+    return pl.concat_str(
+        [pl.col(k).cast(pl.String) for k in keys], separator="/", ignore_nulls=False
+    ).alias("__entity")
+
+
+def iso(value: Any) -> str | None:
+    """A datetime or date as ISO 8601 text (for findings and JSON); other values as text."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return None if value is None else str(value)
+
+
+def shown_value(value: Any) -> Any:
+    """NaN as text: in JSON it would otherwise become null and read as a true null."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return value
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

@@ -42,16 +42,21 @@ def render_markdown(inspection: Inspection) -> str:
         lines += ["", f"> Agent: {md(inspection.agent.error)}"]
     if inspection.agent.narrative:
         lines += ["", f"## Narrative ({md(inspection.agent.model or '-')})", ""]
-        lines += [md(paragraph, 4000) for paragraph in safe(inspection.agent.narrative, 8000).split("\n")]
+        lines += [
+            md(paragraph, 4000) for paragraph in safe(inspection.agent.narrative, 8000).split("\n")
+        ]
     lines += ["", "## Findings", ""]
     for result in inspection.checks.values():
         if result.status is Status.ERROR:
-            lines.append(f"- **{result.tool}** could not run: {md(result.error)}. {md(result.suggestion)}")
+            lines.append(
+                f"- **{result.tool}** could not run: {md(result.error)}. {md(result.suggestion)}"
+            )
             continue
         for finding in result.findings[:MAX_FINDINGS_PER_CHECK]:
             where = finding.where()
             lines.append(
-                f"- **{result.tool}** {md(finding.what)}: {finding.count:,}" + (f" ({md(where)})" if where else "")
+                f"- **{result.tool}** {md(finding.what)}: {finding.count:,}"
+                + (f" ({md(where)})" if where else "")
             )
             for example in finding.examples[:2]:
                 lines.append(f"  - e.g. {md(format_example(example))}")
@@ -59,5 +64,9 @@ def render_markdown(inspection: Inspection) -> str:
         lines += ["", "## Compared with the baseline", ""]
         lines += [f"- {md(item.get('message', item))}" for item in inspection.baseline["findings"]]
     t = inspection.timings
-    lines += ["", f"_Timings: load {t.get('load_seconds', 0):.2f} s, total {t.get('total_seconds', 0):.2f} s_", ""]
+    lines += [
+        "",
+        f"_Timings: load {t.get('load_seconds', 0):.2f} s, total {t.get('total_seconds', 0):.2f} s_",
+        "",
+    ]
     return "\n".join(lines)

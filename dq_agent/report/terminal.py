@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import io
+
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
@@ -21,7 +23,11 @@ STATUS_STYLES = {
     Status.ERROR: "bold magenta",
     Status.SKIPPED: "dim",
 }
-VERDICT_STYLES = {"pass": "bold white on green", "warn": "bold black on yellow", "fail": "bold white on red"}
+VERDICT_STYLES = {
+    "pass": "bold white on green",
+    "warn": "bold black on yellow",
+    "fail": "bold white on red",
+}
 MAX_FINDINGS_PER_CHECK = 5
 MAX_EXAMPLES_PER_FINDING = 2
 
@@ -50,7 +56,9 @@ def _status_text(status: Status) -> Text:
 
 
 def _source_text(source: Source) -> Text:
-    return Text(SOURCE_LABELS[source], style="bold yellow" if source is Source.BACKFILLED else "dim")
+    return Text(
+        SOURCE_LABELS[source], style="bold yellow" if source is Source.BACKFILLED else "dim"
+    )
 
 
 def _dimension_table(inspection: Inspection) -> Table:
@@ -103,20 +111,31 @@ def build_report(inspection: Inspection) -> RenderableType:
         parts.append(Text(f"Agent: {one_line(agent.error, 400)}", style="yellow"))
     if agent.narrative:
         parts.append(
-            Panel(Text(safe(agent.narrative, 6000)), title=f"Narrative ({safe(agent.model or '-')})", title_align="left")
+            # A str title would be parsed as Rich markup: the model name is the user's text.
+            Panel(
+                Text(safe(agent.narrative, 6000)),
+                title=Text(f"Narrative ({one_line(agent.model or '-', 100)})"),
+                title_align="left",
+            )
         )
     finding_lines: list[RenderableType] = []
     for result in inspection.checks.values():
         lines = _findings(result)
         if lines:
-            finding_lines.append(Text(dimension_name(result.tool) + f" ({result.tool})", style="bold"))
+            finding_lines.append(
+                Text(dimension_name(result.tool) + f" ({result.tool})", style="bold")
+            )
             finding_lines.extend(lines)
     if inspection.baseline and inspection.baseline.get("findings"):
         finding_lines.append(Text("Compared with the baseline", style="bold"))
         for item in inspection.baseline["findings"]:
-            finding_lines.append(Text("  ! " + one_line(item.get("message", item), 300), style="yellow"))
+            finding_lines.append(
+                Text("  ! " + one_line(item.get("message", item), 300), style="yellow")
+            )
     if finding_lines:
-        parts.append(Panel(Group(*finding_lines), title="Findings", title_align="left", box=box.ROUNDED))
+        parts.append(
+            Panel(Group(*finding_lines), title="Findings", title_align="left", box=box.ROUNDED)
+        )
     verdict = str(inspection.verdict)
     footer = Text("Verdict: ", style="bold")
     footer.append(f" {verdict.upper()} ", style=VERDICT_STYLES[verdict])
@@ -137,14 +156,8 @@ def render_rich(inspection: Inspection, console: Console) -> None:
 
 def render_plain(inspection: Inspection, width: int = 100) -> str:
     """The terminal report as plain text (no colour), e.g. for --output with --format rich."""
-    console = Console(width=width, record=True, color_system=None, force_terminal=False, file=_Discard())
+    console = Console(
+        width=width, record=True, color_system=None, force_terminal=False, file=io.StringIO()
+    )
     console.print(build_report(inspection))
     return console.export_text()
-
-
-class _Discard:
-    def write(self, _: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        return None

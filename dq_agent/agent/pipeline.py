@@ -1,0 +1,202 @@
+"""The agent's part of an inspection: pre-flight, the loop, the guard, the merge, the review.
+
+`run_agent_inspection` always returns every registered dimension. A model that cannot be used
+gives a direct run (`agent.status = unavailable`, one warning) unless the user required the
+agent; a model that fails mid-run leaves the rest to the guard. The verdict is never the model's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from dq_agent import runner
+from dq_agent.agent.client import ModelCallError, ModelClient, ModelUnavailableError
+from dq_agent.agent.loop import AgentLoop, LoopResult
+from dq_agent.agent.prompting import prompt
+from dq_agent.agent.trace import Trace
+from dq_agent.config import Config
+from dq_agent.errors import AgentUnavailableError
+from dq_agent.guard import Guarded, run_with_tool_guard
+from dq_agent.load import Dataset
+from dq_agent.outcome import AgentInfo, Audit
+from dq_agent.result import CheckResult, Source, Status, Verdict, verdict_of
+from dq_agent.tools import Tool
+
+log = logging.getLogger(__name__)
+
+MERGED = "merged"
+APPENDED = "appended"
+GUARD_SECTION_TITLE = (
+    "Added by the completeness guard (checks the model did not run; not reviewed by the model)"
+)
+
+AskModel = Callable[[str], str]
+ReviewNarrative = Callable[
+    [str, dict[str, CheckResult], Dataset, Verdict, AskModel | None], tuple[str, dict[str, Any]]
+]
+
+
+@dataclass
+class AgentOutcome:
+    checks: dict[str, CheckResult]
+    audit: Audit
+    agent: AgentInfo
+
+
+def run_agent_inspection(
+    tools: list[Tool],
+    dataset: Dataset,
+    config: Config,
+    *,
+    question: str | None = None,
+    trace: Trace | None = None,
+) -> AgentOutcome:
+    trace = trace or Trace()
+    settings = config.agent
+    info = AgentInfo(status="ok", model=settings.model, mode="none")
+    if not settings.enabled:
+        info.status = "disabled"
+        return _direct(tools, info)
+    try:
+        model = ModelClient(settings)
+    except ModelUnavailableError as exc:
+        return _unavailable(tools, info, exc, config, trace)
+    with model:
+        try:
+            facts = model.preflight()
+            loop = AgentLoop(
+                model,
+                tools,
+                dataset,
+                react=facts.supports_tools is False,
+                max_steps=settings.max_steps,
+                max_sentinel_rounds=settings.max_sentinel_rounds,
+                question=question,
+                trace=trace,
+            )
+            trace.emit(
+                "preflight",
+                model=model.model,
+                host=model.host,
+                mode=loop.mode,
+                capabilities=facts.capabilities,
+            )
+            run, guarded = run_with_tool_guard(tools, loop.run, trace=trace)
+        except ModelUnavailableError as exc:
+            return _unavailable(tools, info, exc, config, trace)
+        _account(info, run)
+        alive = run.error is None
+        ask = _asker(model, info) if alive else None
+        info.narrative, info.merge = _merge(
+            run, guarded, ask if settings.fallback_merge else None, trace
+        )
+        _review(info, guarded.checks, dataset, ask)
+    return AgentOutcome(guarded.checks, guarded.audit, info)
+
+
+def _unavailable(
+    tools: Sequence[Tool], info: AgentInfo, exc: ModelCallError, config: Config, trace: Trace
+) -> AgentOutcome:
+    if config.agent.require:
+        raise AgentUnavailableError(
+            f"{exc.message} (the agent is required: --require-agent)"
+        ) from exc
+    log.warning("model unavailable, every tool runs directly: %s", exc.message)
+    trace.emit("unavailable", kind=exc.kind, error=exc.message)
+    info.status = "unavailable"
+    info.error = exc.message
+    return _direct(tools, info)
+
+
+def _direct(tools: Sequence[Tool], info: AgentInfo) -> AgentOutcome:
+    checks = runner.run_tools(tools, Source.DIRECT)
+    info.mode = "none"
+    return AgentOutcome(checks, Audit(expected_tools=[t.name for t in tools]), info)
+
+
+def _account(info: AgentInfo, run: LoopResult) -> None:
+    info.mode = run.mode
+    info.steps = run.steps
+    info.sentinel_rounds = run.sentinel_rounds
+    info.prompt_tokens += run.prompt_tokens
+    info.completion_tokens += run.completion_tokens
+    if run.error is not None:
+        info.status = "failed"
+        info.error = run.error
+        log.warning("the model failed mid-run, the guard completes the inspection: %s", run.error)
+
+
+def _asker(model: ModelClient, info: AgentInfo) -> AskModel:
+    """One prompt to the model, its text back; raises ModelCallError. Tokens are counted."""
+
+    def ask(text: str) -> str:
+        reply = model.chat([{"role": "user", "content": text}])
+        info.prompt_tokens += reply.prompt_tokens
+        info.completion_tokens += reply.completion_tokens
+        return reply.content.strip()
+
+    return ask
+
+
+def _merge(
+    run: LoopResult, guarded: Guarded, ask: AskModel | None, trace: Trace
+) -> tuple[str | None, str | None]:
+    """Nothing backfilled: the answer passes through untouched, with no extra call."""
+    backfilled = guarded.audit.fallback_executed
+    if not backfilled:
+        return run.narrative, None
+    if ask is not None and run.narrative:
+        results = "\n".join(guarded.checks[name].observation() for name in backfilled)
+        try:
+            merged = ask(prompt("merge", results=results, narrative=run.narrative))
+        except ModelCallError as exc:
+            log.warning(
+                "merging the backfilled results failed, appending them instead: %s", exc.message
+            )
+            merged = ""
+        if merged:
+            trace.emit("merge", outcome=MERGED, tools=backfilled)
+            return merged, MERGED
+    trace.emit("merge", outcome=APPENDED, tools=backfilled)
+    section = guard_section(guarded.checks, backfilled)
+    return (f"{run.narrative.rstrip()}\n\n{section}" if run.narrative else section), APPENDED
+
+
+def guard_section(checks: dict[str, CheckResult], names: Sequence[str]) -> str:
+    lines = [f"## {GUARD_SECTION_TITLE}", ""]
+    for name in names:
+        result = checks[name]
+        if result.status is Status.ERROR:
+            lines.append(
+                f"- {name} [backfilled]: could not run: {result.error} ({result.suggestion})"
+            )
+        else:
+            lines.append(f"- {name} [backfilled]: {result.status}: {result.summary}")
+    return "\n".join(lines)
+
+
+def _review(
+    info: AgentInfo, checks: dict[str, CheckResult], dataset: Dataset, ask: AskModel | None
+) -> None:
+    """Hand the narrative to the narrative guard (dq_agent/narrative_guard.py) when it exists."""
+    review = _narrative_reviewer()
+    if review is None or info.narrative is None:
+        return
+    info.narrative, info.narrative_checks = review(
+        info.narrative, checks, dataset, verdict_of(list(checks.values())), ask
+    )
+
+
+def _narrative_reviewer() -> ReviewNarrative | None:
+    # Imported by name so this module works before the narrative guard lands.
+    try:
+        module = importlib.import_module("dq_agent.narrative_guard")
+    except ModuleNotFoundError as exc:
+        if exc.name != "dq_agent.narrative_guard":
+            raise
+        return None
+    return cast(ReviewNarrative, module.review_narrative)

@@ -1,0 +1,328 @@
+"""duplicate_check: exact duplicate rows, and duplicate keys (entity + timestamp, or timestamp
+alone) split into identical repeats and conflicting readings.
+
+Everything comes from one group-by over all columns (distinct rows and their copies); grouping
+those distinct rows again by the key gives, per key, the copies and the number of distinct rows,
+so "conflicting" (distinct rows minus 1) and "identical" (copies minus distinct rows) need no
+row-by-row comparison. With `scope.column`, conflicting means disagreeing in that column only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import polars as pl
+
+from dq_agent.checks.base import CheckPlan, Scope, entity_key, iso, plural, shown_value
+from dq_agent.config import Config
+from dq_agent.load import Dataset
+from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+
+TOOL = "duplicate_check"
+MAX_FINDINGS = 20
+MAX_EXAMPLES = 5
+_COPIES = "__copies"
+_DISTINCT = "__distinct"
+_ENTITY = "__entity"
+_CONFLICT = "__conflict"
+_KIND_ORDER = {"conflicting": 0, "exact": 1, "identical": 2}
+
+
+def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+    frame = scope.filter(dataset)
+    columns = list(dataset.columns)
+    ts = dataset.roles.timestamp
+    key = [*dataset.roles.entity, ts] if ts is not None else []
+    compared = _compared_columns(columns, key, scope.column)
+    row_groups = frame.group_by(columns).agg(pl.len().cast(pl.Int64).alias(_COPIES))
+    queries = [_exact_totals(row_groups, ts), _exact_examples(dataset, row_groups, columns)]
+    if ts is not None:
+        key_groups = _key_groups(frame, row_groups, key, compared, ts, columns)
+        queries += [
+            _key_totals_by_entity(dataset, key_groups, ts),
+            _key_examples(dataset, frame, key_groups, key, compared, ts),
+        ]
+    settings = config.duplicate_check
+
+    def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        return _result(dataset, frames, key, compared, settings.warn_at, settings.fail_at)
+
+    return CheckPlan(TOOL, queries, finish)
+
+
+def _compared_columns(columns: Sequence[str], key: Sequence[str], column: str | None) -> list[str]:
+    if column is not None and column not in columns:
+        raise ValueError(f"column {column!r} does not exist; columns: {', '.join(columns)}")
+    if column is not None and column not in key:
+        return [column]
+    return [c for c in columns if c not in key]
+
+
+def _entity_expr(dataset: Dataset) -> pl.Expr:
+    key = entity_key(dataset)
+    return key if key is not None else pl.lit(None, dtype=pl.String).alias(_ENTITY)
+
+
+def _time_range(ts: str | None, where: pl.Expr, prefix: str) -> list[pl.Expr]:
+    if ts is None:
+        return [pl.lit(None).alias(f"{prefix}start"), pl.lit(None).alias(f"{prefix}end")]
+    return [
+        pl.col(ts).filter(where).min().alias(f"{prefix}start"),
+        pl.col(ts).filter(where).max().alias(f"{prefix}end"),
+    ]
+
+
+def _exact_totals(row_groups: pl.LazyFrame, ts: str | None) -> pl.LazyFrame:
+    copies = pl.col(_COPIES)
+    return row_groups.select(
+        copies.sum().alias("rows"),
+        (copies - 1).sum().alias("exact_rows"),
+        (copies > 1).sum().cast(pl.Int64).alias("exact_groups"),
+        *_time_range(ts, copies > 1, ""),
+    )
+
+
+def _exact_examples(
+    dataset: Dataset, row_groups: pl.LazyFrame, columns: Sequence[str]
+) -> pl.LazyFrame:
+    schema = dataset.frame.collect_schema()
+    # Sorting on every plain column makes the chosen examples the same run after run.
+    sortable = [c for c in columns if not schema[c].is_nested()]
+    return (
+        row_groups.filter(pl.col(_COPIES) > 1)
+        .sort([_COPIES, *sortable], descending=[True] + [False] * len(sortable), nulls_last=True)
+        .head(MAX_EXAMPLES)
+        .with_columns(_entity_expr(dataset))
+    )
+
+
+def _key_groups(
+    frame: pl.LazyFrame,
+    row_groups: pl.LazyFrame,
+    key: Sequence[str],
+    compared: Sequence[str],
+    ts: str,
+    columns: Sequence[str],
+) -> pl.LazyFrame:
+    """Duplicated keys with their copies and distinct rows; rows without a timestamp have no key."""
+    if set(key) | set(compared) == set(columns):
+        distinct_rows = row_groups
+    else:
+        distinct_rows = frame.group_by([*key, *compared]).agg(
+            pl.len().cast(pl.Int64).alias(_COPIES)
+        )
+    return (
+        distinct_rows.filter(pl.col(ts).is_not_null())
+        .group_by(list(key))
+        .agg(pl.col(_COPIES).sum(), pl.len().cast(pl.Int64).alias(_DISTINCT))
+        .filter(pl.col(_COPIES) > 1)
+    )
+
+
+def _key_totals_by_entity(dataset: Dataset, key_groups: pl.LazyFrame, ts: str) -> pl.LazyFrame:
+    copies, distinct = pl.col(_COPIES), pl.col(_DISTINCT)
+    return (
+        key_groups.with_columns(_entity_expr(dataset))
+        .group_by(_ENTITY)
+        .agg(
+            pl.len().cast(pl.Int64).alias("groups"),
+            (copies - 1).sum().alias("key_rows"),
+            (distinct - 1).sum().alias("conflicting"),
+            (distinct > 1).sum().cast(pl.Int64).alias("conflicting_groups"),
+            (copies - distinct).sum().alias("identical"),
+            (copies > distinct).sum().cast(pl.Int64).alias("identical_groups"),
+            *_time_range(ts, distinct > 1, "conflicting_"),
+            *_time_range(ts, copies > distinct, "identical_"),
+        )
+    )
+
+
+def _key_examples(
+    dataset: Dataset,
+    frame: pl.LazyFrame,
+    key_groups: pl.LazyFrame,
+    key: Sequence[str],
+    compared: Sequence[str],
+    ts: str,
+) -> pl.LazyFrame:
+    """The rows behind a few duplicated keys per entity and kind, most distinct readings first."""
+    is_conflict = (pl.col(_DISTINCT) > 1).alias(_CONFLICT)
+    chosen = (
+        key_groups.with_columns(_entity_expr(dataset), is_conflict)
+        .sort([_DISTINCT, _COPIES, ts], descending=[True, True, False], nulls_last=True)
+        .filter(pl.int_range(pl.len()).over([_ENTITY, _CONFLICT]) < MAX_EXAMPLES)
+        .select(*key, _DISTINCT)
+    )
+    return (
+        frame.join(chosen, on=list(key), how="inner", nulls_equal=True)
+        .group_by(list(key))
+        .agg(
+            pl.len().cast(pl.Int64).alias(_COPIES),
+            pl.col(_DISTINCT).first(),
+            *[pl.col(c).unique(maintain_order=True).head(MAX_EXAMPLES).alias(c) for c in compared],
+        )
+        .with_columns(_entity_expr(dataset))
+        .sort([_DISTINCT, _COPIES, ts], descending=[True, True, False], nulls_last=True)
+    )
+
+
+def _result(
+    dataset: Dataset,
+    frames: list[pl.DataFrame],
+    key: Sequence[str],
+    compared: Sequence[str],
+    warn_at: float | None,
+    fail_at: float | None,
+) -> CheckResult:
+    totals = frames[0].row(0, named=True)
+    rows = int(totals["rows"] or 0)
+    if rows == 0:
+        return CheckResult(
+            TOOL,
+            Status.SKIPPED,
+            "no rows in scope: nothing to check for duplicates",
+            metrics={"rows": 0, "exact_duplicate_rows": 0, "duplicate_key_rows": None},
+        )
+    exact = int(totals["exact_rows"] or 0)
+    findings: list[tuple[str, Finding]] = []
+    if exact:
+        findings.append(("exact", _exact_finding(dataset, totals, frames[1])))
+    metrics: dict[str, Any] = {
+        "rows": rows,
+        "exact_duplicate_rows": exact,
+        "exact_duplicate_groups": int(totals["exact_groups"] or 0),
+        "duplicate_key_rows": None,
+        "identical_key_rows": None,
+        "conflicting_key_rows": None,
+        "duplicate_key_groups": None,
+        "conflicting_key_groups": None,
+        "key_columns": list(key) or None,
+        "compared_columns": list(compared),
+    }
+    if key:
+        by_entity = frames[2].sort(_ENTITY, nulls_last=True).to_dicts()
+        metrics.update(
+            duplicate_key_rows=sum(int(e["key_rows"]) for e in by_entity),
+            identical_key_rows=sum(int(e["identical"]) for e in by_entity),
+            conflicting_key_rows=sum(int(e["conflicting"]) for e in by_entity),
+            duplicate_key_groups=sum(int(e["groups"]) for e in by_entity),
+            conflicting_key_groups=sum(int(e["conflicting_groups"]) for e in by_entity),
+            entities_with_duplicate_keys=len(by_entity),
+        )
+        examples = frames[3].to_dicts()
+        findings += _key_findings(by_entity, examples, compared, key[-1])
+    worst = max(exact, metrics["duplicate_key_rows"] or 0)
+    status = status_from_thresholds(worst, rows, warn_at, fail_at)
+    severity = status if status in (Status.WARN, Status.FAIL) else Status.WARN
+    findings.sort(key=lambda item: (_KIND_ORDER[item[0]], -item[1].count, item[1].entity or ""))
+    ordered = [replace(f, severity=severity) for _, f in findings[:MAX_FINDINGS]]
+    return CheckResult(TOOL, status, _summary(metrics), metrics, ordered)
+
+
+def _exact_finding(dataset: Dataset, totals: dict[str, Any], examples: pl.DataFrame) -> Finding:
+    ts = dataset.roles.timestamp
+    keyed = {*dataset.roles.entity, *([ts] if ts else [])}
+    rows = [
+        {
+            "entity": row[_ENTITY],
+            "timestamp": iso(row[ts]) if ts else None,
+            "copies": row[_COPIES],
+            "values": {c: shown_value(row[c]) for c in dataset.columns if c not in keyed},
+        }
+        for row in examples.to_dicts()
+    ]
+    exact, groups = int(totals["exact_rows"]), int(totals["exact_groups"])
+    return Finding(
+        what=(
+            f"{plural(exact, 'exact duplicate row')} "
+            f"(extra copies of {plural(groups, 'distinct row')})"
+        ),
+        count=exact,
+        start=iso(totals["start"]),
+        end=iso(totals["end"]),
+        examples=rows,
+    )
+
+
+def _key_findings(
+    by_entity: list[dict[str, Any]],
+    examples: list[dict[str, Any]],
+    compared: Sequence[str],
+    ts: str,
+) -> list[tuple[str, Finding]]:
+    findings: list[tuple[str, Finding]] = []
+    column = compared[0] if len(compared) == 1 else None
+    for entity in by_entity:
+        name = entity[_ENTITY]
+        own = [e for e in examples if e[_ENTITY] == name]
+        conflicting, identical = int(entity["conflicting"]), int(entity["identical"])
+        if conflicting:
+            findings.append(
+                (
+                    "conflicting",
+                    Finding(
+                        what=(
+                            f"{plural(conflicting, 'conflicting reading')} at "
+                            f"{plural(int(entity['conflicting_groups']), 'duplicated key')}"
+                        ),
+                        count=conflicting,
+                        column=column,
+                        entity=name,
+                        start=iso(entity["conflicting_start"]),
+                        end=iso(entity["conflicting_end"]),
+                        examples=[_key_example(e, compared, ts) for e in own if e[_DISTINCT] > 1][
+                            :MAX_EXAMPLES
+                        ],
+                    ),
+                )
+            )
+        if identical:
+            findings.append(
+                (
+                    "identical",
+                    Finding(
+                        what=(
+                            f"{plural(identical, 'identical repeated reading')} at "
+                            f"{plural(int(entity['identical_groups']), 'duplicated key')}"
+                        ),
+                        count=identical,
+                        column=column,
+                        entity=name,
+                        start=iso(entity["identical_start"]),
+                        end=iso(entity["identical_end"]),
+                        examples=[
+                            _key_example(e, compared, ts) for e in own if e[_COPIES] > e[_DISTINCT]
+                        ][:MAX_EXAMPLES],
+                    ),
+                )
+            )
+    return findings
+
+
+def _key_example(row: dict[str, Any], compared: Sequence[str], ts: str) -> dict[str, Any]:
+    """Entity, time, copies, and the values of the columns where the copies disagree."""
+    differing = {c: [shown_value(v) for v in row[c]] for c in compared if len(row[c]) > 1}
+    return {
+        "entity": row[_ENTITY],
+        "timestamp": iso(row[ts]),
+        "copies": row[_COPIES],
+        "values": differing,
+    }
+
+
+def _summary(metrics: dict[str, Any]) -> str:
+    rows, exact = metrics["rows"], metrics["exact_duplicate_rows"]
+    exact_text = f"{plural(exact, 'exact duplicate row')} in {rows} rows"
+    key_rows = metrics["duplicate_key_rows"]
+    if key_rows is None:
+        return f"{exact_text}; no timestamp column, so duplicate keys were not checked"
+    if key_rows == 0:
+        return f"no duplicate keys; {exact_text}"
+    return (
+        f"{plural(key_rows, 'duplicate key row')} ({metrics['conflicting_key_rows']} conflicting, "
+        f"{metrics['identical_key_rows']} identical) at "
+        f"{plural(metrics['duplicate_key_groups'], 'key')}; "
+        f"{exact_text}"
+    )

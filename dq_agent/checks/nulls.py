@@ -1,0 +1,247 @@
+"""null_check: missing values per column (null, NaN, sentinel numbers), fully empty columns and
+the longest run of consecutive missing values within one series.
+
+Two lazy queries: one aggregate over the scoped frame (counts per column) and one over the frame
+in series order (entity, then time, else file order) that finds each column's longest run with
+cumulative expressions only, so neither needs a Python loop over rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from dq_agent.checks.base import CheckPlan, Scope, entity_key, iso, plural, shown_value
+from dq_agent.config import Config
+from dq_agent.load import Dataset
+from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+
+TOOL = "null_check"
+MAX_FINDINGS = 20
+MAX_EXAMPLES = 5
+_ROW = "__row"
+_SEVERITY_RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
+
+
+def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+    columns = scope.columns(dataset.columns)
+    unknown = [c for c in columns if c not in dataset.columns]
+    if unknown:
+        raise ValueError(
+            f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
+        )
+    frame = scope.filter(dataset)
+    counts = frame.select(
+        pl.len().alias("rows"),
+        *[
+            expr
+            for index, name in enumerate(columns)
+            for expr in _count_exprs(dataset, name, index)
+        ],
+    )
+    runs = _longest_runs(dataset, frame, columns)
+    settings = config.null_check
+
+    def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        count_row = frames[0].row(0, named=True)
+        run_row = frames[1].row(0, named=True)
+        return _result(dataset, columns, count_row, run_row, settings.warn_at, settings.fail_at)
+
+    return CheckPlan(TOOL, [counts, runs], finish)
+
+
+def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:
+    dtype = dataset.frame.collect_schema()[name]
+    col = pl.col(name)
+    nan = col.is_nan().sum() if dtype.is_float() else pl.lit(0)
+    return [
+        col.null_count().cast(pl.Int64).alias(f"c{index}_null"),
+        nan.cast(pl.Int64).alias(f"c{index}_nan"),
+        dataset.missing(name).sum().cast(pl.Int64).alias(f"c{index}_missing"),
+    ]
+
+
+def _longest_runs(dataset: Dataset, frame: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
+    """One row: per column the longest run of consecutive missing values, where and what it held.
+
+    A row's run depth is its distance from the start of its current run (0 when not missing); a
+    run starts wherever the missing flag or the entity changes. The deepest row ends the longest
+    run, so its start is `end - length + 1`: all cumulative, no group-by per run.
+    """
+    entity_columns = list(dataset.roles.entity)
+    ts = dataset.roles.timestamp
+    ordered = frame.with_row_index(_ROW)
+    order = [*entity_columns, *([ts] if ts else [])]
+    if order:
+        # Stable, so rows with equal keys keep their file order.
+        ordered = ordered.sort(order, nulls_last=True, maintain_order=True)
+    position = pl.int_range(pl.len())
+    entity_changed: pl.Expr = pl.lit(False)
+    for name in entity_columns:
+        entity_changed = entity_changed | pl.col(name).ne_missing(pl.col(name).shift())
+
+    depths: list[pl.Expr] = []
+    for index, name in enumerate(columns):
+        missing = dataset.missing(name)
+        starts = missing.ne_missing(missing.shift()) | entity_changed
+        run_start = pl.when(starts).then(position).otherwise(None).forward_fill()
+        depths.append(
+            pl.when(missing).then(position - run_start + 1).otherwise(0).alias(f"c{index}_depth")
+        )
+    ordered = ordered.with_columns(depths)
+
+    time_or_row = pl.col(ts) if ts else pl.col(_ROW)
+    key = entity_key(dataset)
+    entity = key if key is not None else pl.lit(None, dtype=pl.String)
+    exprs: list[pl.Expr] = []
+    for index, name in enumerate(columns):
+        depth = pl.col(f"c{index}_depth")
+        length = depth.max().fill_null(0)
+        end = depth.arg_max().cast(pl.Int64)
+        # Null-safe lookups: the frame may be empty and a column may have no missing value.
+        first = (end - length + 1).fill_null(0)
+        examples = pl.min_horizontal(length, pl.lit(MAX_EXAMPLES))
+        exprs += [
+            length.alias(f"c{index}_length"),
+            entity.get(first, null_on_oob=True).alias(f"c{index}_entity"),
+            time_or_row.get(first, null_on_oob=True).alias(f"c{index}_start"),
+            time_or_row.get(end, null_on_oob=True).alias(f"c{index}_end"),
+            pl.col(_ROW).get(first, null_on_oob=True).alias(f"c{index}_start_row"),
+            pl.col(_ROW).get(end, null_on_oob=True).alias(f"c{index}_end_row"),
+            time_or_row.slice(first, examples).implode().alias(f"c{index}_ex_at"),
+            pl.col(name).slice(first, examples).implode().alias(f"c{index}_ex_value"),
+        ]
+    return ordered.select(exprs)
+
+
+def _result(
+    dataset: Dataset,
+    columns: Sequence[str],
+    counts: dict[str, Any],
+    runs: dict[str, Any],
+    warn_at: float | None,
+    fail_at: float | None,
+) -> CheckResult:
+    rows = int(counts["rows"])
+    if rows == 0:
+        return CheckResult(
+            TOOL,
+            Status.SKIPPED,
+            "no rows in scope: nothing to check for missing values",
+            metrics={"rows": 0, "total_missing": 0, "empty_columns": [], "columns": {}},
+        )
+    has_time = dataset.roles.timestamp is not None
+    per_column: dict[str, dict[str, Any]] = {}
+    findings: list[Finding] = []
+    statuses: list[Status] = []
+    for index, name in enumerate(columns):
+        nulls = int(counts[f"c{index}_null"])
+        nans = int(counts[f"c{index}_nan"])
+        missing = int(counts[f"c{index}_missing"])
+        empty = missing == rows
+        status = Status.FAIL if empty else status_from_thresholds(missing, rows, warn_at, fail_at)
+        statuses.append(status)
+        run = _run_metrics(runs, index, has_time)
+        per_column[name] = {
+            "null_count": nulls,
+            "nan_count": nans,
+            # Null, NaN and a sentinel number are disjoint kinds, so sentinels are the rest.
+            "sentinel_count": missing - nulls - nans,
+            "missing_count": missing,
+            "missing_rate": round(missing / rows, 6),
+            "empty": empty,
+            "longest_missing_run": run,
+        }
+        if missing > 0:
+            findings.append(_finding(name, per_column[name], rows, status, runs, index, has_time))
+
+    findings.sort(key=lambda f: (-_SEVERITY_RANK[f.severity], -f.count, f.column or ""))
+    empty_columns = [name for name, m in per_column.items() if m["empty"]]
+    total_missing = sum(m["missing_count"] for m in per_column.values())
+    metrics: dict[str, Any] = {
+        "rows": rows,
+        "total_missing": total_missing,
+        "empty_columns": empty_columns,
+        "columns_checked": len(columns),
+        "columns_with_missing": sum(1 for m in per_column.values() if m["missing_count"] > 0),
+        "sentinels": list(dataset.sentinels),
+        "columns": per_column,
+    }
+    status = max(statuses, key=_SEVERITY_RANK.__getitem__, default=Status.PASS)
+    return CheckResult(
+        TOOL, status, _summary(per_column, rows, empty_columns), metrics, findings[:MAX_FINDINGS]
+    )
+
+
+def _run_metrics(runs: dict[str, Any], index: int, has_time: bool) -> dict[str, Any] | None:
+    length = int(runs[f"c{index}_length"])
+    if length == 0:
+        return None
+    return {
+        "length": length,
+        "entity": runs[f"c{index}_entity"],
+        "start": iso(runs[f"c{index}_start"]) if has_time else None,
+        "end": iso(runs[f"c{index}_end"]) if has_time else None,
+        "start_row": runs[f"c{index}_start_row"],
+        "end_row": runs[f"c{index}_end_row"],
+    }
+
+
+def _finding(
+    name: str,
+    column: dict[str, Any],
+    rows: int,
+    status: Status,
+    runs: dict[str, Any],
+    index: int,
+    has_time: bool,
+) -> Finding:
+    run = column["longest_missing_run"]
+    missing = column["missing_count"]
+    kinds = (
+        f"{column['null_count']} null, {column['nan_count']} NaN, "
+        f"{column['sentinel_count']} sentinel"
+    )
+    if column["empty"]:
+        what = f"column {name} is entirely missing ({missing} of {rows} values: {kinds})"
+    else:
+        what = (
+            f"{plural(missing, 'missing value')} in {name} ({missing / rows:.1%}: {kinds}); "
+            f"longest run {run['length']} consecutive"
+        )
+    at_key = "timestamp" if has_time else "row"
+    examples = [
+        {"entity": run["entity"], at_key: iso(at) if has_time else at, "value": shown_value(value)}
+        for at, value in zip(runs[f"c{index}_ex_at"], runs[f"c{index}_ex_value"], strict=False)
+    ]
+    return Finding(
+        what=what,
+        count=missing,
+        severity=status if status in (Status.WARN, Status.FAIL) else Status.WARN,
+        column=name,
+        entity=run["entity"],
+        start=run["start"],
+        end=run["end"],
+        examples=examples,
+    )
+
+
+def _summary(per_column: dict[str, dict[str, Any]], rows: int, empty_columns: list[str]) -> str:
+    affected = sorted(
+        ((name, m) for name, m in per_column.items() if m["missing_count"] > 0),
+        key=lambda item: (-item[1]["missing_count"], item[0]),
+    )
+    if not affected:
+        return f"no missing values in {len(per_column)} columns ({rows} rows)"
+    total = sum(m["missing_count"] for _, m in affected)
+    shown = ", ".join(f"{name} {m['missing_rate']:.1%}" for name, m in affected[:3])
+    more = f", +{len(affected) - 3} more" if len(affected) > 3 else ""
+    text = (
+        f"{plural(total, 'missing value')} in {len(affected)} of {len(per_column)} columns "
+        f"({shown}{more})"
+    )
+    if empty_columns:
+        text += f"; {plural(len(empty_columns), 'empty column')} ({', '.join(empty_columns[:3])})"
+    return text

@@ -1,0 +1,35 @@
+"""Run history: every run recorded in SQLite, skip-rate stats, today against the baseline."""
+
+from dq_agent.history.baseline import ChangeRule, compare_with_baseline
+from dq_agent.history.paths import history_path
+from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
+from dq_agent.history.stats import HistoryStats, compute_stats
+from dq_agent.history.store import SCHEMA_VERSION, HistoryError, HistoryStore
+from dq_agent.history.views import (
+    history_json,
+    history_renderable,
+    model_table,
+    stats_json,
+    stats_renderable,
+    tool_table,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ChangeRule",
+    "CheckRecord",
+    "HistoryError",
+    "HistoryStats",
+    "HistoryStore",
+    "RunRecord",
+    "compare_with_baseline",
+    "compute_stats",
+    "dataset_key",
+    "history_json",
+    "history_path",
+    "history_renderable",
+    "model_table",
+    "stats_json",
+    "stats_renderable",
+    "tool_table",
+]

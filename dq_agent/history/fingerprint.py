@@ -1,0 +1,98 @@
+"""A cheap fingerprint of the data a run inspected: file sizes, newest mtime, rows, schema.
+
+Cheap on purpose: `os.stat` per file and a hash of the column names, never a read of the data.
+It tells "same file, re-run" from "new delivery" and spots a schema change between nights. The
+path may be a file, a glob or a directory, and may be gone by the time we look: then the file
+part is empty rather than an error.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+# Same suffixes as `load`: a directory's Parquet files, else its CSV files.
+_PARQUET_SUFFIXES = {".parquet", ".pq", ".parq"}
+_CSV_SUFFIXES = {".csv", ".tsv", ".txt"}
+_DIGEST_CHARS = 16
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    files: int
+    size_bytes: int | None
+    mtime: str | None
+    """Newest modification time among the files, ISO 8601 UTC."""
+    rows: int | None
+    schema: str
+    """Hash of the column names and, when the report has them, their dtypes."""
+    digest: str
+    """Hash of everything above: equal digests mean, cheaply, the same data."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "size_bytes": self.size_bytes,
+            "mtime": self.mtime,
+            "rows": self.rows,
+            "schema": self.schema,
+            "digest": self.digest,
+        }
+
+
+def fingerprint_of(dataset: Mapping[str, Any]) -> Fingerprint:
+    """Fingerprint the `dataset` section of `Inspection.to_dict()` plus `os.stat` of its path."""
+    path = str(dataset.get("path") or "")
+    rows = dataset.get("rows")
+    rows = rows if isinstance(rows, int) and not isinstance(rows, bool) else None
+    sizes: list[int] = []
+    mtimes: list[float] = []
+    for file in data_files(path):
+        try:
+            stat = file.stat()
+        except OSError:
+            continue  # vanished between listing and stat: a moving directory is not an error
+        sizes.append(stat.st_size)
+        mtimes.append(stat.st_mtime)
+    size = sum(sizes) if sizes else None
+    mtime = datetime.fromtimestamp(max(mtimes), UTC).isoformat() if mtimes else None
+    schema = schema_hash(dataset.get("columns") or [], dataset.get("dtypes") or {})
+    digest = _hash([len(sizes), size, mtime, rows, schema])
+    return Fingerprint(
+        files=len(sizes), size_bytes=size, mtime=mtime, rows=rows, schema=schema, digest=digest
+    )
+
+
+def schema_hash(columns: list[Any], dtypes: Mapping[str, Any]) -> str:
+    return _hash([[str(name), str(dtypes.get(str(name), ""))] for name in columns])
+
+
+def data_files(path: str) -> list[Path]:
+    """The files behind `path` (file, glob or directory); empty when nothing is there any more."""
+    if not path:
+        return []
+    if any(ch in path for ch in "*?["):
+        return sorted(Path(p) for p in globlib.glob(path, recursive=True) if os.path.isfile(p))
+    target = Path(path)
+    try:
+        if target.is_file():
+            return [target]
+        if not target.is_dir():
+            return []
+        found = [p for p in target.rglob("*") if p.is_file()]
+    except OSError:
+        return []
+    parquet = sorted(p for p in found if p.suffix.lower() in _PARQUET_SUFFIXES)
+    return parquet or sorted(p for p in found if p.suffix.lower() in _CSV_SUFFIXES)
+
+
+def _hash(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_DIGEST_CHARS]

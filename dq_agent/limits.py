@@ -1,0 +1,105 @@
+"""The memory limit: refuse up front a run that would need more memory than the user allows.
+
+A run killed by the OOM killer half-way through a nightly job leaves nothing to read, so when a
+limit is set (`--max-memory`, `limits.max_memory`, `DQ_AGENT_MAX_MEMORY`) the peak memory of the
+run is estimated before any data is read, and a run over the limit ends with exit 3 and a message
+saying what to do.
+
+The estimate: peak = PROGRAM_BYTES + factor x data size, where the data size is
+- Parquet: the uncompressed size the file's own metadata records (sum of the row groups'
+  `total_byte_size`), read from the footer only;
+- CSV: the file size on disk.
+The factors were measured as peak RSS of `dq-agent inspect --no-agent` on generated sensor data
+(sample_data/generate.py, 0.25M to 4M rows, 2 CPUs) and rounded up: the five checks run as one
+`collect_all` whose group-bys, sorts and window expressions each hold their own working copy of
+the columns they touch, so the peak is many times the data itself. See README "Guarantees".
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from dq_agent.errors import ConfigError, InputError
+
+# Measured peak RSS / data size, rounded up (module docstring). Revisit when the checks change.
+PARQUET_PEAK_FACTOR = 24.0
+CSV_PEAK_FACTOR = 20.0
+# Python, Polars and its thread pool before any data is read.
+PROGRAM_BYTES = 200 * 2**20
+
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """A size such as `2G`, `512M`, `1.5GB`, `64MiB` or `1000000` (bytes) as a number of bytes.
+
+    Units are binary (1G = 1024^3 bytes), as in `docker --memory` and `ulimit`. Raises ConfigError
+    for anything else, or for a size of zero.
+    """
+    match = _SIZE.match(text)
+    if match is None:
+        raise ConfigError(
+            f"{text!r} is not a memory size; use a number with K, M, G or T, e.g. 512M or 2G"
+        )
+    number, unit = match.groups()
+    size = int(float(number) * _UNITS[unit.upper()])
+    if size <= 0:
+        raise ConfigError(f"memory size {text!r} must be more than 0")
+    return size
+
+
+def format_size(size: float) -> str:
+    """Bytes for a person: `3.2 GB`, `512 MB` (binary units, like `parse_size`)."""
+    for unit, factor in (("TB", 2**40), ("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if size >= factor:
+            value = size / factor
+            return f"{value:.1f} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{size:.0f} B"
+
+
+def parquet_data_bytes(file: Path) -> int:
+    """The uncompressed size of the data in a Parquet file, from its footer alone."""
+    # pyarrow is imported here: only runs with a memory limit need it, and it is slow to import.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.ParquetFile(file).metadata
+        groups = range(metadata.num_row_groups)
+        return sum(int(metadata.row_group(i).total_byte_size) for i in groups)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot read {file} as Parquet: {first_line}") from exc
+
+
+def estimate_peak_bytes(dataset_files: list[Path], file_format: str) -> tuple[int, str]:
+    """The estimated peak memory of inspecting these files, and how it was estimated."""
+    if file_format == "parquet":
+        data = sum(parquet_data_bytes(f) for f in dataset_files)
+        factor, basis = PARQUET_PEAK_FACTOR, "uncompressed size from the Parquet metadata"
+    else:
+        try:
+            data = sum(f.stat().st_size for f in dataset_files)
+        except OSError as exc:
+            raise InputError(f"cannot read {exc.filename}: {exc.strerror}") from exc
+        factor, basis = CSV_PEAK_FACTOR, "CSV file size"
+    peak = int(PROGRAM_BYTES + factor * data)
+    program = format_size(PROGRAM_BYTES)
+    rule = f"{basis} {format_size(data)} x {factor:g} + {program} for the program"
+    return peak, rule
+
+
+def check_memory_budget(dataset_files: list[Path], file_format: str, limit_bytes: int) -> None:
+    """Raise InputError (exit 3) when the estimated peak memory of the run exceeds `limit_bytes`."""
+    if not dataset_files:
+        return
+    peak, rule = estimate_peak_bytes(dataset_files, file_format)
+    if peak <= limit_bytes:
+        return
+    name = dataset_files[0].name if len(dataset_files) == 1 else f"{len(dataset_files)} files"
+    raise InputError(
+        f"{name} needs about {format_size(peak)} in memory ({rule}); the limit is "
+        f"{format_size(limit_bytes)}: raise --max-memory or inspect a smaller slice"
+    )

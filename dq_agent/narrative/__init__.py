@@ -1,0 +1,4 @@
+"""Internals of the narrative guard: sentences, facts, figures, names, dimensions and verdicts.
+
+The public entry is `dq_agent.narrative_guard` (`check_narrative`, `review_narrative`).
+"""

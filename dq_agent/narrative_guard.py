@@ -1,0 +1,303 @@
+"""The narrative guard: the prose covers every dimension and states only what the results support.
+
+`check_narrative` (pure, no model) reviews a narrative against the check results and the
+dataset: coverage (every dimension addressed by tool name or plain words), grounding of names
+(columns, entities, files: `narrative.names`), grounding of figures (counts exactly, rates and
+durations within rounding, in any unit, from the check the sentence speaks of:
+`narrative.figures`, `narrative.facts`) and verdict words against the code's verdict
+(`narrative.dimensions`).
+
+`review_narrative` adds one repair round: when the review finds a problem and a model is at
+hand, the model is asked once to rewrite the narrative from the list of problems and the facts;
+the rewrite is reviewed again. Whatever is still wrong stays marked. Outcomes: `not_needed` (no
+problem, no model call), `no_model`, `model_failed` (the model raised or answered nothing: the
+deterministic review stands), `fixed`, `still_unsupported` (an unknown name or figure or a verdict
+conflict remains, marked), `still_incomplete` (only an omitted dimension remains, added by the
+guard).
+
+Marking convention (plain text that reads the same in a terminal, Markdown and JSON): the text
+is kept; after each sentence with a problem come bracketed upper-case markers,
+    ... found in column1. [UNSUPPORTED NAME: column1]
+    ... is **VERIFIED**. [VERDICT CONFLICT: computed verdict is FAIL]
+a dimension left out is appended on its own line as
+    [ADDED BY GUARD] structure_check (pass): <its one-line summary>
+and the text ends with "Verdict (computed by code): FAIL". Upper case is deliberate: Rich reads
+"[lower case ...]" as a markup tag and silently drops it, while an upper-case bracket prints as is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dq_agent.errors import DQAgentError
+from dq_agent.load import Dataset
+from dq_agent.narrative.dimensions import (
+    OVERALL,
+    VerdictConflict,
+    covered_dimensions,
+    verdict_conflicts,
+)
+from dq_agent.narrative.facts import build_fact_book
+from dq_agent.narrative.figures import find_figures
+from dq_agent.narrative.names import NameKind, find_name_claims
+from dq_agent.narrative.text import Sentence, mask, split_sentences
+from dq_agent.result import CheckResult, Verdict
+
+log = logging.getLogger(__name__)
+
+VERDICT_LINE = "Verdict (computed by code): {verdict}"
+ADDED_MARK = "[ADDED BY GUARD]"
+# Failures of `ask_model` the guard survives: the deterministic review then stands.
+MODEL_FAILURES: tuple[type[BaseException], ...] = (
+    DQAgentError,
+    ConnectionError,
+    TimeoutError,
+    RuntimeError,
+)
+
+REPAIR_PROMPT = """\
+Code checked your data-quality report against the tool results and found problems.
+
+<report>
+{narrative}
+</report>
+
+Problems:
+{problems}
+
+Facts computed by code (the only names and figures you may use):
+Dataset: {dataset}
+Columns: {columns}
+{checks}
+Overall verdict: {verdict}
+
+Rewrite the report without these problems: give every check above its status and key figures,
+use only names and figures from the facts, and state the overall verdict as {verdict}.
+Reply with the rewritten report only."""
+
+
+@dataclass(frozen=True)
+class UnsupportedClaim:
+    """A name or figure in the narrative that neither the dataset nor the results support."""
+
+    text: str
+    kind: str
+    """"name" or "file" for a name, "figure" for a figure."""
+    sentence: Sentence
+
+
+@dataclass(frozen=True)
+class AddedSummary:
+    tool: str
+    status: str
+    summary: str
+
+    def line(self) -> str:
+        return f"{ADDED_MARK} {self.tool} ({self.status}): {self.summary}"
+
+
+@dataclass(frozen=True)
+class NarrativeReview:
+    """What the guard found in one narrative."""
+
+    narrative: str
+    verdict: Verdict
+    covered_dimensions: tuple[str, ...]
+    added_summaries: tuple[AddedSummary, ...]
+    unsupported_names: tuple[UnsupportedClaim, ...]
+    unsupported_figures: tuple[UnsupportedClaim, ...]
+    verdict_conflicts: tuple[VerdictConflict, ...]
+
+    @property
+    def needs_repair(self) -> bool:
+        return bool(self.added_summaries) or self.keeps_unsupported
+
+    @property
+    def keeps_unsupported(self) -> bool:
+        """A problem the guard can mark but not fill in: unknown name, figure, verdict conflict."""
+        return bool(self.unsupported_names or self.unsupported_figures or self.verdict_conflicts)
+
+    def problems(self) -> list[str]:
+        """One line per problem, for the repair prompt."""
+        lines = [
+            f'- "{c.text}" is not a column, entity or file of this data, in: "{c.sentence.text}"'
+            for c in self.unsupported_names
+        ]
+        lines += [
+            f'- the figure "{c.text}" is in no result, in: "{c.sentence.text}"'
+            for c in self.unsupported_figures
+        ]
+        lines += [
+            f'- "{c.word}" contradicts the {_scope_words(c)} ({c.computed.upper()}), '
+            f'in: "{c.sentence.text}"'
+            for c in self.verdict_conflicts
+        ]
+        lines += [f"- {a.tool} ({a.status}) is not mentioned" for a in self.added_summaries]
+        return lines
+
+    def annotated_text(self) -> str:
+        """The narrative, each problem marked after its sentence, omissions added, verdict last."""
+        markers: dict[Sentence, list[str]] = {}
+        for claim in (*self.unsupported_names, *self.unsupported_figures):
+            label = "FIGURE" if claim.kind == "figure" else "NAME"
+            markers.setdefault(claim.sentence, []).append(f"[UNSUPPORTED {label}: {claim.text}]")
+        for conflict in self.verdict_conflicts:
+            markers.setdefault(conflict.sentence, []).append(
+                f"[VERDICT CONFLICT: {_scope_words(conflict)} is {conflict.computed.upper()}]"
+            )
+        text = self.narrative
+        for sentence in sorted(markers, key=lambda s: s.end, reverse=True):
+            text = f"{text[: sentence.end]} {' '.join(markers[sentence])}{text[sentence.end :]}"
+        parts = [text.strip(), "\n".join(a.line() for a in self.added_summaries)]
+        parts.append(VERDICT_LINE.format(verdict=str(self.verdict).upper()))
+        return "\n\n".join(part for part in parts if part)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "covered_dimensions": list(self.covered_dimensions),
+            "added_summaries": [
+                {"tool": a.tool, "status": a.status, "summary": a.summary}
+                for a in self.added_summaries
+            ],
+            "unsupported_names": [
+                {"name": c.text, "kind": c.kind, "sentence": c.sentence.text}
+                for c in self.unsupported_names
+            ],
+            "unsupported_figures": [
+                {"figure": c.text, "sentence": c.sentence.text} for c in self.unsupported_figures
+            ],
+            "verdict_conflicts": [
+                {
+                    "word": c.word,
+                    "declared": str(c.declared),
+                    "scope": c.scope,
+                    "computed": c.computed,
+                    "sentence": c.sentence.text,
+                }
+                for c in self.verdict_conflicts
+            ],
+            "needs_repair": self.needs_repair,
+        }
+
+
+def _scope_words(conflict: VerdictConflict) -> str:
+    return "computed verdict" if conflict.scope == OVERALL else conflict.scope
+
+
+def check_narrative(
+    narrative: str, checks: Mapping[str, CheckResult], dataset: Dataset, verdict: Verdict
+) -> NarrativeReview:
+    """Review `narrative` against the results and the dataset. Pure: no model, no data scan."""
+    book = build_fact_book(checks, dataset)
+    facts = book.whole
+    names: list[UnsupportedClaim] = []
+    figures: list[UnsupportedClaim] = []
+    conflicts: list[VerdictConflict] = []
+    for sentence in split_sentences(narrative):
+        claims = find_name_claims(sentence.text)
+        for claim in claims:
+            known = (
+                facts.knows_file(claim.name)
+                if claim.kind is NameKind.FILE
+                else facts.knows_name(claim.name)
+            )
+            if not known:
+                _add_once(names, UnsupportedClaim(claim.name, str(claim.kind), sentence))
+        # A name's span is not read again for figures: "device 7" is an entity, not a count.
+        # A sentence about a dimension takes its figures from that check's results.
+        spoken_of = covered_dimensions(sentence.text, list(checks))
+        for figure in find_figures(mask(sentence.text, [(c.start, c.end) for c in claims])):
+            if not book.supports(figure, spoken_of):
+                _add_once(figures, UnsupportedClaim(figure.text.strip(), "figure", sentence))
+        conflicts.extend(verdict_conflicts(sentence, checks, verdict))
+    covered = covered_dimensions(narrative, list(checks))
+    added = tuple(
+        AddedSummary(tool, str(result.status), result.summary)
+        for tool, result in checks.items()
+        if tool not in covered
+    )
+    return NarrativeReview(
+        narrative=narrative,
+        verdict=verdict,
+        covered_dimensions=tuple(covered),
+        added_summaries=added,
+        unsupported_names=tuple(names),
+        unsupported_figures=tuple(figures),
+        verdict_conflicts=tuple(conflicts),
+    )
+
+
+def _add_once(claims: list[UnsupportedClaim], claim: UnsupportedClaim) -> None:
+    if not any(
+        c.text.casefold() == claim.text.casefold() and c.sentence == claim.sentence for c in claims
+    ):
+        claims.append(claim)
+
+
+def repair_prompt(
+    review: NarrativeReview, checks: Mapping[str, CheckResult], dataset: Dataset
+) -> str:
+    """The one prompt of the repair round: the narrative, its problems, and the facts."""
+    check_lines = "\n".join(
+        f"- {tool}: {str(result.status).upper()}. {result.summary}"
+        for tool, result in checks.items()
+    )
+    return REPAIR_PROMPT.format(
+        narrative=review.narrative.strip(),
+        problems="\n".join(review.problems()),
+        dataset=dataset.path,
+        columns=", ".join(dataset.columns),
+        checks=check_lines,
+        verdict=str(review.verdict).upper(),
+    )
+
+
+def _repair_outcome(final: NarrativeReview) -> str:
+    if final.keeps_unsupported:
+        return "still_unsupported"
+    # Only omissions left: the guard fills them in, but the rewrite did not fix everything.
+    return "still_incomplete" if final.added_summaries else "fixed"
+
+
+def review_narrative(
+    narrative: str,
+    checks: dict[str, CheckResult],
+    dataset: Dataset,
+    verdict: Verdict,
+    ask_model: Callable[[str], str] | None,
+) -> tuple[str, dict[str, Any]]:
+    """The narrative to show (problems marked, omissions added) and `agent.narrative_checks`.
+
+    The model is called at most once, and only when the review finds a problem.
+    """
+    first = check_narrative(narrative, checks, dataset, verdict)
+    final = first
+    attempted = False
+    if not first.needs_repair:
+        outcome = "not_needed"
+    elif ask_model is None:
+        outcome = "no_model"
+    else:
+        attempted = True
+        try:
+            rewritten = ask_model(repair_prompt(first, checks, dataset))
+        except MODEL_FAILURES as exc:
+            log.warning("narrative repair failed, keeping the reviewed narrative: %s", exc)
+            rewritten = ""
+        if not rewritten.strip():
+            outcome = "model_failed"
+        else:
+            final = check_narrative(rewritten, checks, dataset, verdict)
+            outcome = _repair_outcome(final)
+    report = {key: value for key, value in final.to_dict().items() if key != "needs_repair"}
+    report.update(
+        repair_attempted=attempted,
+        repair_outcome=outcome,
+        needed_repair=first.needs_repair,
+        kept_unsupported=final.keeps_unsupported,
+        before_repair=first.to_dict() if attempted else None,
+    )
+    return final.annotated_text(), report
