@@ -11,7 +11,13 @@ from typing import Annotated, Any
 import typer
 
 from dq_agent import __version__
-from dq_agent.commands import InspectOptions, run_doctor_command, run_history, run_inspect
+from dq_agent.commands import (
+    InspectOptions,
+    run_doctor_command,
+    run_eval_model,
+    run_history,
+    run_inspect,
+)
 from dq_agent.errors import EXIT_INTERRUPTED, DQAgentError
 from dq_agent.report.text import one_line
 
@@ -39,7 +45,8 @@ def errors_handled(debug: bool) -> Iterator[None]:
 
 
 app = typer.Typer(
-    help="Inspect industrial sensor data (CSV or Parquet) for quality problems.\n\n" + EXIT_CODES_HELP,
+    help="Inspect industrial sensor data (CSV or Parquet) for quality problems.\n\n"
+    + EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -56,45 +63,84 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
 ) -> None:
     """Inspect industrial sensor data (CSV or Parquet) for quality problems."""
 
 
 def _setup_logging(debug: bool, quiet: bool, verbose: bool) -> None:
-    level = logging.DEBUG if debug else logging.ERROR if quiet else logging.INFO if verbose else logging.WARNING
+    level = (
+        logging.DEBUG
+        if debug
+        else logging.ERROR
+        if quiet
+        else logging.INFO
+        if verbose
+        else logging.WARNING
+    )
     logging.basicConfig(level=level, format="dq-agent: %(levelname)s: %(message)s", force=True)
 
 
 @app.command(epilog=EXIT_CODES_HELP)
 def inspect(
-    path: Annotated[str, typer.Argument(help="A CSV or Parquet file, a glob, or a directory of Parquet files.")],
+    path: Annotated[
+        str, typer.Argument(help="A CSV or Parquet file, a glob, or a directory of Parquet files.")
+    ],
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
-    no_agent: Annotated[bool, typer.Option("--no-agent", help="Run every check directly, no model.")] = False,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json | markdown.")] = "rich",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here (atomically).")] = None,
-    fail_on: Annotated[str, typer.Option("--fail-on", help="Exit 1 at this verdict or worse: warn | fail | never.")] = "fail",
+    no_agent: Annotated[
+        bool, typer.Option("--no-agent", help="Run every check directly, no model.")
+    ] = False,
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", help="rich | json | markdown.")
+    ] = "rich",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the report here (atomically).")
+    ] = None,
+    fail_on: Annotated[
+        str, typer.Option("--fail-on", help="Exit 1 at this verdict or worse: warn | fail | never.")
+    ] = "fail",
     as_of: Annotated[
         str | None,
-        typer.Option("--as-of", help="Reference time for freshness and future rows (ISO 8601; default now)."),
+        typer.Option(
+            "--as-of", help="Reference time for freshness and future rows (ISO 8601; default now)."
+        ),
     ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")
+    ] = None,
     model_timeout: Annotated[
-        float | None, typer.Option("--model-timeout", help="Seconds per model call before giving up.")
+        float | None,
+        typer.Option("--model-timeout", help="Seconds per model call before giving up."),
     ] = None,
-    question: Annotated[str | None, typer.Option("--question", help="A question the model must answer too.")] = None,
+    question: Annotated[
+        str | None, typer.Option("--question", help="A question the model must answer too.")
+    ] = None,
     require_agent: Annotated[
         bool, typer.Option("--require-agent", help="Exit 4 when the model cannot be used.")
     ] = False,
     max_memory: Annotated[
-        str | None, typer.Option("--max-memory", help="Refuse (exit 3) a run estimated to need more, e.g. 2G.")
+        str | None,
+        typer.Option("--max-memory", help="Refuse (exit 3) a run estimated to need more, e.g. 2G."),
     ] = None,
-    no_history: Annotated[bool, typer.Option("--no-history", help="Do not record this run.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every agent step live.")] = False,
-    trace: Annotated[Path | None, typer.Option("--trace", help="Write every agent step as JSON lines.")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or notes; only errors.")] = False,
+    no_history: Annotated[
+        bool, typer.Option("--no-history", help="Do not record this run.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Print every agent step live.")
+    ] = False,
+    trace: Annotated[
+        Path | None, typer.Option("--trace", help="Write every agent step as JSON lines.")
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress or notes; only errors.")
+    ] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
@@ -128,9 +174,13 @@ def inspect(
 
 @app.command()
 def history(
-    path: Annotated[str | None, typer.Argument(help="Only runs of this dataset path or name.")] = None,
+    path: Annotated[
+        str | None, typer.Argument(help="Only runs of this dataset path or name.")
+    ] = None,
     last: Annotated[int, typer.Option("--last", "-n", min=1, help="How many recent runs.")] = 20,
-    stats: Annotated[bool, typer.Option("--stats", help="Per model and tool: call and skip rates.")] = False,
+    stats: Annotated[
+        bool, typer.Option("--stats", help="Per model and tool: call and skip rates.")
+    ] = False,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
@@ -142,13 +192,48 @@ def history(
     raise typer.Exit(code)
 
 
+@app.command("eval-model")
+def eval_model(
+    path: Annotated[str, typer.Argument(help="The dataset to inspect repeatedly.")],
+    runs: Annotated[int, typer.Option("--runs", "-n", min=1, help="Runs per variant.")] = 5,
+    no_sentinel: Annotated[
+        bool,
+        typer.Option("--no-sentinel", help="Also run without the sentinel and show both tables."),
+    ] = False,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")
+    ] = None,
+    model_timeout: Annotated[
+        float | None,
+        typer.Option("--model-timeout", help="Seconds per model call before giving up."),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    """Run the agent N times on PATH: how often does this model skip each tool (exit 4 without a model)?"""
+    _setup_logging(debug, quiet=True, verbose=False)
+    overrides = {"agent.model": model, "agent.host": host, "agent.timeout_seconds": model_timeout}
+    with errors_handled(debug):
+        code = run_eval_model(path, runs, no_sentinel, output_format, config, overrides)
+    raise typer.Exit(code)
+
+
 @app.command()
 def doctor(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")
+    ] = None,
     model_timeout: Annotated[
-        float | None, typer.Option("--model-timeout", help="Seconds per model call before giving up.")
+        float | None,
+        typer.Option("--model-timeout", help="Seconds per model call before giving up."),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
 ) -> None:
@@ -156,7 +241,8 @@ def doctor(
     _setup_logging(debug, quiet=False, verbose=False)
     with errors_handled(debug):
         code = run_doctor_command(
-            config, {"agent.model": model, "agent.host": host, "agent.timeout_seconds": model_timeout}
+            config,
+            {"agent.model": model, "agent.host": host, "agent.timeout_seconds": model_timeout},
         )
     raise typer.Exit(code)
 

@@ -18,6 +18,7 @@ from dq_agent.agent.doctor import render_doctor, run_doctor
 from dq_agent.agent.trace import Trace
 from dq_agent.config import Config, resolve
 from dq_agent.errors import UsageError
+from dq_agent.evaluate import evaluate_model, evaluations_json
 from dq_agent.history import (
     HistoryError,
     HistoryStore,
@@ -28,6 +29,7 @@ from dq_agent.history import (
     history_renderable,
     stats_json,
     stats_renderable,
+    tool_table,
 )
 from dq_agent.inspection import inspect
 from dq_agent.load import resolve_files
@@ -68,7 +70,9 @@ def _progress(console: Console, enabled: bool) -> Iterator[Any]:
         yield lambda text: status.update(text)
 
 
-def render(inspection: Inspection, output_format: str, console: Console | None = None) -> str | None:
+def render(
+    inspection: Inspection, output_format: str, console: Console | None = None
+) -> str | None:
     """The report in `output_format`; for `rich` with a console, printed and None returned."""
     if output_format == "json":
         return render_json(inspection)
@@ -86,11 +90,16 @@ def _record(inspection: Inspection, config: Config, exit_code: int, err: Console
     try:
         with HistoryStore.open(history_path(config.history)) as store:
             inspection.baseline = compare_with_baseline(
-                inspection, store, runs=config.history.baseline_runs, dataset_name=config.history.dataset_name
+                inspection,
+                store,
+                runs=config.history.baseline_runs,
+                dataset_name=config.history.dataset_name,
             )
             store.save_run(inspection, exit_code, dataset_name=config.history.dataset_name)
     except HistoryError as exc:
-        err.print(f"dq-agent: warning: run not recorded: {exc.message}", markup=False, highlight=False)
+        err.print(
+            f"dq-agent: warning: run not recorded: {exc.message}", markup=False, highlight=False
+        )
 
 
 def run_history(
@@ -105,9 +114,48 @@ def run_history(
     with HistoryStore.open(database) as store:
         records = store.recent_runs(limit=None if stats else last, dataset=path)
     if output_format == "json":
-        sys.stdout.write((stats_json(compute_stats(records)) if stats else history_json(records)) + "\n")
+        sys.stdout.write(
+            (stats_json(compute_stats(records)) if stats else history_json(records)) + "\n"
+        )
     else:
-        Console().print(stats_renderable(compute_stats(records)) if stats else history_renderable(records))
+        Console().print(
+            stats_renderable(compute_stats(records)) if stats else history_renderable(records)
+        )
+    return 0
+
+
+def run_eval_model(
+    path: str,
+    runs: int,
+    without_sentinel: bool,
+    output_format: str,
+    config_file: Path | None,
+    overrides: dict[str, Any],
+) -> int:
+    if output_format not in ("rich", "json"):
+        raise UsageError(f"--format must be rich or json, not {output_format!r}")
+    config = resolve(config_file, overrides)
+    err = _stderr_console(quiet=output_format == "json")
+    evaluations = evaluate_model(
+        path,
+        config,
+        runs,
+        without_sentinel=without_sentinel,
+        on_run=lambda variant, index: err.print(
+            f"run {index}/{runs} {variant}", markup=False, highlight=False
+        ),
+    )
+    if output_format == "json":
+        sys.stdout.write(evaluations_json(evaluations))
+        return 0
+    console = Console()
+    for evaluation in evaluations:
+        console.print(
+            tool_table(
+                compute_stats(evaluation.records).tools,
+                title=f"{config.agent.model}, {evaluation.label}: {len(evaluation.records)} runs",
+            )
+        )
     return 0
 
 
@@ -119,9 +167,13 @@ def run_doctor_command(config_file: Path | None, overrides: dict[str, Any]) -> i
 
 def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     if options.output_format not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {options.output_format!r}")
+        raise UsageError(
+            f"--format must be one of {', '.join(FORMATS)}, not {options.output_format!r}"
+        )
     if options.fail_on not in FAIL_ON_CHOICES:
-        raise UsageError(f"--fail-on must be one of {', '.join(FAIL_ON_CHOICES)}, not {options.fail_on!r}")
+        raise UsageError(
+            f"--fail-on must be one of {', '.join(FAIL_ON_CHOICES)}, not {options.fail_on!r}"
+        )
     config: Config = resolve(options.config_file, options.overrides)
     err = _stderr_console(options.quiet)
     out = stdout or Console()
@@ -137,7 +189,9 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     show_progress = err.is_terminal and not options.quiet and not options.verbose
     trace = Trace(console=err if options.verbose else None, jsonl_path=options.trace_file)
     with trace, _progress(err, show_progress) as on_stage:
-        inspection = inspect(options.path, config, question=options.question, trace=trace, on_stage=on_stage)
+        inspection = inspect(
+            options.path, config, question=options.question, trace=trace, on_stage=on_stage
+        )
 
     code = exit_code_for(inspection, options.fail_on)
     if config.history.enabled:

@@ -84,6 +84,7 @@ class AgentConfig:
     seed: int = 42
     max_steps: int = 20
     max_sentinel_rounds: int = 3
+    sentinel: bool = True
     fallback_merge: bool = True
     require: bool = False
 

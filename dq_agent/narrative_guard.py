@@ -7,6 +7,12 @@ durations within rounding, in any unit, from the check the sentence speaks of:
 `narrative.figures`, `narrative.facts`) and verdict words against the code's verdict
 (`narrative.dimensions`).
 
+Which numbers are claims (the rule, detailed in `narrative.figures`): every number is a data
+claim, except list numbering at a line start, the multiplier of "3-sigma", counts of tools,
+checks or dimensions ("5 tools", "3 of 5 checks"), and digits inside a name (`column1`, p95).
+A date or time is one claim, checked against the results' timestamps; a bare year counts when
+a result timestamp lies in it. Each figure is matched within the rounding of its last digit.
+
 `review_narrative` adds one repair round: when the review finds a problem and a model is at
 hand, the model is asked once to rewrite the narrative from the list of problems and the facts;
 the rewrite is reviewed again. Whatever is still wrong stays marked. Outcomes: `not_needed` (no

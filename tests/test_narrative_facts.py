@@ -47,7 +47,7 @@ def checks() -> dict[str, CheckResult]:
         "delay_check": CheckResult(
             "delay_check",
             Status.WARN,
-            "longest gap 25 min",
+            "longest gap 25 min on pump_3",
             {
                 "gap_seconds_total": 1803.0,
                 "latency_ms_p95": 1500,
@@ -118,7 +118,17 @@ def test_moments_match_the_timestamps_of_the_results(facts: Facts) -> None:
 
 
 def test_names_come_from_the_dataset_and_the_results(facts: Facts) -> None:
-    for name in ("pressure", "Device_ID", "timestamp", "sensor_9", "sensor_4", "7", "missing_rate"):
+    known = (
+        "pressure",
+        "Device_ID",
+        "timestamp",
+        "sensor_9",
+        "sensor_4",
+        "7",
+        "missing_rate",
+        "pump_3",
+    )
+    for name in known:
         assert facts.knows_name(name), name
     for name in ("column1", "humidity", "sensor_5"):
         assert not facts.knows_name(name), name

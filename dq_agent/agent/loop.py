@@ -63,6 +63,7 @@ class AgentLoop:
         max_sentinel_rounds: int,
         question: str | None = None,
         trace: Trace | None = None,
+        use_sentinel: bool = True,
     ) -> None:
         self.model = model
         self.tools = list(tools)
@@ -70,6 +71,8 @@ class AgentLoop:
         self.react = react
         self.max_steps = max_steps
         self.question = question
+        # Off only to measure what the sentinel buys (eval-model --no-sentinel).
+        self.use_sentinel = use_sentinel
         self.trace = trace or Trace()
         self.sentinel = Sentinel([t.name for t in self.tools], max_sentinel_rounds, question)
         self.dispatcher = Dispatcher(self.tools, self.sentinel, self.trace)
@@ -88,7 +91,7 @@ class AgentLoop:
 
     def run(self) -> LoopResult:
         messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt(self.tools, self.react)},
+            {"role": "system", "content": system_prompt(self.tools, self.react, self.use_sentinel)},
             {"role": "user", "content": task_prompt(self.dataset, self.question)},
         ]
         while self.steps < self.max_steps:
@@ -150,7 +153,10 @@ class AgentLoop:
             # `show` did not list capabilities, and the server refuses tools: switch to text.
             self.react = True
             offered = []
-            messages[0] = {"role": "system", "content": system_prompt(self.tools, react=True)}
+            messages[0] = {
+                "role": "system",
+                "content": system_prompt(self.tools, react=True, sentinel=self.use_sentinel),
+            }
             reply = self.model.chat(messages, offered, stop=_REACT_STOP)
         self.prompt_tokens += reply.prompt_tokens
         self.completion_tokens += reply.completion_tokens
@@ -178,7 +184,7 @@ class AgentLoop:
             return []
         missing = self.sentinel.missing(self.dispatcher.results)
         schemas = [t.ollama_schema() for t in self.tools if last != NOT_READY or t.name in missing]
-        if not self.sentinel.exhausted:
+        if self.use_sentinel and not self.sentinel.exhausted:
             schemas.insert(sentinel_position(len(schemas)), SENTINEL_SCHEMA)
         return schemas
 
@@ -194,7 +200,7 @@ class AgentLoop:
 
     def _nudge_for(self, answer: str) -> str | None:
         """One reminder when verify_result was never called; one nudge for an empty answer."""
-        if self.sentinel.rounds == 0 and not self._reminded:
+        if self.use_sentinel and self.sentinel.rounds == 0 and not self._reminded:
             self._reminded = True
             return "reminder"
         if not answer and not self._nudged:

@@ -77,6 +77,7 @@ def run_agent_inspection(
                 max_sentinel_rounds=settings.max_sentinel_rounds,
                 question=question,
                 trace=trace,
+                use_sentinel=settings.sentinel,
             )
             trace.emit(
                 "preflight",

@@ -31,9 +31,9 @@ def prompt(name: str, **values: Any) -> str:
     return _template(name).substitute({k: str(v) for k, v in values.items()})
 
 
-def system_prompt(tools: list[Tool], react: bool) -> str:
+def system_prompt(tools: list[Tool], react: bool, sentinel: bool = True) -> str:
     names = [tool.name for tool in tools]
-    text = prompt("system", tool_names=", ".join(names))
+    text = prompt("system" if sentinel else "system_no_sentinel", tool_names=", ".join(names))
     if not react:
         return text
     lines = [
@@ -41,14 +41,14 @@ def system_prompt(tools: list[Tool], react: bool) -> str:
         f"{', '.join(tool.parameters['properties']) or 'none'}."
         for tool in tools
     ]
-    lines.insert(
-        sentinel_position(len(lines)),
-        f"- {SENTINEL_NAME}: call it before your final answer; it says what is still missing. "
-        "Arguments: task_goal, actual_result, missing_items, errors_found, is_ready (true/false).",
-    )
-    react_text = prompt(
-        "react", tool_list="\n".join(lines), all_names=", ".join([*names, SENTINEL_NAME])
-    )
+    if sentinel:
+        lines.insert(
+            sentinel_position(len(lines)),
+            f"- {SENTINEL_NAME}: call it before your final answer; it says what is still missing. "
+            "Arguments: task_goal, actual_result, missing_items, errors_found, is_ready (true/false).",
+        )
+    all_names = [*names, SENTINEL_NAME] if sentinel else names
+    react_text = prompt("react", tool_list="\n".join(lines), all_names=", ".join(all_names))
     return f"{text}\n\n{react_text}"
 
 

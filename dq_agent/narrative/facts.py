@@ -1,14 +1,17 @@
 """What the results and the dataset support: names, figures, durations and timestamps.
 
 Everything a narrative may state is collected here, from the dataset (columns, roles, the file
-names, the configured sentinels) and from every check result (summary, metrics, findings and
-their example rows). Figures are kept in every unit a faithful narrative may use:
+names, the configured sentinels) and from every check result (summary, error, metrics, findings
+and their example rows). Names are the columns and roles, every metric key and string value,
+the columns and entities of findings, example rows, and the names result prose presents.
+Figures are kept in every unit a faithful narrative may use:
 - a number as it stands (counts must match exactly; decimals within the narrative's rounding);
 - a percentage written in a result ("4.99%") also as its fraction, and a fraction as a
   percentage through the comparison (a narrative "5.0%" matches a result rate 0.0499);
 - a duration in seconds: metric values whose key (or a key above it) has a word naming a time
-  quantity (`gap_seconds_total`, `latency_ms_p95`; the unit from the key, else seconds), timedeltas, "N unit" phrases in result text, and the span
-  between a finding's start and end. A narrative duration in any unit is compared in seconds.
+  quantity (`gap_seconds_total`, `latency_ms_p95`; the unit from the key, else seconds),
+  timedeltas, "N unit" phrases in result text, and the span between a finding's start and end.
+  A narrative duration in any unit is compared in seconds.
 - timestamps normalised to "YYYY-MM-DD HH:MM:SS.ffffff" (zone dropped: results are UTC).
 
 Figures are also kept per check (`FactBook.by_tool`): a sentence that names a dimension must
@@ -30,6 +33,7 @@ from typing import Any
 
 from dq_agent.load import Dataset
 from dq_agent.narrative.figures import Figure, FigureKind, find_figures, timestamps_in
+from dq_agent.narrative.names import find_name_claims
 from dq_agent.result import CheckResult
 
 
@@ -129,6 +133,8 @@ class _Collector:
             self.numbers.add(float(text))
 
     def text(self, text: str) -> None:
+        """Result prose: its figures, its timestamps, and the names it presents as data names."""
+        self.names.update(claim.name.casefold() for claim in find_name_claims(text))
         for figure in find_figures(text):
             if figure.kind is FigureKind.PERCENT:
                 self.numbers.update((figure.value, figure.value / 100))
@@ -227,7 +233,9 @@ def _collect_dataset(collected: _Collector, dataset: Dataset) -> None:
 
 
 def _collect_result(collected: _Collector, result: CheckResult) -> None:
-    collected.text(result.summary)
+    for prose in (result.summary, result.error, result.suggestion):
+        if prose:
+            collected.text(prose)
     collected.value(result.metrics, ())
     for finding in result.findings:
         collected.text(finding.what)

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from dq_agent.narrative.text import mask
+
 
 class FigureKind(StrEnum):
     PLAIN = "plain"
@@ -111,7 +113,8 @@ _MONTH_YEAR = re.compile(rf"\b{_MONTH}\.?\s+(?P<year>\d{{4}})\b", re.IGNORECASE)
 # Method parameters and tool counts: numbers that are not claims about the data.
 _NOT_DATA = re.compile(
     r"(?<![\w.])\d+(?:\.\d+)?\s*[-‐–]?\s*(?:sigma\b|σ|standard deviations?\b|std\b)"
-    r"|(?<![\w.])\d+\s+(?:of\s+(?:the\s+)?\d+\s+)?(?:detection\s+)?(?:tools?|checks?|dimensions?)\b",
+    r"|(?<![\w.])\d+\s+(?:of\s+(?:the\s+)?\d+\s+)?(?:detection\s+)?"
+    r"(?:tools?|checks?|dimensions?)\b",
     re.IGNORECASE,
 )
 
@@ -119,12 +122,9 @@ _NOT_DATA = re.compile(
 def find_figures(text: str) -> list[Figure]:
     """Every figure in `text`, in order of appearance."""
     moments = _find_moments(text)
-    chars = list(text)
-    for figure in moments:
-        chars[figure.start : figure.end] = " " * (figure.end - figure.start)
-    for match in _NOT_DATA.finditer(""):
-        chars[match.start() : match.end()] = " " * (match.end() - match.start())
-    numbers = _join_durations(text, _find_numbers("".join(chars), text))
+    without_moments = mask(text, [(f.start, f.end) for f in moments])
+    masked = mask(without_moments, [m.span() for m in _NOT_DATA.finditer(without_moments)])
+    numbers = _join_durations(text, _find_numbers(masked, text))
     return sorted([*moments, *numbers], key=lambda f: f.start)
 
 

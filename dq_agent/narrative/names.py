@@ -43,7 +43,8 @@ class NameClaim:
 
 
 _FILE = re.compile(
-    r"(?<![\w/.\-])(?P<name>(?:[\w\-.*]+/)*[\w\-.*]*[\w\-*]\.(?:csv|tsv|txt|parquet|pq|parq|json|jsonl"
+    r"(?<![\w/.\-])(?P<name>(?:[\w\-.*]+/)*[\w\-.*]*[\w\-*]"
+    r"\.(?:csv|tsv|txt|parquet|pq|parq|json|jsonl"
     r"|xlsx?|feather|arrow|h5|hdf5))(?!\w)",
     re.IGNORECASE,
 )

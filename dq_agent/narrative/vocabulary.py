@@ -48,7 +48,8 @@ NEGATIVE_VERDICT = re.compile(r"\b(?:fail(?:s|ed|ing|ures?)?|poor|bad)\b", re.IG
 NEGATION = re.compile(r"\b(?:not|never|no|cannot|without|nor|neither)\b|n't\b", re.IGNORECASE)
 # "3 of 5 checks passed" speaks of a subset, not of the data as a whole.
 SUBSET_OF_CHECKS = re.compile(
-    r"\b(?:\d+|one|two|three|four)\s+(?:of\s+(?:the\s+)?(?:\d+|five)\s+)?(?:checks|tools|dimensions)\b",
+    r"\b(?:\d+|one|two|three|four)\s+(?:of\s+(?:the\s+)?(?:\d+|five)\s+)?"
+    r"(?:checks|tools|dimensions)\b",
     re.IGNORECASE,
 )
 # A sentence about the data as a whole, even if it names a dimension on the way.
