@@ -44,7 +44,7 @@ MERGED = "Merged report: nulls 1, structure checked by code."
 def _no_narrative_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     # The narrative guard is another module with its own tests; here the model's text is checked
     # exactly as the loop and the merge produce it.
-    monkeypatch.setattr(pipeline, "_narrative_reviewer", lambda: None)
+    monkeypatch.setattr(pipeline, "review_narrative", lambda text, *_: (text, None))
 
 
 @pytest.fixture
@@ -573,7 +573,7 @@ def test_narrative_review_hook_gets_the_narrative_and_a_working_ask_model(
         seen.update(narrative=narrative, tools=list(checks), verdict=verdict)
         return f"{narrative} [reviewed: {ask('Check this.')}]", {"covered": True}
 
-    monkeypatch.setattr(pipeline, "_narrative_reviewer", lambda: review)
+    monkeypatch.setattr(pipeline, "review_narrative", review)
     with FakeOllama([calls_of(*ALL), verify(True), reply(ANSWER), reply("looks right")]) as fake:
         outcome, _ = inspect(fake, bench)
     assert seen == {"narrative": ANSWER, "tools": ALL, "verdict": Verdict.WARN}

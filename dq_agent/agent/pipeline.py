@@ -7,11 +7,9 @@ agent; a model that fails mid-run leaves the rest to the guard. The verdict is n
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
 
 from dq_agent import runner
 from dq_agent.agent.client import ModelCallError, ModelClient, ModelUnavailableError
@@ -22,8 +20,9 @@ from dq_agent.config import Config
 from dq_agent.errors import AgentUnavailableError
 from dq_agent.guard import Guarded, run_with_tool_guard
 from dq_agent.load import Dataset
+from dq_agent.narrative_guard import review_narrative
 from dq_agent.outcome import AgentInfo, Audit
-from dq_agent.result import CheckResult, Source, Status, Verdict, verdict_of
+from dq_agent.result import CheckResult, Source, Status, verdict_of
 from dq_agent.tools import Tool
 
 log = logging.getLogger(__name__)
@@ -35,9 +34,6 @@ GUARD_SECTION_TITLE = (
 )
 
 AskModel = Callable[[str], str]
-ReviewNarrative = Callable[
-    [str, dict[str, CheckResult], Dataset, Verdict, AskModel | None], tuple[str, dict[str, Any]]
-]
 
 
 @dataclass
@@ -183,21 +179,9 @@ def guard_section(checks: dict[str, CheckResult], names: Sequence[str]) -> str:
 def _review(
     info: AgentInfo, checks: dict[str, CheckResult], dataset: Dataset, ask: AskModel | None
 ) -> None:
-    """Hand the narrative to the narrative guard (dq_agent/narrative_guard.py) when it exists."""
-    review = _narrative_reviewer()
-    if review is None or info.narrative is None:
+    """The narrative guard: coverage, grounded names and figures, no contradicting verdict."""
+    if info.narrative is None:
         return
-    info.narrative, info.narrative_checks = review(
+    info.narrative, info.narrative_checks = review_narrative(
         info.narrative, checks, dataset, verdict_of(list(checks.values())), ask
     )
-
-
-def _narrative_reviewer() -> ReviewNarrative | None:
-    # Imported by name so this module works before the narrative guard lands.
-    try:
-        module = importlib.import_module("dq_agent.narrative_guard")
-    except ModuleNotFoundError as exc:
-        if exc.name != "dq_agent.narrative_guard":
-            raise
-        return None
-    return cast(ReviewNarrative, module.review_narrative)
