@@ -199,7 +199,7 @@ def narrative_flags(checks: Mapping[str, Any] | None) -> tuple[bool, bool] | Non
     """
     if checks is None:
         return None
-    repaired = checks.get("repair_attempted") is True
+    repaired = checks.get("needed_repair", checks.get("repair_attempted")) is True
     unsupported = any(
         isinstance(checks.get(key), list | tuple) and len(checks[key]) > 0
         for key in UNSUPPORTED_CLAIM_KEYS
