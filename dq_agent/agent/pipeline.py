@@ -112,7 +112,9 @@ def _unavailable(
 def _direct(tools: Sequence[Tool], info: AgentInfo) -> AgentOutcome:
     checks = runner.run_tools(tools, Source.DIRECT)
     info.mode = "none"
-    return AgentOutcome(checks, Audit(expected_tools=[t.name for t in tools]), info)
+    names = [t.name for t in tools]
+    # Every tool ran, by code: the audit says so, and `agent.mode == "none"` says no model chose.
+    return AgentOutcome(checks, Audit(expected_tools=names, called_tools=names), info)
 
 
 def _account(info: AgentInfo, run: LoopResult) -> None:
