@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from dq_agent.checks.base import CheckPlan, Scope, entity_key, iso, plural
-from dq_agent.config import Config, DelayCheckConfig
+from dq_agent.config import Config, DelayCheckConfig, parse_time
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
 
@@ -112,13 +112,13 @@ def parse_as_of(value: str | None) -> datetime:
     """`delay_check.as_of` as an aware UTC datetime (a naive time is read as UTC); now if unset."""
     if value is None:
         return datetime.now(UTC)
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
+    parsed = parse_time(value)
+    if parsed is None:
+        # Config files and the CLI are validated; this catches a value set in code.
         raise ValueError(
             f"delay_check.as_of {value!r} is not an ISO 8601 time such as 2024-01-31T00:00:00Z"
-        ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        )
+    return parsed
 
 
 def human_duration(seconds: float) -> str:
@@ -184,6 +184,9 @@ def _series(timed: pl.LazyFrame) -> pl.LazyFrame:
             ts.filter(backwards).head(MAX_EXAMPLES).alias(_OUT_OF_ORDER_TS),
             ts.shift(1).filter(backwards).head(MAX_EXAMPLES).alias(_PREV_IN_FILE),
         )
+        # Group order is arbitrary and this plan is collected by several queries: the series id
+        # must not depend on which run numbered it.
+        .sort(_ENTITY, nulls_last=True)
         .with_row_index(_GID)
     )
 

@@ -43,6 +43,7 @@ REPLACEMENT_CHARACTER = "\ufffd"
 _ZONE_FAMILY = "iso8601+zone"
 _OFFSET_PATTERN = r"(Z|[+-]\d{2}(?::?\d{2})?)$"
 _RAW = "__raw::"
+_ROW = "__row"
 _UNPARSEABLE_MAJORITY = 0.5
 _DTYPE_ALIASES = {"utf8": "string", "str": "string", "float": "float64", "int": "int64"}
 _UNORDERED = (pl.Categorical, pl.Enum, pl.Object, pl.Null, pl.List, pl.Array, pl.Struct)
@@ -56,6 +57,7 @@ class _Columns:
     text: list[str]
     text_numeric: list[str]
     constant_candidates: list[str]
+    floats: set[str]
     timestamp: str | None
 
 
@@ -67,11 +69,11 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
             f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
         )
     columns = _select_columns(dataset, scope, scoped)
-    frame = _side_by_side(dataset, scope)
-    queries = [_counts_query(frame, columns)]
+    queries = [_counts_query(_side_by_side(dataset, scope, columns.text_numeric), columns)]
     timestamp = columns.timestamp
     text_timestamp = timestamp is not None and timestamp in columns.text
     if timestamp is not None:
+        frame = _side_by_side(dataset, scope, [timestamp])
         if text_timestamp:
             queries.append(_text_timestamp_query(frame, timestamp, config.columns.timezone))
         else:
@@ -105,14 +107,22 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> _Colum
         text=[c for c in scoped if raw_schema[c] == pl.String],
         text_numeric=[c for c in dataset.text_numeric_columns if c in scoped],
         constant_candidates=constant,
+        floats={c for c in scoped if raw_schema[c].is_float()},
         timestamp=timestamp if timestamp is not None and timestamp in scoped else None,
     )
 
 
-def _side_by_side(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
-    """The normalised frame with the as-read columns next to it (prefixed), scoped."""
-    raw = dataset.raw.select(pl.all().name.prefix(_RAW))
-    combined = pl.concat([dataset.frame, raw], how="horizontal")
+def _side_by_side(dataset: Dataset, scope: Scope, normalised: Sequence[str]) -> pl.LazyFrame:
+    """The as-read columns (prefixed) next to the `normalised` ones and those the scope filters
+    on, limited to the scope. Only what is asked for is normalised: parsing timestamps is the
+    costly part, and a projection is not pushed through a side-by-side concat."""
+    wanted = [*normalised, *dataset.roles.entity]
+    timestamp = dataset.roles.timestamp
+    if timestamp is not None and (scope.start is not None or scope.end is not None):
+        wanted.append(timestamp)
+    frame = dataset.frame.select(list(dict.fromkeys(wanted)))
+    raw = dataset.raw.select(pl.all().name.prefix(_RAW)).with_row_index(_ROW)
+    combined = pl.concat([frame, raw], how="horizontal")
     return scope.filter(replace(dataset, frame=combined))
 
 
@@ -146,17 +156,13 @@ def _counts_query(frame: pl.LazyFrame, columns: _Columns) -> pl.LazyFrame:
     for i, name in enumerate(columns.constant_candidates):
         # Values as stored, so no column needs parsing for this. min == max is a cheaper
         # constancy test than counting distinct values; NaN counts as missing.
-        values = _raw(name).fill_nan(None) if _is_float(frame, _RAW + name) else _raw(name)
+        values = _raw(name).fill_nan(None) if name in columns.floats else _raw(name)
         exprs += [
             values.count().alias(f"const_count_{i}"),
             (values.min() == values.max()).alias(f"const_same_{i}"),
             values.min().cast(pl.String).alias(f"const_value_{i}"),
         ]
     return frame.select(exprs)
-
-
-def _is_float(frame: pl.LazyFrame, name: str) -> bool:
-    return frame.collect_schema()[name].is_float()
 
 
 def _text_timestamp_query(frame: pl.LazyFrame, timestamp: str, timezone: str) -> pl.LazyFrame:
@@ -169,13 +175,22 @@ def _text_timestamp_query(frame: pl.LazyFrame, timestamp: str, timezone: str) ->
     return (
         frame.filter(raw.is_not_null())
         .group_by(raw)
-        .agg(pl.len().alias("values"), pl.col(timestamp).is_null().sum().alias("dropped"))
+        .agg(
+            pl.len().alias("values"),
+            pl.col(timestamp).is_null().sum().alias("dropped"),
+            pl.col(_ROW).min(),
+        )
         .with_columns(family.alias("family"), offset.alias("offset"))
         .group_by("family", "offset")
         .agg(
             pl.col("values").sum(),
             pl.col("dropped").sum(),
-            raw.filter(pl.col("dropped") > 0).head(MAX_EXAMPLES).alias("examples"),
+            # Example values in file order: first appearance, each value once.
+            pl.struct(_ROW, raw.alias("value"))
+            .filter(pl.col("dropped") > 0)
+            .sort_by(pl.col(_ROW).filter(pl.col("dropped") > 0))
+            .head(MAX_EXAMPLES)
+            .alias("examples"),
         )
     )
 
@@ -187,9 +202,9 @@ def _typed_timestamp_query(frame: pl.LazyFrame, timestamp: str) -> pl.LazyFrame:
         pl.lit(None, dtype=pl.String).alias("offset"),
         raw.count().alias("values"),
         _dropped(timestamp).sum().alias("dropped"),
-        raw.filter(_dropped(timestamp))
+        pl.struct(_ROW, raw.cast(pl.String).alias("value"))
+        .filter(_dropped(timestamp))
         .head(MAX_EXAMPLES)
-        .cast(pl.String)
         .implode()
         .alias("examples"),
     )
@@ -429,7 +444,10 @@ class _Report:
         column = self.columns.timestamp
         values = int(groups.get_column("values").sum())
         dropped = int(groups.get_column("dropped").sum())
-        examples = [v for group in groups.get_column("examples").to_list() for v in group]
+        examples = sorted(
+            (e for group in groups.get_column("examples").to_list() for e in group),
+            key=lambda e: e[_ROW],
+        )
         families: dict[str, int] = {}
         offsets: dict[str, int] = {}
         without_offset = 0
@@ -467,7 +485,9 @@ class _Report:
                     count=dropped,
                     severity=Status.FAIL if majority else Status.WARN,
                     column=column,
-                    examples=[{"value": v} for v in examples[:MAX_EXAMPLES]],
+                    examples=[
+                        {"row": e[_ROW], "value": e["value"]} for e in examples[:MAX_EXAMPLES]
+                    ],
                 ),
                 f"{dropped} unparseable timestamps ({share:.1%})",
             )
