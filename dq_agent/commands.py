@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from dq_agent.agent.doctor import render_doctor, run_doctor
 from dq_agent.agent.trace import Trace
@@ -38,6 +39,7 @@ from dq_agent.output import refuse_input_overwrite, write_atomic
 from dq_agent.report.json_report import render_json
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain, render_rich
+from dq_agent.report.text import one_line
 
 FORMATS = ("rich", "json", "markdown")
 
@@ -67,7 +69,7 @@ def _progress(console: Console, enabled: bool) -> Iterator[Any]:
         yield lambda _text: None
         return
     with console.status("Starting…") as status:
-        yield lambda text: status.update(text)
+        yield lambda text: status.update(Text(one_line(text, 200)))
 
 
 def render(

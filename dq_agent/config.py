@@ -11,6 +11,7 @@ import dataclasses
 import os
 import types
 import typing
+import zoneinfo
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from dq_agent.errors import ConfigError
+from dq_agent.limits import parse_size
 
 
 @dataclass
@@ -313,5 +315,17 @@ def _validate(key: str, value: Any, origin: str) -> None:
         raise ConfigError(
             f"bad value for '{key}' in {origin}: {value!r} is not an ISO 8601 time such as 2024-01-31T06:00:00Z"
         )
+    if key == "limits.max_memory":
+        try:
+            parse_size(value)
+        except ConfigError as exc:
+            raise ConfigError(f"bad value for '{key}' in {origin}: {exc.message}") from None
+    if key == "columns.timezone":
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(
+                f"bad value for '{key}' in {origin}: {value!r} is not a time zone such as Europe/Berlin"
+            ) from None
     if key == "structure_check.text_numeric_min_share" and not 0 < value <= 1:
         raise ConfigError(f"bad value for '{key}' in {origin}: {value!r} must be in (0, 1]")

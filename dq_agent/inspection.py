@@ -13,7 +13,6 @@ from dq_agent.agent.trace import Trace
 from dq_agent.checks.base import entity_key
 from dq_agent.config import Config
 from dq_agent.errors import InputError
-from dq_agent.limits import check_memory_budget, parse_size
 from dq_agent.load import Dataset, load
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
@@ -38,7 +37,7 @@ def profile(dataset: Dataset) -> DatasetInfo:
         exprs.append(key.n_unique().alias("entities"))
     try:
         row = dataset.frame.select(exprs).collect().row(0, named=True)
-    except (pl.exceptions.PolarsError, OSError) as exc:
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(f"cannot read {dataset.path}: {first}") from exc
     start, end = row.get("start"), row.get("end")
@@ -71,8 +70,6 @@ def inspect(
 
     on_stage(f"Loading {path}")
     dataset = load(path, config)
-    if config.limits.max_memory is not None:
-        check_memory_budget(dataset.files, dataset.file_format, parse_size(config.limits.max_memory))
     info = profile(dataset)
     timings["load_seconds"] = time.perf_counter() - clock
     if info.rows == 0:

@@ -171,6 +171,8 @@ class CheckResult:
             if len(self.findings) > _MAX_FINDINGS_IN_OBSERVATION:
                 payload["more_findings"] = len(self.findings) - _MAX_FINDINGS_IN_OBSERVATION
         text = json.dumps(jsonable(payload), ensure_ascii=True)
+        # Data may not close or open a fence: < and > as JSON escapes (still valid JSON).
+        text = text.replace("<", "\\u003c").replace(">", "\\u003e")
         if len(text) > OBSERVATION_MAX_CHARS:
             text = text[: OBSERVATION_MAX_CHARS - 15] + " ...(truncated)"
         return f"<tool_result name={self.tool}>\n{text}\n</tool_result>"
