@@ -288,8 +288,9 @@ def test_the_repair_prompt_lists_the_problems_and_the_facts(
     assert '"column1" is not a column' in prompt
     assert '"VERIFIED" contradicts the computed verdict (FAIL)' in prompt
     assert "structure_check (pass) is not mentioned" in prompt
-    assert "Columns: timestamp, device_id, temperature, pressure" in prompt
-    assert "- null_check: FAIL. 998 missing values (4.99%), all in pressure" in prompt
+    # Data (names, summaries) is JSON-quoted: never a bare instruction-looking line.
+    assert 'Columns: ["timestamp", "device_id", "temperature", "pressure"]' in prompt
+    assert '- null_check: FAIL. "998 missing values (4.99%), all in pressure' in prompt
     assert "Overall verdict: FAIL" in prompt
     assert EXAMPLE in prompt
 

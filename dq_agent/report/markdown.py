@@ -62,7 +62,7 @@ def render_markdown(inspection: Inspection) -> str:
                 lines.append(f"  - e.g. {md(format_example(example))}")
     if inspection.baseline and inspection.baseline.get("findings"):
         lines += ["", "## Compared with the baseline", ""]
-        lines += [f"- {md(item.get('message', item))}" for item in inspection.baseline["findings"]]
+        lines += [f"- {md(item.get('what', item))}" for item in inspection.baseline["findings"]]
     t = inspection.timings
     lines += [
         "",

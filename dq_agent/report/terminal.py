@@ -13,8 +13,8 @@ from rich.text import Text
 
 from dq_agent.outcome import Inspection
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
-from dq_agent.report.text import format_example, one_line, safe
-from dq_agent.result import CheckResult, Source, Status
+from dq_agent.report.text import compact_times, format_example, one_line, safe
+from dq_agent.result import CheckResult, Finding, Source, Status
 
 STATUS_STYLES = {
     Status.PASS: "bold green",
@@ -39,7 +39,7 @@ def _header(inspection: Inspection) -> RenderableType:
     if info.entities is not None:
         facts.append(f"{info.entities:,} entities ({', '.join(roles.get('entity') or [])})")
     if info.time_start and info.time_end:
-        facts.append(f"{info.time_start} → {info.time_end}")
+        facts.append(compact_times(f"{info.time_start} → {info.time_end} UTC"))
     role_text = (
         f"timestamp={roles.get('timestamp') or '-'}  entity={','.join(roles.get('entity') or []) or '-'}  "
         f"values={','.join(roles.get('values') or []) or '-'}  ingest_time={roles.get('ingest_time') or '-'}"
@@ -48,6 +48,7 @@ def _header(inspection: Inspection) -> RenderableType:
     body.append(one_line(info.path, 300), style="bold")
     body.append("\n" + safe(" · ".join(facts), 400))
     body.append("\nroles: " + safe(role_text, 400), style="dim")
+    body.append("\ncolumns: " + one_line(", ".join(info.columns), 400), style="dim")
     return Panel(body, title="dq-agent data-quality report", title_align="left", box=box.ROUNDED)
 
 
@@ -71,32 +72,51 @@ def _dimension_table(inspection: Inspection) -> Table:
         table.add_row(
             Text(dimension_name(result.tool)),
             _status_text(result.status),
-            Text(one_line(result.summary, 300)),
+            Text(compact_times(one_line(result.summary, 300))),
             _source_text(result.source),
         )
     return table
 
 
-def _findings(result: CheckResult) -> list[RenderableType]:
-    lines: list[RenderableType] = []
+def _finding_text(finding: Finding) -> Text:
+    """`what` already carries its count when a check wrote it so; otherwise it is appended."""
+    what = one_line(finding.what, 200)
+    counted = f"{finding.count:,}" in what or str(finding.count) in what
+    text = Text(what if counted else f"{what}: {finding.count:,}")
+    where = finding.where()
+    if where:
+        text.append(" (" + compact_times(one_line(where, 200)) + ")", style="dim")
+    for example in finding.examples[:MAX_EXAMPLES_PER_FINDING]:
+        text.append("\ne.g. " + format_example(example), style="dim")
+    return text
+
+
+def _findings(result: CheckResult) -> Table | None:
+    """One row per finding with a hanging indent, so wrapped lines stay under their marker."""
+    rows: list[tuple[Text, Text]] = []
     if result.status is Status.ERROR:
-        lines.append(Text(f"  error: {one_line(result.error or '')}", style="magenta"))
-        lines.append(Text(f"  what to do: {one_line(result.suggestion or '')}"))
-        return lines
-    for finding in result.findings[:MAX_FINDINGS_PER_CHECK]:
-        marker = "✗" if finding.severity is Status.FAIL else "!"
-        line = Text(f"  {marker} ", style=STATUS_STYLES.get(finding.severity, ""))
-        line.append(one_line(f"{finding.what}: {finding.count:,}", 200))
-        where = finding.where()
-        if where:
-            line.append(" (" + one_line(where, 200) + ")", style="dim")
-        lines.append(line)
-        for example in finding.examples[:MAX_EXAMPLES_PER_FINDING]:
-            lines.append(Text("      e.g. " + format_example(example), style="dim"))
-    hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
-    if hidden > 0:
-        lines.append(Text(f"  … {hidden} more (see --format json)", style="dim"))
-    return lines
+        rows.append((Text("✗", style="magenta"), Text(f"error: {one_line(result.error or '')}")))
+        rows.append((Text(""), Text(f"what to do: {one_line(result.suggestion or '')}")))
+    else:
+        for finding in result.findings[:MAX_FINDINGS_PER_CHECK]:
+            marker = "✗" if finding.severity is Status.FAIL else "!"
+            rows.append(
+                (
+                    Text(marker, style=STATUS_STYLES.get(finding.severity, "")),
+                    _finding_text(finding),
+                )
+            )
+        hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
+        if hidden > 0:
+            rows.append((Text(""), Text(f"… {hidden} more (see --format json)", style="dim")))
+    if not rows:
+        return None
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=3, justify="right")
+    grid.add_column(ratio=1)
+    for marker, text in rows:
+        grid.add_row(marker, text)
+    return grid
 
 
 def build_report(inspection: Inspection) -> RenderableType:
@@ -120,17 +140,17 @@ def build_report(inspection: Inspection) -> RenderableType:
         )
     finding_lines: list[RenderableType] = []
     for result in inspection.checks.values():
-        lines = _findings(result)
-        if lines:
+        grid = _findings(result)
+        if grid is not None:
             finding_lines.append(
                 Text(dimension_name(result.tool) + f" ({result.tool})", style="bold")
             )
-            finding_lines.extend(lines)
+            finding_lines.append(grid)
     if inspection.baseline and inspection.baseline.get("findings"):
         finding_lines.append(Text("Compared with the baseline", style="bold"))
         for item in inspection.baseline["findings"]:
             finding_lines.append(
-                Text("  ! " + one_line(item.get("message", item), 300), style="yellow")
+                Text("  ! " + one_line(item.get("what", item), 300), style="yellow")
             )
     if finding_lines:
         parts.append(

@@ -25,5 +25,18 @@ def one_line(value: Any, limit: int = 200) -> str:
     return safe(str(value).replace("\r", " ").replace("\n", " "), limit)
 
 
+_UTC_ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d(?::\d\d)?)(\.\d+)?(?:\+00:00|Z)")
+
+
+def compact_times(text: str) -> str:
+    """ISO 8601 UTC timestamps as `2024-03-04 05:13:00` (the report says times are UTC)."""
+    return _UTC_ISO.sub(lambda m: f"{m.group(1)} {m.group(2)}{m.group(3) or ''}", text)
+
+
 def format_example(example: dict[str, Any]) -> str:
-    return ", ".join(f"{one_line(k, 40)}={one_line(v, 60)}" for k, v in example.items())
+    """An example row as `key=value, ...`; an empty entity (a dataset without one) is left out."""
+    return ", ".join(
+        f"{one_line(k, 40)}={compact_times(one_line(v, 60))}"
+        for k, v in example.items()
+        if not (k == "entity" and v is None)
+    )
