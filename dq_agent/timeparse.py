@@ -28,6 +28,10 @@ TIMESTAMP_DTYPE = pl.Datetime("us", "UTC")
 # into a Python datetime panics inside Polars and kills the run, so those count as unparseable.
 EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNITS_PER_SECOND = {"ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+# Polars (chrono) handles years up to about +-262,000; stay well inside.
+_POLARS_LIMIT_SECONDS = 200_000 * 31_556_952
 
 
 def _parse_one(column: pl.Expr, fmt: str, timezone: str) -> pl.Expr:
@@ -58,13 +62,39 @@ def format_family_exprs(column: pl.Expr, timezone: str = "UTC") -> dict[str, pl.
 
 
 def to_utc(column: pl.Expr, dtype: pl.DataType, timezone: str = "UTC") -> pl.Expr:
-    """Any timestamp-like column (text, datetime, date, epoch number) as UTC datetimes; times
-    outside what Python can represent become null."""
-    converted = _convert_to_utc(column, dtype, timezone)
-    in_range = converted.is_between(
-        pl.lit(EARLIEST, TIMESTAMP_DTYPE), pl.lit(LATEST, TIMESTAMP_DTYPE)
-    )
-    return pl.when(in_range).then(converted).otherwise(None)
+    """Any timestamp-like column (text, datetime, date, epoch number) as UTC datetimes.
+
+    Pass the result through `within_python_range` before any value can reach Python.
+    """
+    return _convert_to_utc(column, dtype, timezone)
+
+
+def within_python_range(column: pl.Expr, dtype: pl.DataType = TIMESTAMP_DTYPE) -> pl.Expr:
+    """A Date or Datetime column with the values Python cannot represent (outside EARLIEST ..
+    LATEST) set to null; other dtypes unchanged."""
+    low = int((EARLIEST - _EPOCH).total_seconds())
+    high = int((LATEST - _EPOCH).total_seconds())
+    return _within_seconds(column, dtype, low, high)
+
+
+def within_polars_range(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """A Date or Datetime column with the values Polars itself cannot format or convert (beyond
+    about 200,000 years from 1970: a nonsense value in any unit) set to null."""
+    return _within_seconds(column, dtype, -_POLARS_LIMIT_SECONDS, _POLARS_LIMIT_SECONDS)
+
+
+def _within_seconds(column: pl.Expr, dtype: pl.DataType, low: int, high: int) -> pl.Expr:
+    """Compares the physical integers in the column's own unit, so nothing overflows first."""
+    if dtype == pl.Date:
+        low, high = low // 86_400, high // 86_400
+    elif isinstance(dtype, pl.Datetime):
+        per_second = _UNITS_PER_SECOND[dtype.time_unit or "us"]
+        low, high = low * per_second, high * per_second
+    else:
+        return column
+    # Nanoseconds cannot reach these limits at all: clamp the bounds into Int64.
+    low, high = max(low, -(2**63)), min(high, 2**63 - 1)
+    return pl.when(column.to_physical().is_between(low, high)).then(column).otherwise(None)
 
 
 def _convert_to_utc(column: pl.Expr, dtype: pl.DataType, timezone: str) -> pl.Expr:

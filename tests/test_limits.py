@@ -118,7 +118,7 @@ def test_several_files_are_summed_and_named_by_count(tmp_path: Path) -> None:
 def test_corrupt_parquet_footer_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.parquet"
     path.write_bytes(b"PAR1" + b"\x00" * 32 + b"PAR1")
-    with pytest.raises(InputError, match="cannot read .* as Parquet"):
+    with pytest.raises(InputError, match=r"cannot read .* as Parquet"):
         parquet_data_bytes(path)
 
 
@@ -128,7 +128,7 @@ def test_cli_refuses_up_front_with_exit_3(parquet_file: Path) -> None:
     result = runner.invoke(app, ["inspect", str(parquet_file), "--no-agent"], env=env)
     assert result.exit_code == 3
     assert result.stdout == ""
-    assert result.stderr.startswith("dq-agent: error: sensors.parquet needs about 2")
+    assert result.stderr.startswith("dq-agent: error: sensors.parquet needs about 7")
     assert "the limit is 100 MB" in result.stderr
     env["DQ_AGENT_MAX_MEMORY"] = "4G"
     result = runner.invoke(app, ["inspect", str(parquet_file), "--no-agent", "-f", "json"], env=env)
@@ -137,50 +137,26 @@ def test_cli_refuses_up_front_with_exit_3(parquet_file: Path) -> None:
 
 
 def test_estimate_covers_the_measured_peak_rss(tmp_path: Path) -> None:
-    """The estimate must be an upper bound of the real peak RSS of a run (in a fresh process)."""
-    rows = 200_000
+    """The estimate bounds the real peak RSS of a run in a fresh process; this fails when the
+    checks outgrow the factors in limits.py (then measure again, as its docstring says)."""
+    rows, devices = 400_000, 20
     path = tmp_path / "big.parquet"
-    frame = pl.DataFrame(
-        {
-            "timestamp": pl.datetime_range(
-                pl.datetime(2024, 1, 1),
-                pl.datetime(2024, 1, 1) + pl.duration(minutes=rows // 20 - 1),
-                "1m",
-                eager=True,
-                time_zone="UTC",
-            )
-            .repeat_by(20)
-            .explode(),
-            "device_id": pl.Series([f"dev-{i % 20:02d}" for i in range(rows)]),
-        }
-    ).with_columns(
-        temperature=(pl.int_range(pl.len()) % 97).cast(pl.Float64) / 10,
-        pressure=1000 + (pl.int_range(pl.len()) % 13).cast(pl.Float64),
-    )
-    frame.write_parquet(path)
-    report = tmp_path / "report.json"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dq_agent.cli",
-            "inspect",
-            str(path),
-            "--no-agent",
-            "-q",
-            "-o",
-            str(report),
-            "-f",
-            "json",
-        ],
-        cwd=ROOT,
-        env={**ENV, "PATH": "/usr/bin:/bin"},
-        stderr=subprocess.PIPE,
-    )
-    # wait4 gives the resource usage of this one child, whatever else the test run started.
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode in (0, 1), process.stderr.read().decode() if process.stderr else ""
+    index = pl.int_range(rows)
+    pl.select(
+        timestamp=pl.datetime(2024, 1, 1, time_zone="UTC") + pl.duration(minutes=index // devices),
+        device_id=pl.format("dev-{}", index % devices),
+        temperature=(index % 97).cast(pl.Float64) / 10,
+        pressure=1000 + (index % 13).cast(pl.Float64),
+    ).write_parquet(path)
+    report, errors = tmp_path / "report.json", tmp_path / "stderr.txt"
+    command = [sys.executable, "-m", "dq_agent.cli", "inspect", str(path), "--no-agent", "-q"]
+    with errors.open("wb") as stderr:
+        process = subprocess.Popen(
+            [*command, "-f", "json", "-o", str(report)], cwd=ROOT, env=ENV, stderr=stderr
+        )
+        # wait4 gives the resource usage of this one child, whatever else the test run started.
+        _, status, usage = os.wait4(process.pid, 0)
+    assert os.waitstatus_to_exitcode(status) in (0, 1), errors.read_text()
     assert json.loads(report.read_text())["dataset"]["rows"] == rows
     peak = usage.ru_maxrss * 1024
     estimate, _ = estimate_peak_bytes([path], "parquet")

@@ -17,7 +17,9 @@ def write_bytes(tmp_path: Path, name: str, data: bytes) -> Path:
 
 def test_csv_float_after_many_integers_does_not_kill_inference(tmp_path: Path) -> None:
     rows = "".join(f"2024-01-01T00:{i // 60:02d}:{i % 60:02d},{i}\n" for i in range(3000))
-    path = write_bytes(tmp_path, "d.csv", ("timestamp,value\n" + rows + "2024-01-02T00:00:00,1.5\n").encode())
+    path = write_bytes(
+        tmp_path, "d.csv", ("timestamp,value\n" + rows + "2024-01-02T00:00:00,1.5\n").encode()
+    )
     dataset = load(str(path), Config())
     assert dataset.frame.collect_schema()["value"] == pl.Float64
     assert dataset.frame.select(pl.col("value").sum()).collect().item() == sum(range(3000)) + 1.5
@@ -25,7 +27,8 @@ def test_csv_float_after_many_integers_does_not_kill_inference(tmp_path: Path) -
 
 def test_missing_markers_become_null_and_sentinels_count_as_missing(tmp_path: Path) -> None:
     text = "timestamp,device_id,temp\n" + "".join(
-        f"2024-01-01T00:0{i}:00,d1,{v}\n" for i, v in enumerate(["1.0", "NA", "", "N/A", "-999", "NaN", "2.0"])
+        f"2024-01-01T00:0{i}:00,d1,{v}\n"
+        for i, v in enumerate(["1.0", "NA", "", "N/A", "-999", "NaN", "2.0"])
     )
     dataset = load(str(write_bytes(tmp_path, "d.csv", text.encode())), Config())
     frame = dataset.frame
@@ -79,8 +82,14 @@ def test_naive_timestamps_read_in_configured_zone(tmp_path: Path) -> None:
 
 
 def test_numbers_stored_as_text_are_detected_and_cast(tmp_path: Path) -> None:
-    rows = "".join(f"2024-01-01T00:00:{i:02d},d1,{i}.5\n" for i in range(20)) + "2024-01-01T00:01:00,d1,ERR\n"
-    dataset = load(str(write_bytes(tmp_path, "t.csv", ("timestamp,device_id,humidity\n" + rows).encode())), Config())
+    rows = (
+        "".join(f"2024-01-01T00:00:{i:02d},d1,{i}.5\n" for i in range(20))
+        + "2024-01-01T00:01:00,d1,ERR\n"
+    )
+    dataset = load(
+        str(write_bytes(tmp_path, "t.csv", ("timestamp,device_id,humidity\n" + rows).encode())),
+        Config(),
+    )
     assert dataset.text_numeric_columns == ["humidity"]
     assert dataset.raw_dtypes["humidity"] == "String"
     assert dataset.frame.collect_schema()["humidity"] == pl.Float64
@@ -106,16 +115,18 @@ def test_epoch_seconds_timestamp(tmp_path: Path) -> None:
     data = b"timestamp,v\n1704067200,1\n1704067260,2\n"
     dataset = load(str(write_bytes(tmp_path, "e.csv", data)), Config())
     assert dataset.roles.timestamp == "timestamp"
-    assert dataset.frame.select(pl.col("timestamp").min()).collect().item() == datetime(2024, 1, 1, tzinfo=UTC)
+    assert dataset.frame.select(pl.col("timestamp").min()).collect().item() == datetime(
+        2024, 1, 1, tzinfo=UTC
+    )
 
 
 def test_directory_and_glob_of_parquet(tmp_path: Path) -> None:
     folder = tmp_path / "parts"
     folder.mkdir()
     for i in range(3):
-        pl.DataFrame({"timestamp": [datetime(2024, 1, 1, i, tzinfo=UTC)], "v": [float(i)]}).write_parquet(
-            folder / f"part-{i}.parquet"
-        )
+        pl.DataFrame(
+            {"timestamp": [datetime(2024, 1, 1, i, tzinfo=UTC)], "v": [float(i)]}
+        ).write_parquet(folder / f"part-{i}.parquet")
     assert load(str(folder), Config()).frame.select(pl.len()).collect().item() == 3
     by_glob = load(str(folder / "part-[01].parquet"), Config())
     assert len(by_glob.files) == 2
@@ -130,7 +141,9 @@ def test_directory_and_glob_of_parquet(tmp_path: Path) -> None:
         ("random.parquet", bytes(range(256)) * 4, "cannot read"),
     ],
 )
-def test_unreadable_inputs_are_input_errors(tmp_path: Path, name: str, data: bytes, message: str) -> None:
+def test_unreadable_inputs_are_input_errors(
+    tmp_path: Path, name: str, data: bytes, message: str
+) -> None:
     with pytest.raises(InputError, match=message):
         load(str(write_bytes(tmp_path, name, data)), Config())
 
@@ -145,7 +158,7 @@ def test_missing_path_and_empty_glob(tmp_path: Path) -> None:
 def test_configured_role_must_exist(tmp_path: Path) -> None:
     path = write_bytes(tmp_path, "d.csv", b"timestamp,v\n2024-01-01T00:00:00,1\n")
     config = resolve(None, cli={"columns.entity": ["device"]}, environ={})
-    with pytest.raises(ConfigError, match="columns.entity names column 'device'"):
+    with pytest.raises(ConfigError, match=r"columns.entity names column 'device'"):
         load(str(path), config)
 
 
@@ -154,3 +167,85 @@ def test_loading_never_writes_to_the_input(tmp_path: Path) -> None:
     before = (path.read_bytes(), path.stat().st_mtime_ns)
     load(str(path), Config()).frame.collect()
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_unknown_timezone_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
+    path = write_bytes(tmp_path, "d.csv", b"timestamp,v\n2024-01-01 00:00:00,1\n")
+    # The config validates the zone too; the loader's own check covers a Config built in code.
+    config = Config()
+    config.columns.timezone = "Mars/Olympus"
+    with pytest.raises(ConfigError, match=r"columns.timezone 'Mars/Olympus' is not a time zone"):
+        load(str(path), config)
+
+
+def test_times_python_cannot_hold_become_null(tmp_path: Path) -> None:
+    # Epoch numbers far out of range, and the extremes of Int64 (whose abs() overflows).
+    data = b"timestamp,v\n1704067200,1\n1000000000000000000,2\n9223372036854775807,3\n-9223372036854775808,4\n"
+    dataset = load(str(write_bytes(tmp_path, "far.csv", data)), Config())
+    values = dataset.frame.select("timestamp").collect().to_series().to_list()
+    assert values == [datetime(2024, 1, 1, tzinfo=UTC), None, None, None]
+    path = tmp_path / "far.parquet"
+    far = pl.Series("timestamp", [1_704_067_200_000_000, 10**18]).cast(pl.Datetime("us", "UTC"))
+    pl.DataFrame([far, pl.Series("v", [1.0, 2.0])]).write_parquet(path)
+    values = load(str(path), Config()).frame.select("timestamp").collect().to_series().to_list()
+    assert values == [datetime(2024, 1, 1, tzinfo=UTC), None]
+
+
+def test_a_file_whose_name_looks_like_a_glob_is_read_as_named(tmp_path: Path) -> None:
+    for name in ("run[1].csv", "run[1].parquet"):
+        path = tmp_path / name
+        if name.endswith(".csv"):
+            path.write_bytes(b"timestamp,v\n2024-01-01T00:00:00,1\n")
+        else:
+            pl.DataFrame({"v": [1.0, 2.0]}).write_parquet(path)
+        dataset = load(str(path), Config())
+        assert dataset.files == [path]
+        assert dataset.frame.select(pl.len()).collect().item() in (1, 2)
+
+
+def test_header_with_bare_carriage_returns_does_not_crash(tmp_path: Path) -> None:
+    data = b"timestamp,v\r2024-01-01T00:00:00,1\r2024-01-01T00:01:00,2\r"
+    dataset = load(str(write_bytes(tmp_path, "cr.csv", data)), Config())
+    # Polars reads a CR-only file as one header line: no rows, and no exception.
+    assert dataset.frame.select(pl.len()).collect().item() == 0
+
+
+def test_csv_malformed_after_the_sample_fails_at_load(tmp_path: Path) -> None:
+    rows = "".join(f"2024-01-01T00:00:00,d{i % 3},{i}\n" for i in range(12_000))
+    data = ("timestamp,device_id,v\n" + rows + '"2024-01-02T00:00:00,d,1\n' + rows[:100]).encode()
+    with pytest.raises(InputError, match=r"cannot read .*late.csv as CSV"):
+        load(str(write_bytes(tmp_path, "late.csv", data)), Config())
+
+
+def test_ragged_rows_get_a_plain_message(tmp_path: Path) -> None:
+    data = b"timestamp,v\n2024-01-01T00:00:00,1\n2024-01-01T00:01:00,2,3\n"
+    with pytest.raises(InputError, match=r"more fields than the header \(ragged rows\)"):
+        load(str(write_bytes(tmp_path, "r.csv", data)), Config())
+
+
+def test_corrupt_parquet_page_is_rejected_before_polars_reads_it(tmp_path: Path) -> None:
+    # The value count of the first data page made negative: Polars would abort the process.
+    path = tmp_path / "p.parquet"
+    pl.DataFrame({"v": [float(i) for i in range(40)]}).write_parquet(
+        path, compression="uncompressed"
+    )
+    data = path.read_bytes()
+    page = data.index(b"\x2c\x15\x50\x15")
+    path.write_bytes(data[: page + 2] + b"\x47" + data[page + 3 :])
+    with pytest.raises(InputError, match="negative number of values"):
+        load(str(path), Config())
+
+
+def test_memory_limit_is_checked_before_reading(tmp_path: Path) -> None:
+    path = write_bytes(tmp_path, "d.csv", b"timestamp,v\n2024-01-01T00:00:00,1\n")
+    config = resolve(None, cli={"limits.max_memory": "1K"}, environ={})
+    with pytest.raises(InputError, match=r"d.csv needs about .* the limit is 1.0 KB"):
+        load(str(path), config)
+
+
+def test_read_errors_never_carry_control_bytes() -> None:
+    from dq_agent.load import describe_read_error
+
+    assert describe_read_error(ValueError("could not parse `\x1b[2J\x0f`\nmore")) == (
+        "could not parse `\\x1b[2J\\x0f`"
+    )

@@ -185,6 +185,56 @@ def test_times_beyond_python_datetime_count_as_missing_not_a_crash(tmp_path: Pat
     assert report["dataset"]["time_range"]["end"] == "2023-11-14T22:50:20+00:00"
 
 
+def test_out_of_range_dates_in_any_column_do_not_panic(tmp_path: Path) -> None:
+    # A Date in year 5.4 million and a Datetime in year 33658 in columns with no role, plus
+    # duplicate rows so their values become examples: Polars panicked turning them into Python.
+    frame = clean_frame(devices=2, rows_per_device=40).with_columns(
+        maintenance_at=pl.lit(10**18).cast(pl.Datetime("us", "UTC")),
+        commissioned=pl.lit(2_000_000_000).cast(pl.Int32).cast(pl.Date),
+    )
+    path = tmp_path / "far.parquet"
+    pl.concat([frame, frame.head(3)]).write_parquet(path)
+    result = invoke(path, "-f", "json")
+    assert_clean_outcome(result, "json")
+    report = json.loads(result.stdout)
+    assert {c["status"] for c in report["checks"].values()} <= {"pass", "warn", "fail"}
+    assert report["checks"]["duplicate_check"]["metrics"]["exact_duplicate_rows"] == 3
+    # What Python cannot show counts as missing.
+    assert (
+        report["checks"]["null_check"]["metrics"]["columns"]["maintenance_at"]["null_count"] == 83
+    )
+
+
+@pytest.mark.parametrize(
+    "timestamps",
+    [
+        pl.Series([1_700_000_000_000 + 60_000 * i for i in range(38)] + [10**17, 2**63 - 1]).cast(
+            pl.Datetime("ms")
+        ),
+        pl.Series([19_000 + i for i in range(38)] + [2_000_000_000, -2_000_000_000])
+        .cast(pl.Int32)
+        .cast(pl.Date),
+        pl.Series(
+            [1_700_000_000 * 10**6 + 60 * 10**6 * i for i in range(38)] + [10**18, -(10**18)]
+        ).cast(pl.Datetime("us", "UTC")),
+    ],
+    ids=["ms", "date", "us"],
+)
+def test_far_out_time_role_values_are_reported_not_fatal(
+    tmp_path: Path, timestamps: pl.Series
+) -> None:
+    path = tmp_path / "far.parquet"
+    pl.DataFrame(
+        {"timestamp": timestamps, "value": [float(i % 5) for i in range(40)]}
+    ).write_parquet(path)
+    result = invoke(path, "-f", "json")
+    assert_clean_outcome(result, "json")
+    report = json.loads(result.stdout)
+    assert report["dataset"]["rows"] == 40
+    assert report["dataset"]["roles"]["timestamp"] == "timestamp"
+    assert {c["status"] for c in report["checks"].values()} <= {"pass", "warn", "fail", "skipped"}
+
+
 # -- Parquet damage ---------------------------------------------------------------------------
 
 

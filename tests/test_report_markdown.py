@@ -6,7 +6,9 @@ def test_markdown_has_table_audit_and_marks_backfill() -> None:
     text = render_markdown(sample_inspection())
     assert text.startswith("# Data-quality report: sample\\_data/sensors.parquet")
     assert "**Verdict: FAIL**" in text
-    assert "| Structure | PASS | 5 columns as expected | **BACKFILLED (model skipped it)** |" in text
+    assert (
+        "| Structure | PASS | 5 columns as expected | **BACKFILLED (model skipped it)** |" in text
+    )
     assert "| Timing & delays | ERROR |" in text
     assert "backfilled: delay\\_check, structure\\_check" in text
 
