@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# The sample has faults on purpose: exit 1 (verdict at or above --fail-on) is the expected
+# The sample has faults on purpose: exit 1 (verdict at or above --fail-on) is an expected
 # result, so only codes above 1 (a real error) fail the target.
 demo: install
 	$(BIN)/dq-agent inspect sample_data/sensors.parquet; code=$$?; [ $$code -le 1 ]

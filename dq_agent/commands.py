@@ -115,6 +115,8 @@ def run_history(
         raise UsageError(f"no run history yet at {database}: run `dq-agent inspect PATH` first")
     with HistoryStore.open(database) as store:
         records = store.recent_runs(limit=None if stats else last, dataset=path)
+    if path is not None and not records:
+        raise UsageError(f"no recorded runs of {path}; `dq-agent history` lists every dataset")
     if output_format == "json":
         sys.stdout.write(
             (stats_json(compute_stats(records)) if stats else history_json(records)) + "\n"

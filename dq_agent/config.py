@@ -33,6 +33,12 @@ class ColumnsConfig:
 
 
 @dataclass
+class InputConfig:
+    separator: str | None = None
+    decimal_comma: bool | None = None
+
+
+@dataclass
 class NullCheckConfig:
     markers: list[str] = field(default_factory=lambda: ["", "NA", "N/A", "null", "NULL", "NaN", "nan"])
     sentinels: list[float] = field(default_factory=lambda: [-999.0, -9999.0, -200.0])
@@ -106,6 +112,7 @@ class LimitsConfig:
 
 @dataclass
 class Config:
+    input: InputConfig = field(default_factory=InputConfig)
     columns: ColumnsConfig = field(default_factory=ColumnsConfig)
     null_check: NullCheckConfig = field(default_factory=NullCheckConfig)
     duplicate_check: DuplicateCheckConfig = field(default_factory=DuplicateCheckConfig)
@@ -314,6 +321,10 @@ def _validate(key: str, value: Any, origin: str) -> None:
     if key == "delay_check.as_of" and parse_time(value) is None:
         raise ConfigError(
             f"bad value for '{key}' in {origin}: {value!r} is not an ISO 8601 time such as 2024-01-31T06:00:00Z"
+        )
+    if key == "input.separator" and (len(value) != 1 or value in "\"\r\n"):
+        raise ConfigError(
+            f"bad value for '{key}' in {origin}: {value!r}; use one character such as ',' ';' or '\\t'"
         )
     if key == "limits.max_memory":
         try:

@@ -104,8 +104,9 @@ def load(path: str, config: Config) -> Dataset:
     header_names: list[str] = []
     has_bom = False
     if file_format == "csv":
-        has_bom, header_names = _csv_header(files[0])
-        raw = _read_csv(files, config)
+        dialect = csv_dialect(files[0], config)
+        has_bom, header_names = _csv_header(files[0], dialect.separator)
+        raw = _read_csv(files, config, dialect)
     else:
         verify_parquet(files)
         raw = _scan_parquet(files)
@@ -185,14 +186,48 @@ def _format_of(file: Path) -> str:
     raise InputError(f"{file}: unsupported file type '{suffix or 'none'}'; use .csv or .parquet")
 
 
-def _read_csv(files: list[Path], config: Config) -> pl.LazyFrame:
+@dataclass(frozen=True)
+class CsvDialect:
+    separator: str
+    decimal_comma: bool
+
+
+_SEPARATORS = (",", ";", "\t", "|")
+_DECIMAL_COMMA = re.compile(r"(?:^|;|\t|\|)\s*-?\d+,\d+\s*(?:$|;|\t|\|)")
+
+
+def csv_dialect(file: Path, config: Config) -> CsvDialect:
+    """The separator (configured, tab for .tsv, else the candidate most frequent in the header)
+    and whether numbers use a decimal comma (configured, else seen in the first lines)."""
+    try:
+        with file.open("rb") as handle:
+            head = handle.read(1 << 16).decode("utf-8", errors="replace").lstrip("\ufeff")
+    except OSError as exc:
+        raise InputError(f"cannot read {file}: {exc.strerror}") from exc
+    lines = head.splitlines()[:50]
+    separator = config.input.separator
+    if separator is None:
+        if file.suffix.lower() == ".tsv":
+            separator = "\t"
+        else:
+            header = lines[0] if lines else ""
+            # Ties go to the comma: the order of _SEPARATORS is the preference.
+            separator = max(_SEPARATORS, key=lambda s: (header.count(s), -_SEPARATORS.index(s)))
+    decimal_comma = config.input.decimal_comma
+    if decimal_comma is None:
+        decimal_comma = separator != "," and any(_DECIMAL_COMMA.search(line) for line in lines[1:])
+    return CsvDialect(separator, decimal_comma)
+
+
+def _read_csv(files: list[Path], config: Config, dialect: CsvDialect) -> pl.LazyFrame:
     """The CSV files read into memory, as a LazyFrame over that data."""
-    separator = "\t" if files[0].suffix.lower() == ".tsv" else ","
+    separator = dialect.separator
     try:
         return (
             pl.scan_csv(
                 files if len(files) > 1 else files[0],
                 separator=separator,
+                decimal_comma=dialect.decimal_comma,
                 # The files are already resolved: a "[" in a name is a character, not a glob.
                 glob=False,
                 encoding="utf8-lossy",
@@ -237,7 +272,7 @@ def verify_parquet(files: list[Path]) -> None:
             raise InputError(f"cannot read {file} as Parquet: {describe_read_error(exc)}") from exc
 
 
-def _csv_header(file: Path) -> tuple[bool, list[str]]:
+def _csv_header(file: Path, separator: str) -> tuple[bool, list[str]]:
     """The raw header: whether it starts with a BOM, and the names as written (blanks, repeats)."""
     try:
         with file.open("rb") as handle:
@@ -246,7 +281,6 @@ def _csv_header(file: Path) -> tuple[bool, list[str]]:
         raise InputError(f"cannot read {file}: {exc.strerror}") from exc
     has_bom = head.startswith(_BOM)
     first_line = head[len(_BOM) if has_bom else 0 :].split(b"\n", 1)[0].rstrip(b"\r")
-    separator = "\t" if file.suffix.lower() == ".tsv" else ","
     text = first_line.decode("utf-8", errors="replace")
     try:
         rows = list(csv.reader(io.StringIO(text), delimiter=separator))

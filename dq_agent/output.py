@@ -19,6 +19,15 @@ def refuse_input_overwrite(output: Path, inputs: Iterable[Path]) -> None:
             raise UsageError(f"--output {output} is the input file; choose another path")
 
 
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` via a temporary file in the same folder and an atomic rename."""
     folder = path.parent if str(path.parent) else Path(".")
@@ -29,6 +38,9 @@ def write_atomic(path: Path, text: str) -> None:
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
     try:
+        # mkstemp creates the file 0600; a report should get the mode a plain write would give
+        # (an existing file keeps its own).
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

@@ -80,7 +80,7 @@ def test_history_table_shows_newest_first_with_audit_columns(tmp_path: Path) -> 
     assert [line.split("│")[1].strip() for line in body] == ["3", "2", "1"]
     newest, direct, oldest = body
     assert "fail" in newest and "qwen2.5:7b (native)" in newest and "5/5" in newest
-    assert "direct (no model)" in direct
+    assert "direct" in direct
     # A glob in a path is data, not Rich markup: the brackets survive.
     assert "data/[ab]*.csv" in oldest
     assert "4/5" in oldest and "structure_check" in oldest and "3.2s" in oldest

@@ -249,3 +249,21 @@ def test_read_errors_never_carry_control_bytes() -> None:
     assert describe_read_error(ValueError("could not parse `\x1b[2J\x0f`\nmore")) == (
         "could not parse `\\x1b[2J\\x0f`"
     )
+
+
+def test_semicolon_csv_with_decimal_commas_is_detected(tmp_path: Path) -> None:
+    data = "Zeitstempel;Sensor;Temperatur\n" + "".join(
+        f"2024-01-01 00:{i:02d}:00;s1;{i},5\n" for i in range(10)
+    )
+    dataset = load(str(write_bytes(tmp_path, "semi.csv", data.encode())), Config())
+    assert dataset.columns == ["Zeitstempel", "Sensor", "Temperatur"]
+    assert dataset.roles.timestamp == "Zeitstempel"
+    assert dataset.roles.entity == ["Sensor"]
+    assert dataset.frame.select(pl.col("Temperatur").sum()).collect().item() == 50.0
+
+
+def test_configured_separator_wins(tmp_path: Path) -> None:
+    data = b"timestamp|v;w\n2024-01-01T00:00:00|1;2\n"
+    config = resolve(None, cli={"input.separator": "|"}, environ={})
+    dataset = load(str(write_bytes(tmp_path, "p.csv", data)), config)
+    assert dataset.columns == ["timestamp", "v;w"]

@@ -25,3 +25,20 @@ def test_output_may_not_be_the_input(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="is the input file"):
         refuse_input_overwrite(tmp_path / "." / "data.csv", [data])
     refuse_input_overwrite(tmp_path / "other.csv", [data])
+
+
+def test_new_file_gets_the_umask_mode_and_an_existing_file_keeps_its_mode(tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.json"
+        write_atomic(fresh, "x")
+        assert fresh.stat().st_mode & 0o777 == 0o644
+        kept = tmp_path / "kept.json"
+        kept.write_text("old")
+        kept.chmod(0o640)
+        write_atomic(kept, "new")
+        assert kept.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)

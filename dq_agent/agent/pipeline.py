@@ -100,7 +100,7 @@ def _unavailable(
 ) -> AgentOutcome:
     if config.agent.require:
         raise AgentUnavailableError(
-            f"{exc.message} (the agent is required: --require-agent)"
+            f"{exc.message} (the run needs the model: no direct fallback)"
         ) from exc
     log.warning("model unavailable, every tool runs directly: %s", exc.message)
     trace.emit("unavailable", kind=exc.kind, error=exc.message)

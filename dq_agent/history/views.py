@@ -41,23 +41,27 @@ def stats_json(stats: HistoryStats) -> str:
 def history_renderable(records: Sequence[RunRecord]) -> RenderableType:
     if not records:
         return Text("No runs recorded yet.")
+    runs = f"{len(records)} run{'' if len(records) == 1 else 's'}"
     table = _table(
-        f"Run history: {len(records)} runs, newest first",
+        f"Run history: {runs}, newest first",
         [
             ("run", _RIGHT), ("started", _LEFT), ("dataset", _LEFT), ("rows", _RIGHT),
-            ("verdict", _LEFT), ("exit", _RIGHT), ("model", _LEFT), ("called", _RIGHT),
-            ("backfilled", _LEFT), ("duration", _RIGHT),
+            ("verdict (exit)", _LEFT), ("model", _LEFT), ("called", _RIGHT),
+            ("backfilled", _LEFT), ("time", _RIGHT),
         ],
     )
+    for column in table.columns:
+        column.no_wrap = column.header not in ("dataset", "backfilled", "model")
     for record in records:
         backfilled = ", ".join(record.fallback_executed)
+        verdict = Text(record.verdict, style=_VERDICT_STYLES.get(record.verdict, ""))
+        verdict.append(f" ({record.exit_code})", style="dim")
         table.add_row(
             str(record.id) if record.id is not None else _NONE,
             _when(record),
             Text(record.dataset_path, overflow="fold"),
             f"{record.rows:,}" if record.rows is not None else _NONE,
-            Text(record.verdict, style=_VERDICT_STYLES.get(record.verdict, "")),
-            str(record.exit_code),
+            verdict,
             _model(record),
             _called(record),
             Text(backfilled, style="yellow") if backfilled else _NONE,
@@ -139,7 +143,7 @@ def _when(record: RunRecord) -> str:
 
 def _model(record: RunRecord) -> Text:
     if not record.agent_ran:
-        return Text("direct (no model)", style="dim")
+        return Text("direct", style="dim")
     mode = f" ({record.mode})" if record.mode and record.mode != "none" else ""
     return Text(f"{record.model or '?'}{mode}")
 

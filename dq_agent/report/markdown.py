@@ -60,6 +60,9 @@ def render_markdown(inspection: Inspection) -> str:
             )
             for example in finding.examples[:2]:
                 lines.append(f"  - e.g. {md(format_example(example))}")
+        hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
+        if hidden > 0:
+            lines.append(f"- **{result.tool}**: {hidden} more findings in the JSON report")
     if inspection.baseline and inspection.baseline.get("findings"):
         lines += ["", "## Compared with the baseline", ""]
         lines += [f"- {md(item.get('what', item))}" for item in inspection.baseline["findings"]]
