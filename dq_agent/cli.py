@@ -54,6 +54,20 @@ app = typer.Typer(
 )
 
 
+# Options shared by several commands, declared once.
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")]
+ModelOption = Annotated[
+    str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")
+]
+HostOption = Annotated[
+    str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")
+]
+ModelTimeoutOption = Annotated[
+    float | None, typer.Option("--model-timeout", help="Seconds per model call before giving up.")
+]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")]
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"dq-agent {__version__}")
@@ -88,9 +102,12 @@ def _setup_logging(debug: bool, quiet: bool, verbose: bool) -> None:
 @app.command(epilog=EXIT_CODES_HELP)
 def inspect(
     path: Annotated[
-        str, typer.Argument(help="A CSV or Parquet file, a glob, or a directory of Parquet files.")
+        str,
+        typer.Argument(
+            metavar="PATH", help="A CSV or Parquet file, a glob, or a directory of Parquet files."
+        ),
     ],
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    config: ConfigOption = None,
     no_agent: Annotated[
         bool, typer.Option("--no-agent", help="Run every check directly, no model.")
     ] = False,
@@ -109,16 +126,9 @@ def inspect(
             "--as-of", help="Reference time for freshness and future rows (ISO 8601; default now)."
         ),
     ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")
-    ] = None,
-    host: Annotated[
-        str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")
-    ] = None,
-    model_timeout: Annotated[
-        float | None,
-        typer.Option("--model-timeout", help="Seconds per model call before giving up."),
-    ] = None,
+    model: ModelOption = None,
+    host: HostOption = None,
+    model_timeout: ModelTimeoutOption = None,
     question: Annotated[
         str | None, typer.Option("--question", help="A question the model must answer too.")
     ] = None,
@@ -141,7 +151,7 @@ def inspect(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress or notes; only errors.")
     ] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    debug: DebugOption = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
     _setup_logging(debug, quiet, verbose)
@@ -175,15 +185,15 @@ def inspect(
 @app.command()
 def history(
     path: Annotated[
-        str | None, typer.Argument(help="Only runs of this dataset path or name.")
+        str | None, typer.Argument(metavar="[PATH]", help="Only runs of this dataset path or name.")
     ] = None,
     last: Annotated[int, typer.Option("--last", "-n", min=1, help="How many recent runs.")] = 20,
     stats: Annotated[
         bool, typer.Option("--stats", help="Per model and tool: call and skip rates.")
     ] = False,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    config: ConfigOption = None,
+    debug: DebugOption = False,
 ) -> None:
     """Show recorded runs, newest first, or skip-rate statistics (--stats)."""
     _setup_logging(debug, quiet=False, verbose=False)
@@ -194,25 +204,18 @@ def history(
 
 @app.command("eval-model")
 def eval_model(
-    path: Annotated[str, typer.Argument(help="The dataset to inspect repeatedly.")],
+    path: Annotated[str, typer.Argument(metavar="PATH", help="The dataset to inspect repeatedly.")],
     runs: Annotated[int, typer.Option("--runs", "-n", min=1, help="Runs per variant.")] = 5,
     no_sentinel: Annotated[
         bool,
         typer.Option("--no-sentinel", help="Also run without the sentinel and show both tables."),
     ] = False,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")
-    ] = None,
-    host: Annotated[
-        str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")
-    ] = None,
-    model_timeout: Annotated[
-        float | None,
-        typer.Option("--model-timeout", help="Seconds per model call before giving up."),
-    ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    config: ConfigOption = None,
+    model: ModelOption = None,
+    host: HostOption = None,
+    model_timeout: ModelTimeoutOption = None,
+    debug: DebugOption = False,
 ) -> None:
     """Run the agent N times on PATH: how often does this model skip each tool (exit 4 without a model)?"""
     _setup_logging(debug, quiet=True, verbose=False)
@@ -224,18 +227,11 @@ def eval_model(
 
 @app.command()
 def doctor(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="Ollama model (default qwen2.5:7b).")
-    ] = None,
-    host: Annotated[
-        str | None, typer.Option("--host", help="Ollama host (default $OLLAMA_HOST).")
-    ] = None,
-    model_timeout: Annotated[
-        float | None,
-        typer.Option("--model-timeout", help="Seconds per model call before giving up."),
-    ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    config: ConfigOption = None,
+    model: ModelOption = None,
+    host: HostOption = None,
+    model_timeout: ModelTimeoutOption = None,
+    debug: DebugOption = False,
 ) -> None:
     """Check that the model can be used: server reachable, model pulled, tool calling."""
     _setup_logging(debug, quiet=False, verbose=False)

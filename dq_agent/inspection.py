@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -66,6 +67,10 @@ def inspect(
     """Inspect the data at `path`: every dimension is checked, by the model or by code."""
     started_at = datetime.now(UTC)
     clock = time.perf_counter()
+    if config.delay_check.as_of is None:
+        # One reference time for the whole run, recorded in the report: "now" when it started.
+        config = copy.deepcopy(config)
+        config.delay_check.as_of = started_at.isoformat(timespec="seconds")
     timings: dict[str, float] = {}
 
     on_stage(f"Loading {path}")

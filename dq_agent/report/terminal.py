@@ -114,8 +114,8 @@ def _findings(result: CheckResult) -> Table | None:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=3, justify="right")
     grid.add_column(ratio=1)
-    for marker, text in rows:
-        grid.add_row(marker, text)
+    for mark, line in rows:
+        grid.add_row(mark, line)
     return grid
 
 
