@@ -40,7 +40,9 @@ class InputConfig:
 
 @dataclass
 class NullCheckConfig:
-    markers: list[str] = field(default_factory=lambda: ["", "NA", "N/A", "null", "NULL", "NaN", "nan"])
+    markers: list[str] = field(
+        default_factory=lambda: ["", "NA", "N/A", "null", "NULL", "NaN", "nan"]
+    )
     sentinels: list[float] = field(default_factory=lambda: [-999.0, -9999.0, -200.0])
     warn_at: float | None = 0.0
     fail_at: float | None = 0.05
@@ -148,15 +150,27 @@ CLI_OPTIONS = {
 
 _CHOICES = {"outlier_check.method": ("sigma", "mad")}
 _NON_NEGATIVE = {
-    "null_check.warn_at", "null_check.fail_at", "duplicate_check.warn_at",
-    "duplicate_check.fail_at", "outlier_check.warn_at", "outlier_check.fail_at",
-    "delay_check.warn_at", "delay_check.fail_at", "delay_check.late_threshold_seconds",
+    "null_check.warn_at",
+    "null_check.fail_at",
+    "duplicate_check.warn_at",
+    "duplicate_check.fail_at",
+    "outlier_check.warn_at",
+    "outlier_check.fail_at",
+    "delay_check.warn_at",
+    "delay_check.fail_at",
+    "delay_check.late_threshold_seconds",
     "delay_check.future_tolerance_seconds",
 }
 _POSITIVE = {
-    "outlier_check.sigma", "outlier_check.min_group_size", "delay_check.gap_factor",
-    "delay_check.expected_interval_seconds", "delay_check.max_age_seconds",
-    "agent.timeout_seconds", "agent.num_ctx", "agent.max_steps", "agent.max_sentinel_rounds",
+    "outlier_check.sigma",
+    "outlier_check.min_group_size",
+    "delay_check.gap_factor",
+    "delay_check.expected_interval_seconds",
+    "delay_check.max_age_seconds",
+    "agent.timeout_seconds",
+    "agent.num_ctx",
+    "agent.max_steps",
+    "agent.max_sentinel_rounds",
     "history.baseline_runs",
 }
 
@@ -225,7 +239,9 @@ def _set_dotted(config: Config, dotted: str, value: Any, origin: str) -> None:
     hints = typing.get_type_hints(type(section))
     if key not in hints:
         known = ", ".join(sorted(hints))
-        raise ConfigError(f"unknown key '{dotted}' in {origin}; known keys in '{section_name}': {known}")
+        raise ConfigError(
+            f"unknown key '{dotted}' in {origin}; known keys in '{section_name}': {known}"
+        )
     coerced = _coerce(value, hints[key], dotted, origin)
     _validate(dotted, coerced, origin)
     setattr(section, key, coerced)
@@ -254,7 +270,16 @@ def _coerce(value: Any, hint: Any, key: str, origin: str) -> Any:
     if hint is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        if isinstance(value, str) and value.lower() in (
+            "1",
+            "true",
+            "yes",
+            "on",
+            "0",
+            "false",
+            "no",
+            "off",
+        ):
             return value.lower() in ("1", "true", "yes", "on")
         raise bad
     if hint is int:
@@ -322,7 +347,7 @@ def _validate(key: str, value: Any, origin: str) -> None:
         raise ConfigError(
             f"bad value for '{key}' in {origin}: {value!r} is not an ISO 8601 time such as 2024-01-31T06:00:00Z"
         )
-    if key == "input.separator" and (len(value) != 1 or value in "\"\r\n"):
+    if key == "input.separator" and (len(value) != 1 or value in '"\r\n'):
         raise ConfigError(
             f"bad value for '{key}' in {origin}: {value!r}; use one character such as ',' ';' or '\\t'"
         )

@@ -192,7 +192,9 @@ def verdict_rank(verdict: Verdict) -> int:
     return _VERDICT_RANK[verdict]
 
 
-def status_from_thresholds(value: float, total: int, warn_at: float | None, fail_at: float | None) -> Status:
+def status_from_thresholds(
+    value: float, total: int, warn_at: float | None, fail_at: float | None
+) -> Status:
     """Pointblank-style threshold: a number below 1 is a fraction of `total`, 1 or more a count.
 
     `value` reaches a threshold when it is at or above it; `None` disables that level. A zero

@@ -16,7 +16,8 @@ from dq_agent.errors import ConfigError
 from dq_agent.timeparse import parse_text_timestamps
 
 _TIMESTAMP_NAME = re.compile(
-    r"^(timestamp|time|ts|datetime|date_?time|event_?time|event_?ts|t|date|zeitstempel|zeit|datum)$", re.I
+    r"^(timestamp|time|ts|datetime|date_?time|event_?time|event_?ts|t|date|zeitstempel|zeit|datum)$",
+    re.I,
 )
 _TIMESTAMP_HINT = re.compile(r"(time|timestamp|date|_ts$|^ts_)", re.I)
 _INGEST_NAME = re.compile(

@@ -120,7 +120,11 @@ class Tool:
     def ollama_schema(self) -> dict[str, Any]:
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
         }
 
 
@@ -130,7 +134,9 @@ def _parse_time(value: Any, name: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
-        raise ToolArgumentError(f"{name} must be an ISO 8601 time such as 2024-01-31T00:00:00") from None
+        raise ToolArgumentError(
+            f"{name} must be an ISO 8601 time such as 2024-01-31T00:00:00"
+        ) from None
     return parsed if parsed.tzinfo is None else parsed.astimezone(UTC).replace(tzinfo=None)
 
 
@@ -141,8 +147,14 @@ def _parameters(dataset: Dataset) -> dict[str, Any]:
             "description": "Only this column (default: all columns).",
             "enum": list(dataset.columns),
         },
-        "start": {"type": "string", "description": "Only rows at or after this ISO 8601 time (default: all)."},
-        "end": {"type": "string", "description": "Only rows at or before this ISO 8601 time (default: all)."},
+        "start": {
+            "type": "string",
+            "description": "Only rows at or after this ISO 8601 time (default: all).",
+        },
+        "end": {
+            "type": "string",
+            "description": "Only rows at or before this ISO 8601 time (default: all).",
+        },
     }
     if dataset.roles.entity:
         properties["entity"] = {
@@ -165,5 +177,7 @@ def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
         tools.append(tool)
     registered = [t.name for t in tools]
     if registered != list(DETECTION_TOOL_NAMES):
-        raise ToolRegistrationError(f"registered tools {registered} differ from {list(DETECTION_TOOL_NAMES)}")
+        raise ToolRegistrationError(
+            f"registered tools {registered} differ from {list(DETECTION_TOOL_NAMES)}"
+        )
     return tools

@@ -18,7 +18,11 @@ def clean_frame(devices: int = 3, rows_per_device: int = 240) -> pl.DataFrame:
     """Smooth, complete, on-time data: every check passes on it."""
     start = datetime(2024, 1, 1, tzinfo=UTC)
     records: dict[str, list[object]] = {
-        "timestamp": [], "device_id": [], "temperature": [], "pressure": [], "ingest_time": []
+        "timestamp": [],
+        "device_id": [],
+        "temperature": [],
+        "pressure": [],
+        "ingest_time": [],
     }
     for d in range(devices):
         for i in range(rows_per_device):

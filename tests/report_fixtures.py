@@ -14,7 +14,11 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
             tool="null_check",
             status=Status.FAIL,
             summary=f"998 missing values in 1 of 4 columns ({data_name} 8.7%)",
-            metrics={"columns": {data_name: {"null_count": 998, "missing_count": 998, "missing_rate": 0.0866}}},
+            metrics={
+                "columns": {
+                    data_name: {"null_count": 998, "missing_count": 998, "missing_rate": 0.0866}
+                }
+            },
             findings=[
                 Finding(
                     what="missing values",
@@ -24,7 +28,13 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
                     entity="dev-03",
                     start="2024-01-01T02:00:00+00:00",
                     end="2024-01-01T03:10:00+00:00",
-                    examples=[{"device_id": "dev-03", "timestamp": "2024-01-01T02:00:00+00:00", data_name: None}],
+                    examples=[
+                        {
+                            "device_id": "dev-03",
+                            "timestamp": "2024-01-01T02:00:00+00:00",
+                            data_name: None,
+                        }
+                    ],
                 )
             ],
             source=Source.AGENT,
@@ -33,7 +43,11 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
             tool="duplicate_check",
             status=Status.WARN,
             summary="12 duplicate keys (12 conflicting), 0 exact duplicate rows",
-            metrics={"exact_duplicate_rows": 0, "duplicate_key_rows": 12, "conflicting_key_rows": 12},
+            metrics={
+                "exact_duplicate_rows": 0,
+                "duplicate_key_rows": 12,
+                "conflicting_key_rows": 12,
+            },
             source=Source.AGENT,
         ),
         "outlier_check": CheckResult(
@@ -43,7 +57,9 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
             metrics={"columns": {"temperature": {"outlier_count": 0}}},
             source=Source.AGENT,
         ),
-        "delay_check": CheckResult.failed("delay_check", "ComputeError: boom", "check the timestamp column"),
+        "delay_check": CheckResult.failed(
+            "delay_check", "ComputeError: boom", "check the timestamp column"
+        ),
         "structure_check": CheckResult(
             tool="structure_check",
             status=Status.PASS,
@@ -59,7 +75,11 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
             files=1,
             rows=11520,
             columns=["timestamp", "device_id", "temperature", data_name],
-            roles={"timestamp": "timestamp", "entity": ["device_id"], "values": ["temperature", data_name]},
+            roles={
+                "timestamp": "timestamp",
+                "entity": ["device_id"],
+                "values": ["temperature", data_name],
+            },
             time_start="2024-01-01T00:00:00+00:00",
             time_end="2024-01-01T23:59:00+00:00",
             entities=8,
@@ -71,7 +91,9 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
             fallback_executed=["delay_check", "structure_check"],
             fallback_outputs={"structure_check": checks["structure_check"].to_dict()},
         ),
-        agent=AgentInfo(status="ok", model="qwen2.5:7b", mode="tools", steps=7, narrative="Pressure has gaps."),
+        agent=AgentInfo(
+            status="ok", model="qwen2.5:7b", mode="tools", steps=7, narrative="Pressure has gaps."
+        ),
         timings={"load_seconds": 0.01, "checks_seconds": 0.2, "total_seconds": 0.21},
         started_at="2024-01-02T06:00:00+00:00",
     )

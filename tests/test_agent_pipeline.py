@@ -439,7 +439,9 @@ def assert_direct(outcome: AgentOutcome) -> None:
     assert outcome.agent.mode == "none"
     assert sources(outcome) == dict.fromkeys(ALL, Source.DIRECT)
     assert outcome.audit.expected_tools == ALL
-    assert outcome.audit.called_tools == ALL  # run directly, by code: agent.mode says no model chose
+    assert (
+        outcome.audit.called_tools == ALL
+    )  # run directly, by code: agent.mode says no model chose
     assert outcome.audit.fallback_executed == []
     assert outcome.agent.narrative is None
 

@@ -28,7 +28,15 @@ def test_help_documents_exit_codes() -> None:
     code, out, _ = run("inspect", "--help")
     assert code == 0
     assert "3 the input cannot be read" in " ".join(out.split())
-    for option in ("--no-agent", "--format", "--output", "--fail-on", "--as-of", "--quiet", "--debug"):
+    for option in (
+        "--no-agent",
+        "--format",
+        "--output",
+        "--fail-on",
+        "--as-of",
+        "--quiet",
+        "--debug",
+    ):
         assert option in out
 
 
@@ -64,10 +72,16 @@ def test_json_contract_keys(clean_parquet: Path) -> None:
         "fallback_outputs": {},
     }
     metrics = {tool: report["checks"][tool]["metrics"] for tool in tools}
-    assert {"null_count", "missing_count", "missing_rate"} <= set(metrics["null_check"]["columns"]["pressure"])
-    assert {"exact_duplicate_rows", "duplicate_key_rows", "conflicting_key_rows"} <= set(metrics["duplicate_check"])
+    assert {"null_count", "missing_count", "missing_rate"} <= set(
+        metrics["null_check"]["columns"]["pressure"]
+    )
+    assert {"exact_duplicate_rows", "duplicate_key_rows", "conflicting_key_rows"} <= set(
+        metrics["duplicate_check"]
+    )
     assert "outlier_count" in metrics["outlier_check"]["columns"]["temperature"]
-    assert {"gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows"} <= set(metrics["delay_check"])
+    assert {"gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows"} <= set(
+        metrics["delay_check"]
+    )
     assert {
         "missing_columns",
         "unexpected_columns",
@@ -82,7 +96,10 @@ def test_json_contract_keys(clean_parquet: Path) -> None:
 def faulty_parquet(tmp_path: Path) -> Path:
     frame = clean_frame()
     frame = frame.with_columns(
-        pl.when(pl.int_range(pl.len()) < 3).then(None).otherwise(pl.col("pressure")).alias("pressure")
+        pl.when(pl.int_range(pl.len()) < 3)
+        .then(None)
+        .otherwise(pl.col("pressure"))
+        .alias("pressure")
     )
     path = tmp_path / "faulty.parquet"
     frame.write_parquet(path)
@@ -98,7 +115,9 @@ def test_fail_on_sets_exit_code(tmp_path: Path) -> None:
 
 def test_output_file_is_written_and_stdout_stays_clean(tmp_path: Path, clean_parquet: Path) -> None:
     target = tmp_path / "r.json"
-    code, out, err = run("inspect", str(clean_parquet), "--no-agent", "-f", "json", "-o", str(target), "--quiet")
+    code, out, err = run(
+        "inspect", str(clean_parquet), "--no-agent", "-f", "json", "-o", str(target), "--quiet"
+    )
     assert code == 0
     assert out == ""
     assert err == ""
@@ -167,7 +186,9 @@ def test_output_may_not_overwrite_input(clean_parquet: Path) -> None:
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["inspect", str(tmp_path / "nope.csv"), "--no-agent", "--debug"], env=ENV)
+    result = runner.invoke(
+        app, ["inspect", str(tmp_path / "nope.csv"), "--no-agent", "--debug"], env=ENV
+    )
     assert result.exit_code != 0
     assert type(result.exception).__name__ == "InputError"
 
@@ -175,7 +196,9 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 def test_markup_and_escape_sequences_in_data_are_shown_literally(tmp_path: Path) -> None:
     path = tmp_path / "m.csv"
     rows = "".join(f"2024-01-01T00:{i:02d}:00,[bold]dev\x1b[31m,{i % 7}\n" for i in range(40))
-    path.write_text("timestamp,[link=http://x]device_id[/link],value\n" + rows + "2024-01-01T01:00:00,x,\n")
+    path.write_text(
+        "timestamp,[link=http://x]device_id[/link],value\n" + rows + "2024-01-01T01:00:00,x,\n"
+    )
     code, out, err = run("inspect", str(path), "--no-agent")
     assert code in (0, 1), err
     assert "[link=http://x]device_id[/link]" in out

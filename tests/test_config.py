@@ -57,7 +57,10 @@ def test_unknown_section(tmp_path: Path) -> None:
         ("null_check:\n  sentinels: -999\n", "null_check.sentinels"),
         ("agent:\n  max_steps: 2.5\n", "agent.max_steps"),
         ("agent:\n  enabled: maybe\n", "agent.enabled"),
-        ("structure_check:\n  text_numeric_min_share: 2\n", "structure_check.text_numeric_min_share"),
+        (
+            "structure_check:\n  text_numeric_min_share: 2\n",
+            "structure_check.text_numeric_min_share",
+        ),
     ],
 )
 def test_bad_values_name_key_and_file(tmp_path: Path, text: str, key: str) -> None:

@@ -52,7 +52,10 @@ def test_sentinel_turns_a_skipped_tool_into_a_called_one() -> None:
     with_sentinel, without = evaluations
     assert with_sentinel.sentinel is True and without.sentinel is False
     assert [r.fallback_executed for r in with_sentinel.records] == [[], []]
-    assert [r.fallback_executed for r in without.records] == [["structure_check"], ["structure_check"]]
+    assert [r.fallback_executed for r in without.records] == [
+        ["structure_check"],
+        ["structure_check"],
+    ]
     skip = {
         (e.sentinel, t["tool"]): t["skip_rate"] for e in evaluations for t in e.to_dict()["tools"]
     }
@@ -85,7 +88,17 @@ def test_cli_json() -> None:
     with FakeOllama(lazy_model) as fake:
         result = CliRunner().invoke(
             app,
-            ["eval-model", SAMPLE, "--runs", "1", "--no-sentinel", "--format", "json", "--host", fake.url],
+            [
+                "eval-model",
+                SAMPLE,
+                "--runs",
+                "1",
+                "--no-sentinel",
+                "--format",
+                "json",
+                "--host",
+                fake.url,
+            ],
             env={"COLUMNS": "100", "NO_COLOR": "1"},
         )
     assert result.exit_code == 0, result.output

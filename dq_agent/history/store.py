@@ -107,14 +107,43 @@ MIGRATIONS: tuple[Migration, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _RUN_COLUMNS = (
-    "recorded_at", "started_at", "as_of", "dataset_path", "dataset_key", "dataset_format", "rows",
-    "fp_files", "fp_size_bytes", "fp_mtime", "fp_schema", "fingerprint", "model", "mode",
-    "agent_status", "verdict", "exit_code", "expected_tools", "called_tools", "fallback_executed",
-    "sentinel_rounds", "steps", "prompt_tokens", "completion_tokens", "duration_seconds",
-    "timings", "narrative_checks",
+    "recorded_at",
+    "started_at",
+    "as_of",
+    "dataset_path",
+    "dataset_key",
+    "dataset_format",
+    "rows",
+    "fp_files",
+    "fp_size_bytes",
+    "fp_mtime",
+    "fp_schema",
+    "fingerprint",
+    "model",
+    "mode",
+    "agent_status",
+    "verdict",
+    "exit_code",
+    "expected_tools",
+    "called_tools",
+    "fallback_executed",
+    "sentinel_rounds",
+    "steps",
+    "prompt_tokens",
+    "completion_tokens",
+    "duration_seconds",
+    "timings",
+    "narrative_checks",
 )
 _CHECK_COLUMNS = (
-    "run_id", "tool", "status", "source", "summary", "duration_seconds", "metrics", "error",
+    "run_id",
+    "tool",
+    "status",
+    "source",
+    "summary",
+    "duration_seconds",
+    "metrics",
+    "error",
 )
 
 
@@ -366,24 +395,45 @@ def _loads(text: Any, default: Any) -> Any:
 def _run_values(record: RunRecord) -> tuple[Any, ...]:
     fp = record.fingerprint
     return (
-        record.recorded_at, record.started_at, record.as_of, record.dataset_path,
-        record.dataset_key, record.dataset_format, record.rows,
-        fp.files if fp else None, fp.size_bytes if fp else None, fp.mtime if fp else None,
-        fp.schema if fp else None, fp.digest if fp else None,
-        record.model, record.mode, record.agent_status, record.verdict, record.exit_code,
+        record.recorded_at,
+        record.started_at,
+        record.as_of,
+        record.dataset_path,
+        record.dataset_key,
+        record.dataset_format,
+        record.rows,
+        fp.files if fp else None,
+        fp.size_bytes if fp else None,
+        fp.mtime if fp else None,
+        fp.schema if fp else None,
+        fp.digest if fp else None,
+        record.model,
+        record.mode,
+        record.agent_status,
+        record.verdict,
+        record.exit_code,
         _dumps(record.expected_tools),
         _dumps(record.called_tools),
         _dumps(record.fallback_executed),
-        record.sentinel_rounds, record.steps, record.prompt_tokens, record.completion_tokens,
-        record.duration_seconds, _dumps(record.timings),
+        record.sentinel_rounds,
+        record.steps,
+        record.prompt_tokens,
+        record.completion_tokens,
+        record.duration_seconds,
+        _dumps(record.timings),
         None if record.narrative_checks is None else _dumps(record.narrative_checks),
     )
 
 
 def _check_values(check: CheckRecord) -> tuple[Any, ...]:
     return (
-        check.tool, check.status, check.source, check.summary, check.duration_seconds,
-        _dumps(check.metrics), check.error,
+        check.tool,
+        check.status,
+        check.source,
+        check.summary,
+        check.duration_seconds,
+        _dumps(check.metrics),
+        check.error,
     )
 
 

@@ -45,9 +45,15 @@ def history_renderable(records: Sequence[RunRecord]) -> RenderableType:
     table = _table(
         f"Run history: {runs}, newest first",
         [
-            ("run", _RIGHT), ("started", _LEFT), ("dataset", _LEFT), ("rows", _RIGHT),
-            ("verdict (exit)", _LEFT), ("model", _LEFT), ("called", _RIGHT),
-            ("backfilled", _LEFT), ("time", _RIGHT),
+            ("run", _RIGHT),
+            ("started", _LEFT),
+            ("dataset", _LEFT),
+            ("rows", _RIGHT),
+            ("verdict (exit)", _LEFT),
+            ("model", _LEFT),
+            ("called", _RIGHT),
+            ("backfilled", _LEFT),
+            ("time", _RIGHT),
         ],
     )
     for column in table.columns:
@@ -85,8 +91,12 @@ def tool_table(rows: Sequence[ToolStats], title: str | None = None) -> Table:
     table = _table(
         title or "Tool calls per model (skip rate = backfilled / expected)",
         [
-            ("model", _LEFT), ("tool", _LEFT), ("expected", _RIGHT), ("called", _RIGHT),
-            ("backfilled", _RIGHT), ("skip rate", _RIGHT),
+            ("model", _LEFT),
+            ("tool", _LEFT),
+            ("expected", _RIGHT),
+            ("called", _RIGHT),
+            ("backfilled", _RIGHT),
+            ("skip rate", _RIGHT),
         ],
     )
     for row in rows:
@@ -105,9 +115,13 @@ def model_table(rows: Sequence[ModelStats], title: str | None = None) -> Table:
     table = _table(
         title or "Per model",
         [
-            ("model", _LEFT), ("runs", _RIGHT), ("runs with backfill", _RIGHT),
-            ("sentinel called", _RIGHT), ("avg sentinel rounds", _RIGHT),
-            ("avg tokens", _RIGHT), ("avg duration", _RIGHT),
+            ("model", _LEFT),
+            ("runs", _RIGHT),
+            ("runs with backfill", _RIGHT),
+            ("sentinel called", _RIGHT),
+            ("avg sentinel rounds", _RIGHT),
+            ("avg tokens", _RIGHT),
+            ("avg duration", _RIGHT),
             ("narrative repaired or unsupported", _RIGHT),
         ],
     )
