@@ -181,16 +181,23 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     config: Config = resolve(options.config_file, options.overrides)
     err = _stderr_console(options.quiet)
     out = stdout or Console()
-    if options.output is not None:
-        # Checked before the (possibly long) run so a bad --output fails fast.
+    # Checked before the (possibly long) run: the input is never written to, and a bad output
+    # path fails fast.
+    if options.output is not None or options.trace_file is not None:
         files, _ = resolve_files(options.path)
-        refuse_input_overwrite(options.output, files)
+        for written in (options.output, options.trace_file):
+            if written is not None:
+                refuse_input_overwrite(written, files)
+    if options.output is not None:
         if not (options.output.parent if str(options.output.parent) else Path(".")).is_dir():
             raise UsageError(f"cannot write {options.output}: its folder does not exist")
 
     # A spinner only where a person watches: a TTY on stderr, not quiet, not verbose (the trace
     # prints there), and not when the report itself streams to a piped stdout.
-    show_progress = err.is_terminal and not options.quiet and not options.verbose
+    report_streams = options.output is None and options.output_format != "rich"
+    show_progress = (
+        err.is_terminal and not options.quiet and not options.verbose and not report_streams
+    )
     trace = Trace(console=err if options.verbose else None, jsonl_path=options.trace_file)
     with trace, _progress(err, show_progress) as on_stage:
         inspection = inspect(

@@ -191,7 +191,22 @@ def resolve(
     for key, value in (cli or {}).items():
         if value is not None:
             _set_dotted(config, key, value, origin=f"option {CLI_OPTIONS.get(key, key)}")
+    _check_threshold_order(config, str(config_file) if config_file else "the defaults")
     return config
+
+
+def _check_threshold_order(config: Config, origin: str) -> None:
+    """warn_at above fail_at (both fractions, or both counts) would make warn unreachable."""
+    for section in ("null_check", "duplicate_check", "outlier_check", "delay_check"):
+        settings = getattr(config, section)
+        warn, fail = settings.warn_at, settings.fail_at
+        if warn is None or fail is None or (warn < 1) != (fail < 1):
+            continue
+        if warn > fail:
+            raise ConfigError(
+                f"bad thresholds in {origin}: {section}.warn_at ({warn}) is above "
+                f"{section}.fail_at ({fail}); warn_at must not exceed fail_at"
+            )
 
 
 def to_dict(config: Config) -> dict[str, Any]:

@@ -100,6 +100,7 @@ def inspect(
         audit=audit,
         agent=agent,
         timings=timings,
-        started_at=started_at.isoformat(timespec="seconds"),
+        # Microseconds: overlapping cron runs must not share a start time (baseline exclusion).
+        started_at=started_at.isoformat(timespec="microseconds"),
         as_of=config.delay_check.as_of,
     )

@@ -16,7 +16,7 @@ def refuse_input_overwrite(output: Path, inputs: Iterable[Path]) -> None:
     target = output.resolve()
     for source in inputs:
         if source.resolve() == target:
-            raise UsageError(f"--output {output} is the input file; choose another path")
+            raise UsageError(f"{output} is the input file; write the report or trace elsewhere")
 
 
 def _mode_for(path: Path) -> int:

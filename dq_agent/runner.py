@@ -1,7 +1,13 @@
-"""Running detection tools by code (no model): all at once, sharing one pass over the data.
+"""Running detection tools by code (no model): all at once, over one copy of the data.
 
 Used for `--no-agent` runs and by the guard to backfill the tools a model skipped. A tool that
 fails becomes a structured `{error, suggestion}` result: the report still has every dimension.
+
+The normalised frame is read into memory once for the run (`in_memory`): every check reads
+every row, so the data is decoded and normalised (text numbers parsed, times converted) once
+instead of once per check and per query, and the checks' windows and gathers work on it in
+place. At 10M sensor rows (six columns) that copy is about 0.55 GB; the checks then need about
+0.5 GB more at their peak, where reading the file in each query needed several GB.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import replace
 import polars as pl
 
 from dq_agent.checks.base import CheckPlan, run_plans
+from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Source
 from dq_agent.tools import Tool
 
@@ -26,7 +33,8 @@ CHECK_FAILURES: tuple[type[BaseException], ...] = (
     KeyError,
     ArithmeticError,
     OSError,
-    # A Rust panic inside Polars derives from BaseException; it is still one check failing.
+    # A Rust panic inside Polars derives from BaseException; it is still one check failing (the
+    # query engine has panicked on some plan shapes over empty intermediate results).
     pl.exceptions.PanicException,
 )
 
@@ -44,7 +52,7 @@ def run_tools(tools: Sequence[Tool], source: Source = Source.DIRECT) -> dict[str
     """Run `tools` with default arguments; results keyed by tool name, in the given order."""
     plans: list[CheckPlan] = []
     results: dict[str, CheckResult] = {}
-    for tool in tools:
+    for tool in in_memory(tools):
         try:
             plans.append(tool.plan())
         except CHECK_FAILURES as exc:
@@ -64,3 +72,30 @@ def run_tools(tools: Sequence[Tool], source: Source = Source.DIRECT) -> dict[str
     for result in collected:
         results[result.tool] = result
     return {tool.name: replace(results[tool.name], source=source) for tool in tools}
+
+
+def in_memory(tools: Sequence[Tool]) -> list[Tool]:
+    """The tools bound to their dataset with the normalised frame read into memory, once per
+    dataset. If reading fails, a tool keeps the lazy frame, so each check still fails or succeeds
+    on its own."""
+    datasets: dict[int, Dataset] = {}
+    bound: list[Tool] = []
+    for tool in tools:
+        key = id(tool.dataset)
+        if key not in datasets:
+            datasets[key] = _with_frame_in_memory(tool.dataset)
+        bound.append(replace(tool, dataset=datasets[key]))
+    return bound
+
+
+def _with_frame_in_memory(dataset: Dataset) -> Dataset:
+    try:
+        frame = dataset.frame.collect()
+    except CHECK_FAILURES:
+        log.debug(
+            "reading %s into memory failed; the checks read it themselves",
+            dataset.path,
+            exc_info=True,
+        )
+        return dataset
+    return replace(dataset, frame=frame.lazy())

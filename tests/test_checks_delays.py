@@ -388,3 +388,11 @@ def test_nab_ambient_temperature_gaps_at_two_factors() -> None:
         "2014-04-10T15:00:00+00:00",
     )
     assert run_check(plan_delay_check, path, _config(gap_factor=1.5)).metrics["gap_count"] == 10
+
+
+def test_an_entity_scope_still_names_rows_of_the_file(tmp_path: Path) -> None:
+    # Within the scope y's rows are 0..9; the examples name their rows in the file.
+    result = run_check(plan_delay_check, order_csv(tmp_path), _config(), Scope(entity="y"))
+    assert result.metrics["out_of_order_rows"] == 1
+    (order,) = result.findings
+    assert [(e["row"], e["entity"]) for e in order.examples] == [(15, "y")]

@@ -215,3 +215,16 @@ def test_nab_machine_temperature_has_one_hour_recorded_twice() -> None:
         "2014-01-07T02:55:00+00:00",
     )
     assert finding.examples[0]["values"] == {"value": [94.42340604, 94.13972336]}
+
+
+def test_identical_rows_without_a_timestamp_are_exact_duplicates_but_no_key(tmp_path: Path) -> None:
+    rows = [
+        [minute(0), "a", 1.0],
+        ["garbage", "a", 2.0],
+        ["garbage", "a", 2.0],
+        [minute(1), "a", 3.0],
+    ]
+    path = write_csv(tmp_path / "g.csv", ["timestamp", "device_id", "value"], rows)
+    metrics = run_check(plan_duplicate_check, path).metrics
+    assert (metrics["exact_duplicate_rows"], metrics["exact_duplicate_groups"]) == (1, 1)
+    assert metrics["duplicate_key_rows"] == 0

@@ -210,3 +210,20 @@ def test_tool_arguments_reach_the_check(tmp_path: Path) -> None:
     result = tool(column="temp", entity="a", end=T0.replace(minute=8).isoformat())
     assert result.metrics["columns"]["temp"]["missing_count"] == 2
     assert result.metrics["rows"] == 9
+
+
+def test_rows_without_a_time_come_last_in_their_series(tmp_path: Path) -> None:
+    # a in time order: 0 (missing), 1, 2 (missing), then the row without a time (missing).
+    rows = [
+        [minute(2), "a", None],
+        [None, "a", None],
+        [minute(0), "a", None],
+        [minute(1), "a", 1.0],
+        [minute(0), "b", None],
+    ]
+    path = write_csv(tmp_path / "t.csv", ["timestamp", "device_id", "temp"], rows)
+    run = run_check(plan_null_check, path, scope=Scope(column="temp")).metrics["columns"]["temp"][
+        "longest_missing_run"
+    ]
+    assert (run["length"], run["entity"], run["start"], run["end"]) == (2, "a", iso_minute(2), None)
+    assert (run["start_row"], run["end_row"]) == (0, 1)

@@ -233,3 +233,13 @@ def test_tool_arguments_reach_the_check(tmp_path: Path) -> None:
         column="temp", entity="b"
     )
     assert result.metrics["columns"]["temp"]["outlier_count"] == 2
+
+
+def test_an_entity_without_values_in_a_column_is_no_group_of_it(tmp_path: Path) -> None:
+    rows = [[minute(i), "a", 10.0 + _wobble(i), 1.0 + i] for i in range(40)]
+    rows += [[minute(i), "b", None, 5.0 + i] for i in range(40)]
+    path = write_csv(tmp_path / "half.csv", HEADER, rows)
+    columns = run_check(plan_outlier_check, path).metrics["columns"]
+    assert (columns["temp"]["groups_checked"], columns["temp"]["checked_values"]) == (1, 40)
+    assert (columns["pressure"]["groups_checked"], columns["pressure"]["checked_values"]) == (2, 80)
+    assert columns["temp"]["too_small_examples"] == []

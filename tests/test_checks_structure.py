@@ -375,3 +375,21 @@ def test_nab_machine_temperature_is_structurally_clean() -> None:
     assert result.status is Status.PASS
     assert result.metrics["timestamp_formats"] == {"iso8601": 22_695}
     assert result.metrics["unparseable_timestamps"] == 0
+
+
+def test_every_scope_runs_on_the_sample_with_numbers_stored_as_text() -> None:
+    from dq_agent.config import Config as _Config
+    from dq_agent.tools import register_detection_tools
+
+    sample = Path(__file__).resolve().parents[1] / "sample_data" / "sensors.parquet"
+    config = _Config()
+    dataset = load(str(sample), config)
+    tools = {tool.name: tool for tool in register_detection_tools(dataset, config)}
+    for arguments in (
+        {"entity": "dev-01"},
+        {"start": "2024-03-04T10:00:00"},
+        {"column": "humidity"},
+    ):
+        for name, tool in tools.items():
+            result = tool(**arguments)
+            assert result.status != "error", (name, arguments, result.summary)

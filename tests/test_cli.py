@@ -203,3 +203,11 @@ def test_markup_and_escape_sequences_in_data_are_shown_literally(tmp_path: Path)
     assert code in (0, 1), err
     assert "[link=http://x]device_id[/link]" in out
     assert "\x1b" not in out
+
+
+def test_trace_may_not_overwrite_input(clean_parquet: Path) -> None:
+    before = clean_parquet.read_bytes()
+    code, _, err = run("inspect", str(clean_parquet), "--no-agent", "--trace", str(clean_parquet))
+    assert code == 2
+    assert "is the input file" in err
+    assert clean_parquet.read_bytes() == before

@@ -105,3 +105,11 @@ def test_empty_file_is_defaults(tmp_path: Path) -> None:
 def test_null_threshold_disables_level(tmp_path: Path) -> None:
     config = resolve(write(tmp_path, "null_check:\n  fail_at: null\n"), environ={})
     assert config.null_check.fail_at is None
+
+
+def test_warn_threshold_above_fail_threshold_is_rejected(tmp_path: Path) -> None:
+    path = write(tmp_path, "null_check:\n  warn_at: 0.5\n  fail_at: 0.1\n")
+    with pytest.raises(
+        ConfigError, match=r"null_check.warn_at \(0.5\) is above null_check.fail_at"
+    ):
+        resolve(path, environ={})

@@ -100,8 +100,10 @@ class Dispatcher:
             return self._reject(tool.name, f"Invalid arguments for {tool.name}: {exc}.")
         except CHECK_FAILURES as exc:
             return Outcome(tool.name, failure_result(tool.name, exc).observation(), FAILED)
-        # A whole-dataset result is kept over a narrowed one: the report shows the dimension.
-        if not arguments or tool.name not in self.results:
+        # Only a whole-dataset run checks the dimension. A narrowed call answers the model's
+        # question, but the verdict may not be computed on a scope the model picked: until the
+        # tool runs on everything it stays missing (the sentinel says so; else the guard runs it).
+        if tool.scope(arguments).is_whole():
             self.results[tool.name] = result
         observation = result.observation()
         self._memory[key] = observation

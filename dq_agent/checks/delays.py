@@ -13,6 +13,11 @@ when its timestamp is earlier than the previous row of the same entity.
 With `scope.column` naming a value column, only the rows where that column holds a value are
 timed, so the gaps are those of that column's readings (in a wide layout one sensor can stop while
 the others go on). A role column (timestamp, entity, ingest time) does not narrow anything.
+
+Both orders come from the series order the checks share (`base.series_rows`): each entity's
+rows next to each other, in time order and in file order, so steps and order are comparisons of
+neighbours and the per-entity figures a group-by over contiguous slices; nothing sorts the whole
+data. The figures taken row by row (counts, latency, future rows) stream.
 """
 
 from __future__ import annotations
@@ -24,7 +29,21 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope, entity_key, iso, plural
+from dq_agent.checks.base import (
+    FILE_ORDER,
+    FILE_ROW,
+    ORDER,
+    SERIES,
+    SERIES_START,
+    TIME_IN_ORDER,
+    CheckPlan,
+    Engine,
+    Scope,
+    entity_key,
+    iso,
+    plural,
+    series_rows,
+)
 from dq_agent.config import Config, DelayCheckConfig, parse_time
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
@@ -32,7 +51,7 @@ from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
 TOOL = "delay_check"
 
 # Internal column names; the double underscore keeps them clear of real data columns.
-_ROW = "__row"
+_ROW = "__file_row"
 _ENTITY = "__entity"
 _TS = "__ts"
 _INGEST = "__ingest"
@@ -40,10 +59,10 @@ _PREV_IN_FILE = "__prev_in_file"
 _PREV = "__prev"
 _STEP = "__step"
 _EXPECTED = "__expected"
-_GAP = "__gap"
 _GID = "__series_id"
 _OUT_OF_ORDER_TS = "__out_of_order_ts"
 _LATENCY = "__latency"
+_TIMED = "__timed"
 
 LONGEST_GAPS_KEPT = 10
 MAX_GAP_FINDINGS = 10
@@ -71,41 +90,34 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     future_limit = as_of + timedelta(seconds=settings.future_tolerance_seconds)
 
     rows = _timing_frame(dataset, scope, timestamp)
-    series = _series(rows.filter(pl.col(_TS).is_not_null()))
-    steps = _steps(series, settings)
-    queries = [
-        _overall_query(rows, future_limit, settings.late_threshold_seconds, has_ingest),
-        _per_entity_query(steps).join(
-            series.select(_GID, _ENTITY, "out_of_order"), on=_GID, how="left"
+    series = series_rows(dataset, scope)
+    timed = _timed(dataset, scope, timestamp)
+    names = _series_names(dataset, series)
+    in_time = _in_time(series, timed)
+    per_series = _per_series(in_time, settings)
+    gaps = _gap_rows(in_time, per_series, settings)
+    backward = _backward_rows(series, timestamp, timed, file_rows=not scope.filters_rows())
+    # The series order is a window with gathers: in memory, not copied into a stream. The
+    # figures taken row by row stream: less is held at once.
+    queries: list[tuple[pl.LazyFrame, Engine]] = [
+        (
+            _overall_query(rows, future_limit, settings.late_threshold_seconds, has_ingest),
+            "streaming",
         ),
-        steps.filter(pl.col(_GAP))
-        .sort([_STEP, _GID, _TS], descending=[True, False, False])
-        .head(LONGEST_GAPS_KEPT)
-        .join(series.select(_GID, _ENTITY), on=_GID, how="left")
-        .select(_ENTITY, _PREV, _TS, _STEP, _EXPECTED),
-        series.select(_ENTITY, _ROW, _OUT_OF_ORDER_TS, _PREV_IN_FILE)
-        .explode(_ROW, _OUT_OF_ORDER_TS, _PREV_IN_FILE)
-        .drop_nulls(_ROW)
-        .sort(_ROW)
-        .head(MAX_EXAMPLES),
-        rows.filter(pl.col(_TS) > future_limit)
-        .sort([_TS, _ROW], descending=[True, False])
-        .head(MAX_EXAMPLES)
-        .select(_ROW, _ENTITY, _TS),
+        (_per_entity_query(per_series, gaps, backward, names), "in-memory"),
+        (_longest_gaps_query(gaps, names), "in-memory"),
+        (_out_of_order_query(backward, names), "in-memory"),
+        (_future_query(rows, future_limit), "streaming"),
     ]
     if has_ingest:
-        queries.append(
-            rows.with_columns(_latency_seconds().alias(_LATENCY))
-            .filter(pl.col(_LATENCY) > settings.late_threshold_seconds)
-            .sort([_LATENCY, _ROW], descending=[True, False])
-            .head(MAX_EXAMPLES)
-            .select(_ROW, _ENTITY, _TS, _INGEST, _LATENCY)
-        )
+        queries.append((_late_query(rows, settings.late_threshold_seconds), "streaming"))
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return _DelayFinisher(settings, as_of, has_ingest, frames).result()
 
-    return CheckPlan(TOOL, queries, finish)
+    return CheckPlan(
+        TOOL, [q for q, _ in queries], finish, engine=tuple(engine for _, engine in queries)
+    )
 
 
 def parse_as_of(value: str | None) -> datetime:
@@ -167,51 +179,127 @@ def _latency_seconds() -> pl.Expr:
     return _seconds(pl.col(_INGEST) - pl.col(_TS))
 
 
-def _series(timed: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per entity: its timestamps sorted, and what file order says about them.
+def _timed(dataset: Dataset, scope: Scope, timestamp: str) -> pl.Expr:
+    """True for the rows that are timed: a timestamp, and a value in `scope.column` if it names
+    a value column."""
+    timed = pl.col(timestamp).is_not_null()
+    roles = dataset.roles
+    if scope.column is not None and scope.column not in {
+        timestamp,
+        roles.ingest_time,
+        *roles.entity,
+    }:
+        timed = timed & ~dataset.missing(scope.column)
+    return timed
 
-    Sorting inside each group is several times faster than one sort of all rows by a text entity
-    key, and within a group rows keep their file order, which is what out-of-order is judged on.
-    """
-    ts = pl.col(_TS)
-    backwards = (ts < ts.shift(1)).fill_null(False)
+
+def _series_names(dataset: Dataset, series: pl.LazyFrame) -> pl.LazyFrame:
+    """Each series number (`SERIES`) with its entity."""
+    key = entity_key(dataset)
+    entity = key if key is not None else pl.lit(None, dtype=pl.String).alias(_ENTITY)
+    starts = pl.col(ORDER).filter(pl.col(SERIES_START))
+    return series.select(entity.gather(starts)).with_row_index(_GID, offset=1)
+
+
+def _in_series_order(
+    series: pl.LazyFrame, order: str, columns: dict[str, pl.Expr], timed: pl.Expr
+) -> pl.LazyFrame:
+    """The timed rows taken in `order` (`ORDER` or `FILE_ORDER`) with their series number and
+    `columns`. A series' rows are next to each other and its number is sorted, so a group-by
+    on it works on slices. (Filtering keeps the data in place when every row is timed.)"""
     return (
-        timed.group_by(_ENTITY)
-        .agg(
-            ts.sort().alias(_TS),
-            backwards.sum().alias("out_of_order"),
-            pl.col(_ROW).filter(backwards).head(MAX_EXAMPLES).alias(_ROW),
-            ts.filter(backwards).head(MAX_EXAMPLES).alias(_OUT_OF_ORDER_TS),
-            ts.shift(1).filter(backwards).head(MAX_EXAMPLES).alias(_PREV_IN_FILE),
+        series.select(
+            pl.col(SERIES).alias(_GID),
+            timed.gather(pl.col(order)).alias(_TIMED),
+            *[expr.alias(name) for name, expr in columns.items()],
         )
-        # Group order is arbitrary and this plan is collected by several queries: the series id
-        # must not depend on which run numbered it.
-        .sort(_ENTITY, nulls_last=True)
-        .with_row_index(_GID)
+        .filter(pl.col(_TIMED))
+        .select(pl.col(_GID).set_sorted(), *columns)
     )
 
 
-def _steps(series: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFrame:
-    """Each entity's timestamps in time order with the step from the previous one and the gap flag.
-
-    Rows carry a small integer series id rather than the entity text: cheaper to compare, window
-    over and repeat on millions of rows.
-    """
-    same_series = pl.col(_GID) == pl.col(_GID).shift(1)
-    ordered = (
-        series.select(_GID, _TS)
-        .explode(_TS)
-        .with_columns(pl.when(same_series).then(pl.col(_TS).shift(1)).alias(_PREV))
-        .with_columns(_seconds(pl.col(_TS) - pl.col(_PREV)).alias(_STEP))
+def _in_time(series: pl.LazyFrame, timed: pl.Expr) -> pl.LazyFrame:
+    """The timed rows in time order within each series, with the step in seconds from the
+    previous one (null at a series' first row)."""
+    ts = pl.col(_TS)
+    return (
+        _in_series_order(series, ORDER, {_TS: pl.col(TIME_IN_ORDER)}, timed)
+        .with_columns(_within_series(_seconds(ts.diff())).alias(_STEP))
+        # Read by two queries: computed once.
+        .cache()
     )
+
+
+def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFrame:
+    """One row per series: timed rows, newest time, repeated timestamps, expected interval."""
+    step = pl.col(_STEP)
     if settings.expected_interval_seconds is not None:
         expected = pl.lit(settings.expected_interval_seconds, dtype=pl.Float64)
     else:
-        step = pl.col(_STEP)
-        expected = step.filter(step > 0).median().over(_GID).cast(pl.Float64)
-    return ordered.with_columns(expected.alias(_EXPECTED)).with_columns(
-        (pl.col(_STEP) > settings.gap_factor * pl.col(_EXPECTED)).fill_null(False).alias(_GAP)
+        expected = step.filter(step > 0).median().cast(pl.Float64)
+    return (
+        in_time.group_by(_GID)
+        .agg(
+            pl.len().alias("rows"),
+            pl.col(_TS).max().alias("newest"),
+            (step == 0).sum().alias("duplicates"),
+            expected.alias(_EXPECTED),
+        )
+        # Read by two queries: computed once.
+        .cache()
     )
+
+
+def _gap_rows(
+    in_time: pl.LazyFrame, per_series: pl.LazyFrame, settings: DelayCheckConfig
+) -> pl.LazyFrame:
+    """The gaps: series, step, previous and next timestamp, and the series' expected interval.
+
+    A gap is longer than `gap_factor` times its series' expected interval, a median of positive
+    steps, so longer than that factor times the shortest positive step of all: only the few
+    steps past that bound are put next to their series' interval and judged exactly.
+    """
+    step = pl.col(_STEP)
+    if settings.expected_interval_seconds is not None:
+        bound = pl.lit(settings.gap_factor * settings.expected_interval_seconds)
+    else:
+        bound = settings.gap_factor * step.filter(step > 0).min()
+    return (
+        in_time.with_columns(_within_series(pl.col(_TS).shift(1)).alias(_PREV))
+        .filter(step > bound)
+        .join(per_series.select(_GID, _EXPECTED), on=_GID, how="inner")
+        .filter(step > settings.gap_factor * pl.col(_EXPECTED))
+        .select(_GID, _STEP, _PREV, _TS, _EXPECTED)
+        # Read by two queries: computed once.
+        .cache()
+    )
+
+
+def _backward_rows(
+    series: pl.LazyFrame, timestamp: str, timed: pl.Expr, file_rows: bool
+) -> pl.LazyFrame:
+    """The timed rows earlier than the previous timed row of their entity in file order: series,
+    row in the file, timestamp, previous timestamp. There are few."""
+    ts = pl.col(_TS)
+    row = pl.col(FILE_ORDER) if file_rows else pl.col(FILE_ROW).gather(pl.col(FILE_ORDER))
+    return (
+        _in_series_order(
+            series,
+            FILE_ORDER,
+            {_TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), _ROW: row},
+            timed,
+        )
+        .with_columns(_within_series(ts.shift(1)).alias(_PREV_IN_FILE))
+        .filter(ts < pl.col(_PREV_IN_FILE))
+        .select(_GID, _ROW, pl.col(_TS).alias(_OUT_OF_ORDER_TS), _PREV_IN_FILE)
+        # Read by two queries: computed once.
+        .cache()
+    )
+
+
+def _within_series(previous: pl.Expr) -> pl.Expr:
+    """`previous` (a value of the row before) where that row is of the same series, else null."""
+    return pl.when(pl.col(_GID) == pl.col(_GID).shift(1)).then(previous)
 
 
 def _overall_query(
@@ -225,38 +313,94 @@ def _overall_query(
         ts.max().alias("newest"),
     ]
     if has_ingest:
-        latency = _latency_seconds()
+        latency = pl.col(_LATENCY)
         exprs += [
             (latency > late_threshold).sum().alias("late_rows"),
             latency.quantile(0.5, interpolation="linear").alias("p50"),
             latency.quantile(0.95, interpolation="linear").alias("p95"),
             latency.max().alias("max"),
         ]
+        # A column of its own: worked out once, not once per figure.
+        rows = rows.with_columns(_latency_seconds().alias(_LATENCY))
     return rows.select(exprs)
 
 
-def _per_entity_query(steps: pl.LazyFrame) -> pl.LazyFrame:
-    gap = pl.col(_GAP)
-    gap_steps = pl.col(_STEP).filter(gap)
+def _per_entity_query(
+    per_series: pl.LazyFrame, gaps: pl.LazyFrame, backward: pl.LazyFrame, names: pl.LazyFrame
+) -> pl.LazyFrame:
+    """One row per entity with timed rows: its counts, expected interval and longest gap (the
+    first in time of its longest)."""
+    step = pl.col(_STEP)
 
     def at_longest_gap(column: str) -> pl.Expr:
-        return (
-            pl.col(column)
-            .filter(gap)
-            .sort_by(gap_steps, descending=True, maintain_order=True)
-            .first()
-        )
+        return pl.col(column).sort_by(_STEP, descending=True, maintain_order=True).first()
 
-    return steps.group_by(_GID).agg(
-        pl.len().alias("rows"),
-        pl.col(_EXPECTED).first().alias("expected"),
-        gap.sum().alias("gaps"),
-        (pl.col(_STEP) - pl.col(_EXPECTED)).filter(gap).sum().alias("gap_missing"),
-        gap_steps.max().alias("max_gap"),
+    by_series = gaps.group_by(_GID).agg(
+        pl.len().alias("gaps"),
+        (step - pl.col(_EXPECTED)).sum().alias("gap_missing"),
+        step.max().alias("max_gap"),
         at_longest_gap(_PREV).alias("max_gap_start"),
         at_longest_gap(_TS).alias("max_gap_end"),
-        (pl.col(_STEP) == 0).sum().alias("duplicates"),
-        pl.col(_TS).max().alias("newest"),
+    )
+    return (
+        per_series.join(by_series, on=_GID, how="left")
+        .join(backward.group_by(_GID).agg(pl.len().alias("out_of_order")), on=_GID, how="left")
+        .join(names, on=_GID, how="left")
+        .select(
+            "rows",
+            pl.col(_EXPECTED).alias("expected"),
+            pl.col("gaps").fill_null(0),
+            pl.col("gap_missing").fill_null(0.0),
+            "max_gap",
+            "max_gap_start",
+            "max_gap_end",
+            "duplicates",
+            "newest",
+            _ENTITY,
+            pl.col("out_of_order").fill_null(0),
+        )
+    )
+
+
+def _longest_gaps_query(gaps: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
+    """The longest gaps of all series, longest first (ties by entity, then time)."""
+    return (
+        gaps.join(names, on=_GID, how="left")
+        .sort([_STEP, _ENTITY, _TS], descending=[True, False, False], nulls_last=True)
+        .head(LONGEST_GAPS_KEPT)
+        .select(_ENTITY, _PREV, _TS, _STEP, _EXPECTED)
+    )
+
+
+def _out_of_order_query(backward: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
+    """The first out-of-order rows of the file."""
+    return (
+        backward.sort(_ROW)
+        .head(MAX_EXAMPLES)
+        .join(names, on=_GID, how="left")
+        .sort(_ROW)
+        .select(_ENTITY, _ROW, _OUT_OF_ORDER_TS, _PREV_IN_FILE)
+    )
+
+
+def _future_query(rows: pl.LazyFrame, future_limit: datetime) -> pl.LazyFrame:
+    """The latest rows timestamped after the limit."""
+    return (
+        rows.filter(pl.col(_TS) > future_limit)
+        .sort([_TS, _ROW], descending=[True, False])
+        .head(MAX_EXAMPLES)
+        .select(_ROW, _ENTITY, _TS)
+    )
+
+
+def _late_query(rows: pl.LazyFrame, late_threshold: float) -> pl.LazyFrame:
+    """The rows that arrived latest after their timestamp, beyond the threshold."""
+    return (
+        rows.with_columns(_latency_seconds().alias(_LATENCY))
+        .filter(pl.col(_LATENCY) > late_threshold)
+        .sort([_LATENCY, _ROW], descending=[True, False])
+        .head(MAX_EXAMPLES)
+        .select(_ROW, _ENTITY, _TS, _INGEST, _LATENCY)
     )
 
 

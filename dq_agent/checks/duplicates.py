@@ -1,10 +1,16 @@
 """duplicate_check: exact duplicate rows, and duplicate keys (entity + timestamp, or timestamp
 alone) split into identical repeats and conflicting readings.
 
-Everything comes from one group-by over all columns (distinct rows and their copies); grouping
-those distinct rows again by the key gives, per key, the copies and the number of distinct rows,
-so "conflicting" (distinct rows minus 1) and "identical" (copies minus distinct rows) need no
-row-by-row comparison. With `scope.column`, conflicting means disagreeing in that column only.
+Only rows whose key occurs more than once can be either, and they are few: in series order
+(`series_rows`: entity by entity, time order within) rows with the same key are neighbours, so
+they are picked out with one comparison of each row with the next, with no group-by or sort of
+the whole data. Without a timestamp there is no key, and the candidates for exact duplicates
+are the rows whose hash over all columns repeats (a collision only adds a candidate). The
+candidates are then grouped exactly, by value, as before: one group-by over all columns gives
+the distinct rows and their copies; grouping those again by the key gives, per key, the copies
+and the number of distinct rows, so "conflicting" (distinct rows minus 1) and "identical"
+(copies minus distinct rows) need no row-by-row comparison. With `scope.column`, conflicting
+means disagreeing in that column only.
 """
 
 from __future__ import annotations
@@ -15,7 +21,18 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope, entity_key, iso, plural, shown_value
+from dq_agent.checks.base import (
+    ORDER,
+    SERIES_START,
+    TIME_IN_ORDER,
+    CheckPlan,
+    Scope,
+    entity_key,
+    iso,
+    plural,
+    series_rows,
+    shown_value,
+)
 from dq_agent.config import Config
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
@@ -27,6 +44,7 @@ _COPIES = "__copies"
 _DISTINCT = "__distinct"
 _ENTITY = "__entity"
 _CONFLICT = "__conflict"
+_CANDIDATE = "__candidate"
 _KIND_ORDER = {"conflicting": 0, "exact": 1, "identical": 2}
 
 
@@ -36,20 +54,25 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     ts = dataset.roles.timestamp
     key = [*dataset.roles.entity, ts] if ts is not None else []
     compared = _compared_columns(columns, key, scope.column)
-    row_groups = frame.group_by(columns).agg(pl.len().cast(pl.Int64).alias(_COPIES))
-    queries = [_exact_totals(row_groups, ts), _exact_examples(dataset, row_groups, columns)]
+    candidates = _candidates(dataset, scope, columns)
+    row_groups = candidates.group_by(columns).agg(pl.len().cast(pl.Int64).alias(_COPIES))
+    queries = [
+        _exact_totals(frame, row_groups, ts),
+        _exact_examples(dataset, row_groups, columns),
+    ]
     if ts is not None:
-        key_groups = _key_groups(frame, row_groups, key, compared, ts, columns)
+        key_groups = _key_groups(candidates, row_groups, key, compared, ts, columns)
         queries += [
             _key_totals_by_entity(dataset, key_groups, ts),
-            _key_examples(dataset, frame, key_groups, key, compared, ts),
+            _key_examples(dataset, candidates, key, compared, ts),
         ]
     settings = config.duplicate_check
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return _result(dataset, frames, key, compared, settings.warn_at, settings.fail_at)
 
-    return CheckPlan(TOOL, queries, finish)
+    # The series order is a window with gathers: in memory, not copied into a stream.
+    return CheckPlan(TOOL, queries, finish, engine="in-memory")
 
 
 def _compared_columns(columns: Sequence[str], key: Sequence[str], column: str | None) -> list[str]:
@@ -58,6 +81,27 @@ def _compared_columns(columns: Sequence[str], key: Sequence[str], column: str | 
     if column is not None and column not in key:
         return [column]
     return [c for c in columns if c not in key]
+
+
+def _candidates(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame:
+    """The scoped rows that may repeat: all rows of every key that occurs more than once (rows
+    without a timestamp count as one key per entity), or without a timestamp, the rows whose hash
+    over all columns repeats. Every exact duplicate row is among them."""
+    ts = dataset.roles.timestamp
+    if ts is None:
+        return scope.filter(dataset).filter(pl.struct(columns).hash().is_duplicated()).cache()
+    in_order = pl.col(TIME_IN_ORDER)
+    # Same entity and same time (or both without one) as the row before it in series order.
+    repeats = in_order.eq_missing(in_order.shift()) & ~pl.col(SERIES_START)
+    picked = pl.col(ORDER).filter(pl.col(_CANDIDATE))
+    return (
+        series_rows(dataset, scope)
+        # A column of its own, so the flags are worked out once, not once per gathered column.
+        .with_columns((repeats | repeats.shift(-1).fill_null(False)).alias(_CANDIDATE))
+        .select(pl.col(c).gather(picked) for c in columns)
+        # Read by every query of the check: computed once.
+        .cache()
+    )
 
 
 def _entity_expr(dataset: Dataset) -> pl.Expr:
@@ -74,14 +118,14 @@ def _time_range(ts: str | None, where: pl.Expr, prefix: str) -> list[pl.Expr]:
     ]
 
 
-def _exact_totals(row_groups: pl.LazyFrame, ts: str | None) -> pl.LazyFrame:
+def _exact_totals(frame: pl.LazyFrame, row_groups: pl.LazyFrame, ts: str | None) -> pl.LazyFrame:
     copies = pl.col(_COPIES)
-    return row_groups.select(
-        copies.sum().alias("rows"),
+    totals = row_groups.select(
         (copies - 1).sum().alias("exact_rows"),
         (copies > 1).sum().cast(pl.Int64).alias("exact_groups"),
         *_time_range(ts, copies > 1, ""),
     )
+    return frame.select(pl.len().cast(pl.Int64).alias("rows")).join(totals, how="cross")
 
 
 def _exact_examples(
@@ -99,7 +143,7 @@ def _exact_examples(
 
 
 def _key_groups(
-    frame: pl.LazyFrame,
+    candidates: pl.LazyFrame,
     row_groups: pl.LazyFrame,
     key: Sequence[str],
     compared: Sequence[str],
@@ -110,7 +154,7 @@ def _key_groups(
     if set(key) | set(compared) == set(columns):
         distinct_rows = row_groups
     else:
-        distinct_rows = frame.group_by([*key, *compared]).agg(
+        distinct_rows = candidates.group_by([*key, *compared]).agg(
             pl.len().cast(pl.Int64).alias(_COPIES)
         )
     return (
@@ -141,30 +185,28 @@ def _key_totals_by_entity(dataset: Dataset, key_groups: pl.LazyFrame, ts: str) -
 
 def _key_examples(
     dataset: Dataset,
-    frame: pl.LazyFrame,
-    key_groups: pl.LazyFrame,
+    candidates: pl.LazyFrame,
     key: Sequence[str],
     compared: Sequence[str],
     ts: str,
 ) -> pl.LazyFrame:
-    """The rows behind a few duplicated keys per entity and kind, most distinct readings first."""
+    """A few duplicated keys per entity and kind, most distinct readings first, with the values
+    they hold. Grouped straight from the candidates: they are only the rows of repeated keys."""
+    distinct = pl.struct(compared).n_unique() if compared else pl.lit(1)
     is_conflict = (pl.col(_DISTINCT) > 1).alias(_CONFLICT)
-    chosen = (
-        key_groups.with_columns(_entity_expr(dataset), is_conflict)
-        .sort([_DISTINCT, _COPIES, ts], descending=[True, True, False], nulls_last=True)
-        .filter(pl.int_range(pl.len()).over([_ENTITY, _CONFLICT]) < MAX_EXAMPLES)
-        .select(*key, _DISTINCT)
-    )
     return (
-        frame.join(chosen, on=list(key), how="inner", nulls_equal=True)
+        candidates.filter(pl.col(ts).is_not_null())
         .group_by(list(key))
         .agg(
             pl.len().cast(pl.Int64).alias(_COPIES),
-            pl.col(_DISTINCT).first(),
+            distinct.cast(pl.Int64).alias(_DISTINCT),
             *[pl.col(c).unique(maintain_order=True).head(MAX_EXAMPLES).alias(c) for c in compared],
         )
-        .with_columns(_entity_expr(dataset))
+        .filter(pl.col(_COPIES) > 1)
+        .with_columns(_entity_expr(dataset), is_conflict)
         .sort([_DISTINCT, _COPIES, ts], descending=[True, True, False], nulls_last=True)
+        .filter(pl.int_range(pl.len()).over([_ENTITY, _CONFLICT]) < MAX_EXAMPLES)
+        .drop(_CONFLICT)
     )
 
 

@@ -1,9 +1,12 @@
 """null_check: missing values per column (null, NaN, sentinel numbers), fully empty columns and
 the longest run of consecutive missing values within one series.
 
-Two lazy queries: one aggregate over the scoped frame (counts per column) and one over the frame
-in series order (entity, then time, else file order) that finds each column's longest run with
-cumulative expressions only, so neither needs a Python loop over rows.
+Two lazy queries: one aggregate over the scoped frame (counts per column), and one that finds
+each column's longest run. A run is counted in series order: entity by entity, each entity's rows
+in time order (rows without a time last, ties in file order; without a timestamp, file order).
+Only the few rows holding a missing value are taken out of that order, with their position in
+it, and the runs are found on them with cumulative expressions: no Python loop over rows and no
+sort of the whole data.
 """
 
 from __future__ import annotations
@@ -13,7 +16,17 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope, entity_key, iso, plural, shown_value
+from dq_agent.checks.base import (
+    ORDER,
+    ROW,
+    CheckPlan,
+    Scope,
+    entity_key,
+    iso,
+    plural,
+    series_rows,
+    shown_value,
+)
 from dq_agent.config import Config
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
@@ -21,7 +34,8 @@ from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
 TOOL = "null_check"
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
-_ROW = "__row"
+_POSITION = "__position"
+_KEEP = "__keep"
 _SEVERITY_RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 
 
@@ -41,7 +55,7 @@ def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan
             for expr in _count_exprs(dataset, name, index)
         ],
     )
-    runs = _longest_runs(dataset, frame, columns)
+    runs = _longest_runs(dataset, scope, columns)
     settings = config.null_check
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -49,7 +63,9 @@ def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan
         run_row = frames[1].row(0, named=True)
         return _result(dataset, columns, count_row, run_row, settings.warn_at, settings.fail_at)
 
-    return CheckPlan(TOOL, [counts, runs], finish)
+    # The counts stream; the series order is a window with gathers: in memory, not copied
+    # into a stream.
+    return CheckPlan(TOOL, [counts, runs], finish, engine=("streaming", "in-memory"))
 
 
 def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:
@@ -63,57 +79,71 @@ def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:
     ]
 
 
-def _longest_runs(dataset: Dataset, frame: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:
+def _longest_runs(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame:
     """One row: per column the longest run of consecutive missing values, where and what it held.
 
-    A row's run depth is its distance from the start of its current run (0 when not missing); a
-    run starts wherever the missing flag or the entity changes. The deepest row ends the longest
-    run, so its start is `end - length + 1`: all cumulative, no group-by per run.
+    Only the rows with a missing value can be in a run, and they are few. They are taken out of
+    the series order (`series_rows`) with their position in it, so two of them are neighbours in
+    their series exactly when their positions differ by one within one entity. On those rows,
+    sorted by entity and time, a row's run depth is its distance from the start of its run (0
+    when not missing); the deepest row ends the longest run, so its start is `end - length + 1`:
+    all cumulative, no group-by per run, and no sort of the whole data.
     """
     entity_columns = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
-    ordered = frame.with_row_index(_ROW)
-    order = [*entity_columns, *([ts] if ts else [])]
-    if order:
-        # Stable, so rows with equal keys keep their file order.
-        ordered = ordered.sort(order, nulls_last=True, maintain_order=True)
-    position = pl.int_range(pl.len())
-    entity_changed: pl.Expr = pl.lit(False)
+    any_missing = pl.any_horizontal([dataset.missing(name) for name in columns])
+    keep = pl.col(_KEEP)
+    picked = pl.col(ORDER).filter(keep)
+    carried = list(dict.fromkeys([*entity_columns, *([ts] if ts else []), *columns]))
+    missing_rows = (
+        series_rows(dataset, scope)
+        # A column of its own, so the flags are worked out once, not once per gathered column.
+        .with_columns(any_missing.gather(pl.col(ORDER)).alias(_KEEP))
+        .select(
+            pl.int_range(pl.len()).filter(keep).alias(_POSITION),
+            picked.alias(ROW),
+            *[pl.col(name).gather(picked) for name in carried],
+        )
+        # Stable, and positions rise with time inside an entity: entity, then time order.
+        .sort([*entity_columns, _POSITION], nulls_last=True, maintain_order=True)
+    )
+    index = pl.int_range(pl.len())
+    same_series = pl.col(_POSITION) == pl.col(_POSITION).shift() + 1
     for name in entity_columns:
-        entity_changed = entity_changed | pl.col(name).ne_missing(pl.col(name).shift())
+        same_series = same_series & pl.col(name).eq_missing(pl.col(name).shift())
+    same_series = same_series.fill_null(False)
 
     depths: list[pl.Expr] = []
-    for index, name in enumerate(columns):
+    for i, name in enumerate(columns):
         missing = dataset.missing(name)
-        starts = missing.ne_missing(missing.shift()) | entity_changed
-        run_start = pl.when(starts).then(position).otherwise(None).forward_fill()
+        continues = missing & missing.shift().fill_null(False) & same_series
+        run_start = pl.when(missing & ~continues).then(index).otherwise(None).forward_fill()
         depths.append(
-            pl.when(missing).then(position - run_start + 1).otherwise(0).alias(f"c{index}_depth")
+            pl.when(missing).then(index - run_start + 1).otherwise(0).alias(f"c{i}_depth")
         )
-    ordered = ordered.with_columns(depths)
 
-    time_or_row = pl.col(ts) if ts else pl.col(_ROW)
+    time_or_row = pl.col(ts) if ts else pl.col(ROW)
     key = entity_key(dataset)
     entity = key if key is not None else pl.lit(None, dtype=pl.String)
     exprs: list[pl.Expr] = []
-    for index, name in enumerate(columns):
-        depth = pl.col(f"c{index}_depth")
+    for i, name in enumerate(columns):
+        depth = pl.col(f"c{i}_depth")
         length = depth.max().fill_null(0)
         end = depth.arg_max().cast(pl.Int64)
-        # Null-safe lookups: the frame may be empty and a column may have no missing value.
+        # Null-safe lookups: there may be no missing value at all.
         first = (end - length + 1).fill_null(0)
         examples = pl.min_horizontal(length, pl.lit(MAX_EXAMPLES))
         exprs += [
-            length.alias(f"c{index}_length"),
-            entity.get(first, null_on_oob=True).alias(f"c{index}_entity"),
-            time_or_row.get(first, null_on_oob=True).alias(f"c{index}_start"),
-            time_or_row.get(end, null_on_oob=True).alias(f"c{index}_end"),
-            pl.col(_ROW).get(first, null_on_oob=True).alias(f"c{index}_start_row"),
-            pl.col(_ROW).get(end, null_on_oob=True).alias(f"c{index}_end_row"),
-            time_or_row.slice(first, examples).implode().alias(f"c{index}_ex_at"),
-            pl.col(name).slice(first, examples).implode().alias(f"c{index}_ex_value"),
+            length.alias(f"c{i}_length"),
+            entity.get(first, null_on_oob=True).alias(f"c{i}_entity"),
+            time_or_row.get(first, null_on_oob=True).alias(f"c{i}_start"),
+            time_or_row.get(end, null_on_oob=True).alias(f"c{i}_end"),
+            pl.col(ROW).get(first, null_on_oob=True).alias(f"c{i}_start_row"),
+            pl.col(ROW).get(end, null_on_oob=True).alias(f"c{i}_end_row"),
+            time_or_row.slice(first, examples).implode().alias(f"c{i}_ex_at"),
+            pl.col(name).slice(first, examples).implode().alias(f"c{i}_ex_value"),
         ]
-    return ordered.select(exprs)
+    return missing_rows.with_columns(depths).select(exprs)
 
 
 def _result(

@@ -5,9 +5,10 @@ could not parse, mixed timestamp formats and time zones, encoding damage (U+FFFD
 lossy UTF-8 reader, a BOM), empty data, blank or repeated header names, constant columns.
 
 What the loader could not use is found by comparing the data as read (`dataset.raw`) with the
-normalised frame (`dataset.frame`) row by row: both come from the same scan, so they are joined
-side by side. A value counts as unparseable when it is present as read and null once normalised,
-so a typed timestamp column only counts values outside the range a timestamp can hold.
+normalised frame (`dataset.frame`) row by row, side by side; only the columns the loader
+converts are read again as read, the others are the frame's own. A value counts as unparseable
+when it is present as read and null once normalised, so a typed timestamp column only counts
+values outside the range a timestamp can hold.
 
 Format families and offsets are worked out once per distinct timestamp text rather than per row:
 a fleet of devices repeats each timestamp once per device.
@@ -69,11 +70,11 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
             f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
         )
     columns = _select_columns(dataset, scope, scoped)
-    queries = [_counts_query(_side_by_side(dataset, scope, columns.text_numeric), columns)]
+    queries = [_counts_query(dataset, scope, columns)]
     timestamp = columns.timestamp
     text_timestamp = timestamp is not None and timestamp in columns.text
     if timestamp is not None:
-        frame = _side_by_side(dataset, scope, [timestamp])
+        frame = _side_by_side(dataset, scope, [timestamp], [timestamp], row_index=True)
         if text_timestamp:
             queries.append(_text_timestamp_query(frame, timestamp, config.columns.timezone))
         else:
@@ -112,17 +113,39 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> _Colum
     )
 
 
-def _side_by_side(dataset: Dataset, scope: Scope, normalised: Sequence[str]) -> pl.LazyFrame:
-    """The as-read columns (prefixed) next to the `normalised` ones and those the scope filters
-    on, limited to the scope. Only what is asked for is normalised: parsing timestamps is the
-    costly part, and a projection is not pushed through a side-by-side concat."""
-    wanted = [*normalised, *dataset.roles.entity]
+def _converted(dataset: Dataset) -> set[str | None]:
+    """The columns the loader converts (times, numbers stored as text: `load._normalise`): only
+    in these do the data as read and the normalised frame differ."""
+    return {dataset.roles.timestamp, dataset.roles.ingest_time, *dataset.text_numeric_columns}
+
+
+def _side_by_side(
+    dataset: Dataset,
+    scope: Scope,
+    normalised: Sequence[str],
+    as_read: Sequence[str],
+    row_index: bool = False,
+) -> pl.LazyFrame:
+    """The `as_read` columns (prefixed) next to the `normalised` ones and those the scope filters
+    on, limited to the scope (with the row index in the file, if asked for).
+
+    Columns the loader left alone are taken as read from the frame, which the runner holds in
+    memory, so only the converted ones are read again. A projection is not pushed through a
+    side-by-side concat: each side selects what it needs.
+    """
+    converted = _converted(dataset)
+    wanted = [*normalised, *(dataset.roles.entity if scope.entity is not None else [])]
     timestamp = dataset.roles.timestamp
     if timestamp is not None and (scope.start is not None or scope.end is not None):
         wanted.append(timestamp)
-    frame = dataset.frame.select(list(dict.fromkeys(wanted)))
-    raw = dataset.raw.select(pl.all().name.prefix(_RAW)).with_row_index(_ROW)
-    combined = pl.concat([frame, raw], how="horizontal")
+    frame = dataset.frame.select(
+        *dict.fromkeys(wanted),
+        *[pl.col(c).alias(_RAW + c) for c in as_read if c not in converted],
+    )
+    raw = dataset.raw.select(pl.col(c).alias(_RAW + c) for c in as_read if c in converted)
+    if row_index:
+        raw = raw.with_row_index(_ROW)
+    combined = pl.concat([frame, raw], how="horizontal") if raw.collect_schema() else frame
     return scope.filter(replace(dataset, frame=combined))
 
 
@@ -139,16 +162,34 @@ def _examples(values: pl.Expr) -> pl.Expr:
     return values.head(_EXAMPLE_POOL).unique(maintain_order=True).head(MAX_EXAMPLES).implode()
 
 
-def _counts_query(frame: pl.LazyFrame, columns: _Columns) -> pl.LazyFrame:
-    exprs: list[pl.Expr] = [pl.len().alias("rows")]
+def _counts_query(dataset: Dataset, scope: Scope, columns: _Columns) -> pl.LazyFrame:
+    """One row: rows, invalid UTF-8 per text column, numbers stored as text, constant columns.
+
+    Only the numbers stored as text need the values as read next to the normalised ones. Over
+    the whole data the other figures are taken from one side alone (converted columns from the
+    data as read, the others from the frame), so no wide side-by-side is built; a scope that
+    leaves out rows is applied to the side-by-side data."""
+    as_read = list(dict.fromkeys([*columns.text, *columns.constant_candidates]))
+    converted = _converted(dataset)
+    exprs: dict[str, list[pl.Expr]] = {"raw": [], "frame": [], "paired": [pl.len().alias("rows")]}
+
+    def side(name: str) -> list[pl.Expr]:
+        # Text read as numbers is read once, beside its numbers, and every figure of it taken
+        # there: decoding the text is the costly part.
+        if name in columns.text_numeric:
+            return exprs["paired"]
+        return exprs["raw"] if name in converted else exprs["frame"]
+
     for i, name in enumerate(columns.text):
         damaged = _raw(name).str.contains(REPLACEMENT_CHARACTER, literal=True).fill_null(False)
-        exprs += [
-            damaged.sum().alias(f"utf8_{i}"),
-            _examples(_raw(name).filter(damaged)).alias(f"utf8_examples_{i}"),
-        ]
+        side(name).extend(
+            [
+                damaged.sum().alias(f"utf8_{i}"),
+                _examples(_raw(name).filter(damaged)).alias(f"utf8_examples_{i}"),
+            ]
+        )
     for i, name in enumerate(columns.text_numeric):
-        exprs += [
+        exprs["paired"] += [
             _raw(name).count().alias(f"numeric_values_{i}"),
             _dropped(name).sum().alias(f"numeric_bad_{i}"),
             _examples(_raw(name).filter(_dropped(name))).alias(f"numeric_examples_{i}"),
@@ -157,12 +198,41 @@ def _counts_query(frame: pl.LazyFrame, columns: _Columns) -> pl.LazyFrame:
         # Values as stored, so no column needs parsing for this. min == max is a cheaper
         # constancy test than counting distinct values; NaN counts as missing.
         values = _raw(name).fill_nan(None) if name in columns.floats else _raw(name)
-        exprs += [
-            values.count().alias(f"const_count_{i}"),
-            (values.min() == values.max()).alias(f"const_same_{i}"),
-            values.min().cast(pl.String).alias(f"const_value_{i}"),
-        ]
-    return frame.select(exprs)
+        side(name).extend(
+            [
+                values.count().alias(f"const_count_{i}"),
+                (values.min() == values.max()).alias(f"const_same_{i}"),
+                values.min().cast(pl.String).alias(f"const_value_{i}"),
+            ]
+        )
+    if scope.filters_rows():
+        together = _side_by_side(
+            dataset,
+            scope,
+            columns.text_numeric,
+            list(dict.fromkeys([*as_read, *columns.text_numeric])),
+        )
+        return together.select(exprs["paired"] + exprs["frame"] + exprs["raw"])
+    paired_as_read = [c for c in [*as_read, *columns.text_numeric] if c in columns.text_numeric]
+    paired = (
+        _side_by_side(dataset, scope, columns.text_numeric, list(dict.fromkeys(paired_as_read)))
+        if columns.text_numeric
+        else dataset.frame
+    )
+    counts = paired.select(exprs["paired"])
+    if exprs["frame"]:
+        frame = dataset.frame.select(
+            pl.col(c).alias(_RAW + c) for c in as_read if c not in converted
+        )
+        counts = counts.join(frame.select(exprs["frame"]), how="cross")
+    if exprs["raw"]:
+        raw = dataset.raw.select(
+            pl.col(c).alias(_RAW + c)
+            for c in as_read
+            if c in converted and c not in columns.text_numeric
+        )
+        counts = counts.join(raw.select(exprs["raw"]), how="cross")
+    return counts
 
 
 def _text_timestamp_query(frame: pl.LazyFrame, timestamp: str, timezone: str) -> pl.LazyFrame:
@@ -197,17 +267,20 @@ def _text_timestamp_query(frame: pl.LazyFrame, timestamp: str, timezone: str) ->
 
 def _typed_timestamp_query(frame: pl.LazyFrame, timestamp: str) -> pl.LazyFrame:
     raw = _raw(timestamp)
-    return frame.select(
+    counts = frame.select(
         pl.lit(None, dtype=pl.String).alias("family"),
         pl.lit(None, dtype=pl.String).alias("offset"),
         raw.count().alias("values"),
         _dropped(timestamp).sum().alias("dropped"),
-        pl.struct(_ROW, raw.cast(pl.String).alias("value"))
-        .filter(_dropped(timestamp))
-        .head(MAX_EXAMPLES)
-        .implode()
-        .alias("examples"),
     )
+    # A query of its own, so the stream stops at the fifth example; cast after filtering:
+    # turning every timestamp into text would cost more than the whole check.
+    examples = (
+        frame.filter(_dropped(timestamp))
+        .head(MAX_EXAMPLES)
+        .select(pl.struct(_ROW, raw.cast(pl.String).alias("value")).implode().alias("examples"))
+    )
+    return counts.join(examples, how="cross")
 
 
 def format_family(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:

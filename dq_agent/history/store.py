@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
 from dq_agent.outcome import Inspection
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 30.0
+
+
+_OPEN_RETRIES = 6
 
 
 class HistoryError(DQAgentError):
@@ -175,8 +179,7 @@ class HistoryStore:
             raise HistoryError(f"cannot open the history database {target}: {exc}") from exc
         store = cls(connection, target, busy_timeout_seconds)
         try:
-            store._configure()
-            store._migrate()
+            store._configure_with_retries()
         except sqlite3.DatabaseError as exc:
             connection.close()
             if _is_busy(exc):
@@ -311,6 +314,19 @@ class HistoryStore:
                 f"{self.busy_timeout_seconds:g}s; try again"
             )
         return HistoryError(f"{action} in {self.path}: {exc}")
+
+    def _configure_with_retries(self) -> None:
+        """Switching a brand-new file to WAL needs a moment alone with it; when several cron runs
+        create the file at once, SQLite may report "locked" at once instead of waiting. Retry."""
+        for attempt in range(_OPEN_RETRIES):
+            try:
+                self._configure()
+                self._migrate()
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or attempt == _OPEN_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
 
     def _configure(self) -> None:
         connection = self._connection

@@ -63,6 +63,9 @@ def render_markdown(inspection: Inspection) -> str:
         hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
         if hidden > 0:
             lines.append(f"- **{result.tool}**: {hidden} more findings in the JSON report")
+    baseline = inspection.baseline
+    if baseline and baseline.get("status") == "no_baseline" and baseline.get("message"):
+        lines += ["", f"_Baseline: {md(baseline['message'])}_"]
     if inspection.baseline and inspection.baseline.get("findings"):
         lines += ["", "## Compared with the baseline", ""]
         lines += [f"- {md(item.get('what', item))}" for item in inspection.baseline["findings"]]

@@ -152,6 +152,9 @@ def build_report(inspection: Inspection) -> RenderableType:
             finding_lines.append(
                 Text("  ! " + one_line(item.get("what", item), 300), style="yellow")
             )
+    baseline = inspection.baseline
+    if baseline and baseline.get("status") == "no_baseline" and baseline.get("message"):
+        parts.append(Text("Baseline: " + one_line(baseline["message"], 300), style="dim"))
     if finding_lines:
         parts.append(
             Panel(Group(*finding_lines), title="Findings", title_align="left", box=box.ROUNDED)

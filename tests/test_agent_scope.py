@@ -1,0 +1,46 @@
+"""The model cannot choose the scope the verdict is computed on (fake server, real checks)."""
+
+from dq_agent.config import Config
+from dq_agent.inspection import inspect
+from dq_agent.tools import DETECTION_TOOL_NAMES
+from tests.conftest import SAMPLE_DIR
+from tests.fake_ollama import FakeOllama, call, reply, verify
+
+SAMPLE = str(SAMPLE_DIR / "sensors.parquet")
+NARROWED = reply(
+    calls=[
+        call("null_check", column="timestamp"),
+        call("duplicate_check", entity="dev-02"),
+        call("outlier_check", column="humidity"),
+        call("delay_check", start="2024-03-04T23:00:00"),
+        call("structure_check", column="timestamp"),
+    ]
+)
+
+
+def test_narrowed_calls_do_not_count_and_the_verdict_is_the_whole_datasets() -> None:
+    config = Config()
+    config.agent.enabled = False
+    direct = inspect(SAMPLE, config)
+    with FakeOllama(
+        [NARROWED, verify(True), verify(True), verify(True), reply("All clean.")] * 2
+    ) as fake:
+        config = Config()
+        config.agent.host = fake.url
+        config.agent.timeout_seconds = 5
+        config.agent.fallback_merge = False
+        agent = inspect(SAMPLE, config)
+    assert agent.audit.called_tools == []
+    assert agent.audit.fallback_executed == sorted(DETECTION_TOOL_NAMES)
+    assert {name: r.status for name, r in agent.checks.items()} == {
+        name: r.status for name, r in direct.checks.items()
+    }
+    assert agent.verdict == direct.verdict != "pass"
+    # The sentinel told the model that nothing was checked yet.
+    sentinel_reply = next(
+        m
+        for r in fake.chat_requests
+        for m in r["messages"]
+        if m.get("tool_name") == "verify_result"
+    )
+    assert sentinel_reply["content"].startswith("NOT READY")
