@@ -188,9 +188,8 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
         for written in (options.output, options.trace_file):
             if written is not None:
                 refuse_input_overwrite(written, files)
-    if options.output is not None:
-        if not (options.output.parent if str(options.output.parent) else Path(".")).is_dir():
-            raise UsageError(f"cannot write {options.output}: its folder does not exist")
+    if options.output is not None and not options.output.resolve().parent.is_dir():
+        raise UsageError(f"cannot write {options.output}: its folder does not exist")
 
     # A spinner only where a person watches: a TTY on stderr, not quiet, not verbose (the trace
     # prints there), and not when the report itself streams to a piped stdout.
