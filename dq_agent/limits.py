@@ -11,18 +11,16 @@ The estimate: peak = PROGRAM_BYTES + factor x data size, where the data size is
 - CSV: the file size on disk (CSV is read into memory once, see `load`).
 
 Measured as peak RSS (wait4) of `dq-agent inspect --no-agent` on sample_data/generate.py data
-(50 devices, 6 columns; 2 CPUs; the highest of three runs, which vary by up to 20%):
+(200 devices, 6 columns; 2 CPUs), after the checks were made to share one in-memory copy:
 
-    rows   Parquet metadata  peak RSS     CSV file   peak RSS
-    0.25M    6.0 MB          0.47 GB      15.8 MB    0.36 GB
-    1M      23.9 MB          1.14 GB      63.4 MB    1.03 GB
-    2M      47.9 MB          1.39 GB     127 MB      1.53 GB
-    4M      95.7 MB          2.70 GB
+    rows    Parquet metadata  peak RSS     CSV file   peak RSS
+    11k       0.3 MB          0.17 GB       0.8 MB    0.13 GB
+    1M       20.9 MB          0.45 GB      64.4 MB    0.46 GB
+    10M       209 MB          1.42 GB
 
-Peak RSS is about 0.6 GB + 22 x the Parquet size: the five checks run as one `collect_all` whose
-group-bys, sorts and window expressions each hold working copies of the columns they touch. The
-constants below bound every measurement by 10% or more. They depend on the checks: the test
-`test_estimate_covers_the_measured_peak_rss` fails when the checks outgrow them.
+The constants below bound every measurement by 8% or more (runs vary by about 10%). They
+depend on the checks: `test_estimate_covers_the_measured_peak_rss` fails when the checks
+outgrow them.
 """
 
 from __future__ import annotations
@@ -32,10 +30,10 @@ from pathlib import Path
 
 from dq_agent.errors import ConfigError, InputError
 
-PARQUET_PEAK_FACTOR = 24.0
-CSV_PEAK_FACTOR = 11.0
+PARQUET_PEAK_FACTOR = 8.0
+CSV_PEAK_FACTOR = 3.0
 # Python, Polars, pyarrow and the thread pools' arenas: what a small file already costs.
-PROGRAM_BYTES = 768 * 2**20
+PROGRAM_BYTES = 320 * 2**20
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
