@@ -185,7 +185,9 @@ def _result(
             "longest_missing_run": run,
         }
         if missing > 0:
-            findings.append(_finding(name, per_column[name], rows, status, runs, index, has_time))
+            findings.append(
+                _finding(dataset, name, per_column[name], rows, status, runs, index, has_time)
+            )
 
     findings.sort(key=lambda f: (-_SEVERITY_RANK[f.severity], -f.count, f.column or ""))
     empty_columns = [name for name, m in per_column.items() if m["empty"]]
@@ -219,7 +221,17 @@ def _run_metrics(runs: dict[str, Any], index: int, has_time: bool) -> dict[str, 
     }
 
 
+def _null_word(name: str, dataset: Dataset) -> str:
+    """A column the loader converted counts unusable text as missing: say so, not just "null"."""
+    if name in dataset.text_numeric_columns:
+        return "null or not a number"
+    if name in (dataset.roles.timestamp, dataset.roles.ingest_time):
+        return "null or unparseable"
+    return "null"
+
+
 def _finding(
+    dataset: Dataset,
     name: str,
     column: dict[str, Any],
     rows: int,
@@ -231,7 +243,7 @@ def _finding(
     run = column["longest_missing_run"]
     missing = column["missing_count"]
     kinds = (
-        f"{column['null_count']} null, {column['nan_count']} NaN, "
+        f"{column['null_count']} {_null_word(name, dataset)}, {column['nan_count']} NaN, "
         f"{column['sentinel_count']} sentinel"
     )
     if column["empty"]:

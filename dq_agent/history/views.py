@@ -49,15 +49,19 @@ def history_renderable(records: Sequence[RunRecord]) -> RenderableType:
             ("started", _LEFT),
             ("dataset", _LEFT),
             ("rows", _RIGHT),
-            ("verdict (exit)", _LEFT),
+            ("verdict", _LEFT),
             ("model", _LEFT),
             ("called", _RIGHT),
             ("backfilled", _LEFT),
             ("time", _RIGHT),
         ],
     )
+    # Narrow terminals (cron mail is 80 columns): the path folds, the rest keeps its width.
     for column in table.columns:
-        column.no_wrap = column.header not in ("dataset", "backfilled", "model")
+        column.no_wrap = column.header in ("run", "rows", "called", "time")
+        if column.header == "dataset":
+            column.min_width = 8
+            column.ratio = 1
     for record in records:
         backfilled = ", ".join(record.fallback_executed)
         verdict = Text(record.verdict, style=_VERDICT_STYLES.get(record.verdict, ""))
