@@ -405,3 +405,8 @@ def test_the_report_is_json(dataset: Dataset, checks: dict[str, CheckResult]) ->
         "kept_unsupported",
         "before_repair",
     }
+
+
+def test_fine_is_a_verdict_word(dataset: Dataset, checks: dict[str, CheckResult]) -> None:
+    review = check_narrative("Duplicates look fine.", checks, dataset, Verdict.FAIL)
+    assert [(c.word, c.scope) for c in review.verdict_conflicts] == [("fine", "duplicate_check")]

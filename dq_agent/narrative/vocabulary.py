@@ -40,7 +40,7 @@ def is_dimension_word(word: str) -> bool:
 # Verdict words. "warn" is left out on purpose: the issue defines a conflict only between the
 # pass family and a warn/fail verdict, or the fail family and a pass verdict.
 POSITIVE_VERDICT = re.compile(
-    r"\b(?:pass(?:es|ed)?|ok|okay|good|verified|clean|healthy|excellent|acceptable|high[- ]quality"
+    r"\b(?:pass(?:es|ed)?|ok|okay|good|fine|verified|clean|healthy|excellent|acceptable|high[- ]quality"
     r"|no (?:quality )?(?:issues?|problems?|defects?|concerns?))\b",
     re.IGNORECASE,
 )
