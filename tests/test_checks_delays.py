@@ -10,14 +10,8 @@ import polars as pl
 import pytest
 
 from dq_agent.checks.base import Scope, run_plans
-from dq_agent.checks.delays import (
-    LONGEST_GAPS_KEPT,
-    MAX_FINDINGS,
-    MAX_GAP_FINDINGS,
-    human_duration,
-    parse_as_of,
-    plan_delay_check,
-)
+from dq_agent.checks.delays import LONGEST_GAPS_KEPT, parse_as_of, plan_delay_check
+from dq_agent.checks.delays_report import MAX_FINDINGS, MAX_GAP_FINDINGS, human_duration
 from dq_agent.checks.structure import plan_structure_check
 from dq_agent.config import Config
 from dq_agent.load import load

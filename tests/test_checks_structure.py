@@ -10,12 +10,8 @@ import polars as pl
 import pytest
 
 from dq_agent.checks.base import Scope
-from dq_agent.checks.structure import (
-    dtype_matches,
-    format_family,
-    normalise_offset,
-    plan_structure_check,
-)
+from dq_agent.checks.structure import format_family, plan_structure_check
+from dq_agent.checks.structure_report import dtype_matches, normalise_offset
 from dq_agent.config import Config
 from dq_agent.load import load
 from dq_agent.result import Status

@@ -1,0 +1,383 @@
+"""delay_check, the finish: the collected frames as the check's result.
+
+Pure Python over the small frames the queries of `delays` collect: the metrics, the findings and
+the summary. The column names below are the contract between those queries and this finish.
+"""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from dq_agent.checks.base import iso, plural
+from dq_agent.config import DelayCheckConfig
+from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+
+TOOL = "delay_check"
+
+# Columns of the collected frames; the double underscore keeps them clear of real data columns.
+ROW = "__file_row"
+ENTITY = "__entity"
+TS = "__ts"
+INGEST = "__ingest"
+PREV_IN_FILE = "__prev_in_file"
+PREV = "__prev"
+STEP = "__step"
+EXPECTED = "__expected"
+OUT_OF_ORDER_TS = "__out_of_order_ts"
+LATENCY = "__latency"
+
+MAX_GAP_FINDINGS = 10
+MAX_EXAMPLES = 5
+MAX_FINDINGS = 20
+
+_REQUIRED_METRICS = ("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows")
+_SEVERITY_ORDER = {Status.FAIL: 0, Status.WARN: 1}
+
+
+def human_duration(seconds: float) -> str:
+    """A short duration for people: '7d 6h', '1h 4m', '45s', '0.5s'."""
+    sign = "-" if seconds < 0 else ""
+    remaining = round(abs(seconds))
+    if remaining == 0:
+        return f"{sign}{abs(seconds):.3g}s"
+    parts: list[str] = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        count, remaining = divmod(remaining, size)
+        if count:
+            parts.append(f"{count}{unit}")
+        elif parts:
+            break
+        if len(parts) == 2:
+            break
+    return sign + " ".join(parts)
+
+
+def skipped(reason: str) -> CheckResult:
+    return CheckResult(TOOL, Status.SKIPPED, reason, metrics=dict.fromkeys(_REQUIRED_METRICS))
+
+
+class DelayFinisher:
+    """Turns the collected frames into the result: pure Python over small frames."""
+
+    def __init__(
+        self,
+        settings: DelayCheckConfig,
+        as_of: datetime,
+        has_ingest: bool,
+        frames: list[pl.DataFrame],
+    ):
+        self.settings = settings
+        self.as_of = as_of
+        self.has_ingest = has_ingest
+        overall, entities, longest, out_of_order, future = frames[:5]
+        self.overall: dict[str, Any] = overall.row(0, named=True)
+        self.entities = entities.sort(
+            ["max_gap", ENTITY], descending=[True, False], nulls_last=True
+        )
+        # A join does not keep row order: sort again, longest first.
+        self.longest = longest.sort(
+            [STEP, ENTITY, TS], descending=[True, False, False], nulls_last=True
+        )
+        self.out_of_order = out_of_order
+        self.future = future
+        self.late = frames[5] if has_ingest else None
+        self.rows: int = self.overall["rows"]
+
+    def result(self) -> CheckResult:
+        timed_rows = int(self.entities.get_column("rows").sum()) if self.entities.height else 0
+        if timed_rows == 0:
+            nulls = self.overall["null_timestamps"]
+            why = f"all {self.rows} rows lack a timestamp" if nulls else "no rows in scope"
+            return skipped(f"nothing to time: {why}")
+        metrics = self._metrics()
+        statuses = {
+            name: status_from_thresholds(
+                metrics[name] or 0, self.rows, self.settings.warn_at, self.settings.fail_at
+            )
+            for name in ("gap_count", "out_of_order_rows", "late_rows", "future_rows")
+        }
+        stale = bool(metrics["stale"]) or bool(metrics["stale_entities"])
+        status = max(statuses.values(), key=_status_rank)
+        if stale and status is Status.PASS:
+            status = Status.WARN
+        findings = self._findings(metrics, statuses)
+        return CheckResult(TOOL, status, self._summary(metrics), metrics=metrics, findings=findings)
+
+    def _metrics(self) -> dict[str, Any]:
+        entities = self.entities
+        expected = [float(v) for v in entities.get_column("expected").drop_nulls().to_list()]
+        gap_entities = entities.filter(pl.col("gaps") > 0)
+        top = gap_entities.row(0, named=True) if gap_entities.height else None
+        newest: datetime | None = self.overall["newest"]
+        max_age = self.settings.max_age_seconds
+        age = None if newest is None else (self.as_of - newest).total_seconds()
+        stale_entities: int | None = None
+        if max_age is not None and entities.get_column(ENTITY).null_count() < entities.height:
+            cutoff = self.as_of - timedelta(seconds=max_age)
+            stale_entities = entities.filter(pl.col("newest") < cutoff).height
+        overall = self.overall
+        return {
+            "rows": self.rows,
+            "timed_rows": int(entities.get_column("rows").sum()),
+            "null_timestamps": overall["null_timestamps"],
+            "entities": entities.height,
+            "expected_interval_source": (
+                "configured"
+                if self.settings.expected_interval_seconds is not None
+                else "median step"
+            ),
+            "expected_interval_seconds": statistics.median(expected) if expected else None,
+            "expected_interval_min_seconds": min(expected) if expected else None,
+            "expected_interval_max_seconds": max(expected) if expected else None,
+            "gap_factor": self.settings.gap_factor,
+            "gap_count": int(entities.get_column("gaps").sum()),
+            "entities_with_gaps": gap_entities.height,
+            "total_gap_seconds": float(entities.get_column("gap_missing").sum()),
+            "max_gap_seconds": float(top["max_gap"]) if top else 0.0,
+            "max_gap_entity": top[ENTITY] if top else None,
+            "max_gap_start": iso(top["max_gap_start"]) if top else None,
+            "max_gap_end": iso(top["max_gap_end"]) if top else None,
+            "longest_gaps": [
+                {
+                    "entity": g[ENTITY],
+                    "start": iso(g[PREV]),
+                    "end": iso(g[TS]),
+                    "seconds": g[STEP],
+                }
+                for g in self.longest.iter_rows(named=True)
+            ],
+            "out_of_order_rows": int(entities.get_column("out_of_order").sum()),
+            "duplicate_timestamps": int(entities.get_column("duplicates").sum()),
+            "as_of": self.as_of.isoformat(),
+            "future_rows": overall["future_rows"],
+            "late_threshold_seconds": self.settings.late_threshold_seconds,
+            "late_rows": overall["late_rows"] if self.has_ingest else None,
+            "latency_p50_seconds": overall["p50"] if self.has_ingest else None,
+            "latency_p95_seconds": overall["p95"] if self.has_ingest else None,
+            "latency_max_seconds": overall["max"] if self.has_ingest else None,
+            "newest_timestamp": iso(newest),
+            "freshness_age_seconds": age,
+            "max_age_seconds": max_age,
+            "stale": max_age is not None and age is not None and age > max_age,
+            "stale_entities": stale_entities,
+        }
+
+    def _findings(self, metrics: dict[str, Any], statuses: dict[str, Status]) -> list[Finding]:
+        gap_findings = self._gap_findings(statuses["gap_count"])
+        leaders = gap_findings[:1] + self._order_finding(metrics, statuses["out_of_order_rows"])
+        if self.late is not None:
+            leaders += self._late_finding(metrics, statuses["late_rows"])
+        leaders += self._future_finding(metrics, statuses["future_rows"]) + self._stale_findings(
+            metrics
+        )
+        findings = leaders + gap_findings[1:]
+        # Stable: within one severity, each kind of problem leads before the other gaps.
+        findings.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity, 2))
+        return findings[:MAX_FINDINGS]
+
+    def _gap_findings(self, severity: Status) -> list[Finding]:
+        findings = []
+        factor = self.settings.gap_factor
+        for entity in (
+            self.entities.filter(pl.col("gaps") > 0).head(MAX_GAP_FINDINGS).iter_rows(named=True)
+        ):
+            key = entity[ENTITY]
+            examples = [
+                {
+                    "entity": key,
+                    "timestamp": iso(g[PREV]),
+                    "next_timestamp": iso(g[TS]),
+                    "gap_seconds": g[STEP],
+                }
+                for g in self.longest.filter(pl.col(ENTITY).eq_missing(key)).iter_rows(named=True)
+            ][:MAX_EXAMPLES]
+            if not examples:
+                # This entity's gaps are not among the longest overall: show its own longest.
+                examples = [
+                    {
+                        "entity": key,
+                        "timestamp": iso(entity["max_gap_start"]),
+                        "next_timestamp": iso(entity["max_gap_end"]),
+                        "gap_seconds": entity["max_gap"],
+                    }
+                ]
+            findings.append(
+                Finding(
+                    what=(
+                        f"{plural(entity['gaps'], 'gap')} longer than {factor:g}x the expected "
+                        f"interval of {human_duration(entity['expected'])}; "
+                        f"longest {human_duration(entity['max_gap'])}"
+                    ),
+                    count=entity["gaps"],
+                    severity=_at_least_warn(severity),
+                    entity=key,
+                    start=iso(entity["max_gap_start"]),
+                    end=iso(entity["max_gap_end"]),
+                    examples=examples,
+                )
+            )
+        return findings
+
+    def _order_finding(self, metrics: dict[str, Any], severity: Status) -> list[Finding]:
+        count = metrics["out_of_order_rows"]
+        if not count:
+            return []
+        examples = [
+            {
+                "row": r[ROW],
+                "entity": r[ENTITY],
+                "timestamp": iso(r[OUT_OF_ORDER_TS]),
+                "previous_timestamp": iso(r[PREV_IN_FILE]),
+            }
+            for r in self.out_of_order.iter_rows(named=True)
+        ]
+        first = examples[0] if examples else {}
+        return [
+            Finding(
+                what=(
+                    f"{plural(count, 'row')} out of order: earlier than the previous row "
+                    "of the same entity in file order"
+                ),
+                count=count,
+                severity=_at_least_warn(severity),
+                entity=first.get("entity") if self._single_entity(self.out_of_order) else None,
+                start=first.get("timestamp"),
+                examples=examples,
+            )
+        ]
+
+    def _late_finding(self, metrics: dict[str, Any], severity: Status) -> list[Finding]:
+        count = metrics["late_rows"]
+        if not count or self.late is None:
+            return []
+        examples = [
+            {
+                "row": r[ROW],
+                "entity": r[ENTITY],
+                "timestamp": iso(r[TS]),
+                "ingest_time": iso(r[INGEST]),
+                "latency_seconds": r[LATENCY],
+            }
+            for r in self.late.iter_rows(named=True)
+        ]
+        threshold = human_duration(self.settings.late_threshold_seconds)
+        return [
+            Finding(
+                what=(
+                    f"{plural(count, 'row')} arrived more than {threshold} after their timestamp "
+                    f"(max latency {human_duration(metrics['latency_max_seconds'])})"
+                ),
+                count=count,
+                severity=_at_least_warn(severity),
+                entity=examples[0]["entity"]
+                if examples and self._single_entity(self.late)
+                else None,
+                examples=examples,
+            )
+        ]
+
+    def _future_finding(self, metrics: dict[str, Any], severity: Status) -> list[Finding]:
+        count = metrics["future_rows"]
+        if not count:
+            return []
+        examples = [
+            {"row": r[ROW], "entity": r[ENTITY], "timestamp": iso(r[TS])}
+            for r in self.future.iter_rows(named=True)
+        ]
+        latest = examples[0]["timestamp"] if examples else None
+        tolerance = human_duration(self.settings.future_tolerance_seconds)
+        return [
+            Finding(
+                what=(
+                    f"{plural(count, 'row')} timestamped more than {tolerance} "
+                    f"after {metrics['as_of']}"
+                ),
+                count=count,
+                severity=_at_least_warn(severity),
+                entity=examples[0]["entity"]
+                if examples and self._single_entity(self.future)
+                else None,
+                start=latest,
+                examples=examples,
+            )
+        ]
+
+    def _stale_findings(self, metrics: dict[str, Any]) -> list[Finding]:
+        max_age = metrics["max_age_seconds"]
+        findings = []
+        if metrics["stale"]:
+            findings.append(
+                Finding(
+                    what=(
+                        "data is stale: newest row is "
+                        f"{human_duration(metrics['freshness_age_seconds'])} old "
+                        f"(max {human_duration(max_age)})"
+                    ),
+                    count=1,
+                    severity=Status.WARN,
+                    start=metrics["newest_timestamp"],
+                )
+            )
+        # When every entity is stale the dataset is, and the finding above says so.
+        if metrics["stale_entities"] and metrics["stale_entities"] < metrics["entities"]:
+            cutoff = self.as_of - timedelta(seconds=max_age)
+            stale = self.entities.filter(pl.col("newest") < cutoff).sort("newest")
+            findings.append(
+                Finding(
+                    what=(
+                        f"{stale.height:,} of {metrics['entities']:,} entities sent nothing "
+                        f"for more than {human_duration(max_age)}"
+                    ),
+                    count=stale.height,
+                    severity=Status.WARN,
+                    examples=[
+                        {"entity": r[ENTITY], "timestamp": iso(r["newest"])}
+                        for r in stale.head(MAX_EXAMPLES).iter_rows(named=True)
+                    ],
+                )
+            )
+        return findings
+
+    @staticmethod
+    def _single_entity(frame: pl.DataFrame) -> bool:
+        return frame.height > 0 and frame.get_column(ENTITY).n_unique() == 1
+
+    def _summary(self, metrics: dict[str, Any]) -> str:
+        gaps = metrics["gap_count"]
+        parts = [plural(gaps, "gap")]
+        if gaps:
+            where = (
+                f" on {metrics['max_gap_entity']}" if metrics["max_gap_entity"] is not None else ""
+            )
+            parts[0] += f" (longest {human_duration(metrics['max_gap_seconds'])}{where})"
+        parts.append(f"{metrics['out_of_order_rows']} out of order")
+        if metrics["duplicate_timestamps"]:
+            parts.append(f"{metrics['duplicate_timestamps']} repeated timestamps")
+        parts.append(f"{metrics['future_rows']} in the future")
+        if metrics["late_rows"] is not None:
+            p95 = metrics["latency_p95_seconds"]
+            parts.append(f"{metrics['late_rows']} late (p95 latency {human_duration(p95 or 0.0)})")
+        interval = metrics["expected_interval_seconds"]
+        if interval is not None:
+            parts.append(f"expected interval {human_duration(interval)}")
+        if metrics["newest_timestamp"] is not None:
+            age = human_duration(metrics["freshness_age_seconds"])
+            stale = ", STALE" if metrics["stale"] else ""
+            parts.append(f"newest {metrics['newest_timestamp']} ({age} old{stale})")
+        if metrics["stale_entities"]:
+            parts.append(f"{metrics['stale_entities']} stale entities")
+        if metrics["null_timestamps"]:
+            parts.append(f"{metrics['null_timestamps']} rows without timestamp skipped")
+        return f"{metrics['timed_rows']} timed rows: " + ", ".join(parts)
+
+
+def _status_rank(status: Status) -> int:
+    return {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}.get(status, 0)
+
+
+def _at_least_warn(status: Status) -> Status:
+    return Status.FAIL if status is Status.FAIL else Status.WARN
