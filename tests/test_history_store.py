@@ -17,9 +17,10 @@ import pytest
 
 from dq_agent.config import HistoryConfig
 from dq_agent.history.fingerprint import data_files, fingerprint_of
+from dq_agent.history.migrations import SCHEMA_VERSION
 from dq_agent.history.paths import history_path
 from dq_agent.history.records import RunRecord, dataset_key
-from dq_agent.history.store import SCHEMA_VERSION, HistoryError, HistoryStore
+from dq_agent.history.store import HistoryError, HistoryStore
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import CheckResult, Source, Status
 
