@@ -18,7 +18,8 @@ Measured as peak RSS (wait4) of `dq-agent inspect --no-agent` on sample_data/gen
     1M       20.9 MB          0.45 GB      64.4 MB    0.46 GB
     10M       209 MB          1.42 GB
 
-The constants below bound every measurement by 8% or more (runs vary by about 10%). They
+The constants below bound every measurement by 15% or more (runs vary by about 10%; a
+narrow 400k-row file in the tests peaked at 375 MB). They
 depend on the checks: `test_estimate_covers_the_measured_peak_rss` fails when the checks
 outgrow them.
 """
@@ -30,10 +31,10 @@ from pathlib import Path
 
 from dq_agent.errors import ConfigError, InputError
 
-PARQUET_PEAK_FACTOR = 8.0
+PARQUET_PEAK_FACTOR = 10.0
 CSV_PEAK_FACTOR = 3.0
 # Python, Polars, pyarrow and the thread pools' arenas: what a small file already costs.
-PROGRAM_BYTES = 320 * 2**20
+PROGRAM_BYTES = 384 * 2**20
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
