@@ -56,11 +56,14 @@ class DuplicateCheckConfig:
 
 @dataclass
 class OutlierCheckConfig:
-    method: str = "sigma"
+    # robust: median and MAD scaled to sigma (`mad` is the same); sigma: mean and std.
+    method: str = "robust"
     sigma: float = 3.0
     min_group_size: int = 30
-    warn_at: float | None = 0.0
-    fail_at: float | None = 0.01
+    # Chance of a finding on clean data, for the whole check (split over the groups tested).
+    significance: float = 0.001
+    # A group beyond chance whose most extreme value is this many sigmas out is a fail.
+    fail_z: float = 10.0
 
 
 @dataclass
@@ -148,14 +151,12 @@ CLI_OPTIONS = {
     "limits.max_memory": "--max-memory",
 }
 
-_CHOICES = {"outlier_check.method": ("sigma", "mad")}
+_CHOICES = {"outlier_check.method": ("robust", "mad", "sigma")}
 _NON_NEGATIVE = {
     "null_check.warn_at",
     "null_check.fail_at",
     "duplicate_check.warn_at",
     "duplicate_check.fail_at",
-    "outlier_check.warn_at",
-    "outlier_check.fail_at",
     "delay_check.warn_at",
     "delay_check.fail_at",
     "delay_check.late_threshold_seconds",
@@ -164,6 +165,8 @@ _NON_NEGATIVE = {
 _POSITIVE = {
     "outlier_check.sigma",
     "outlier_check.min_group_size",
+    "outlier_check.significance",
+    "outlier_check.fail_z",
     "delay_check.gap_factor",
     "delay_check.expected_interval_seconds",
     "delay_check.max_age_seconds",
@@ -197,7 +200,7 @@ def resolve(
 
 def _check_threshold_order(config: Config, origin: str) -> None:
     """warn_at above fail_at (both fractions, or both counts) would make warn unreachable."""
-    for section in ("null_check", "duplicate_check", "outlier_check", "delay_check"):
+    for section in ("null_check", "duplicate_check", "delay_check"):
         settings = getattr(config, section)
         warn, fail = settings.warn_at, settings.fail_at
         if warn is None or fail is None or (warn < 1) != (fail < 1):

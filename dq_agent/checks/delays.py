@@ -38,6 +38,7 @@ from dq_agent.checks.base import (
     Engine,
     Scope,
     entity_key,
+    missing,
     series_rows,
 )
 from dq_agent.checks.delays_report import (
@@ -135,7 +136,7 @@ def _timing_frame(dataset: Dataset, scope: Scope, timestamp: str) -> pl.LazyFram
     roles = dataset.roles
     role_columns = {timestamp, roles.ingest_time, *roles.entity}
     if scope.column is not None and scope.column not in role_columns:
-        lf = lf.filter(~dataset.missing(scope.column))
+        lf = lf.filter(~missing(dataset, scope.column))
     key = entity_key(dataset)
     columns = [
         pl.col(ROW),
@@ -165,7 +166,7 @@ def _timed(dataset: Dataset, scope: Scope, timestamp: str) -> pl.Expr:
         roles.ingest_time,
         *roles.entity,
     }:
-        timed = timed & ~dataset.missing(scope.column)
+        timed = timed & ~missing(dataset, scope.column)
     return timed
 
 

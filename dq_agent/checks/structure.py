@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope
+from dq_agent.checks.base import CheckPlan, Scope, is_nested
 from dq_agent.checks.structure_report import (
     MAX_EXAMPLES,
     REPLACEMENT_CHARACTER,
@@ -82,13 +82,13 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
 
 def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Columns:
     raw_schema = dataset.raw.collect_schema()
-    entity_scoped = scope.entity is not None
     constant = [
         c
         for c in scoped
         if not isinstance(raw_schema[c], _UNORDERED)
-        # Within one entity its key columns are constant by construction.
-        and not (entity_scoped and c in dataset.roles.entity)
+        # One device's file has one entity value, and within one entity its key columns are
+        # constant by construction: neither is a structural problem.
+        and c not in dataset.roles.entity
     ]
     timestamp = dataset.roles.timestamp
     return Columns(
@@ -96,9 +96,15 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Column
         text=[c for c in scoped if raw_schema[c] == pl.String],
         text_numeric=[c for c in dataset.text_numeric_columns if c in scoped],
         constant_candidates=constant,
+        nested=[c for c in scoped if is_nested(raw_schema[c])],
         floats={c for c in scoped if raw_schema[c].is_float()},
         timestamp=timestamp if timestamp is not None and timestamp in scoped else None,
     )
+
+
+def _as_text(value: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    # A duration has no cast to text, only its ISO 8601 form (PT3S).
+    return value.dt.to_string() if isinstance(dtype, pl.Duration) else value.cast(pl.String)
 
 
 def _converted(dataset: Dataset) -> set[str | None]:
@@ -159,6 +165,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
     leaves out rows is applied to the side-by-side data."""
     as_read = list(dict.fromkeys([*columns.text, *columns.constant_candidates]))
     converted = _converted(dataset)
+    raw_schema = dataset.raw.collect_schema()
     exprs: dict[str, list[pl.Expr]] = {"raw": [], "frame": [], "paired": [pl.len().alias("rows")]}
 
     def side(name: str) -> list[pl.Expr]:
@@ -190,7 +197,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
             [
                 values.count().alias(f"const_count_{i}"),
                 (values.min() == values.max()).alias(f"const_same_{i}"),
-                values.min().cast(pl.String).alias(f"const_value_{i}"),
+                _as_text(values.min(), raw_schema[name]).alias(f"const_value_{i}"),
             ]
         )
     if scope.filters_rows():

@@ -36,6 +36,7 @@ class Columns:
     text: list[str]
     text_numeric: list[str]
     constant_candidates: list[str]
+    nested: list[str]
     floats: set[str]
     timestamp: str | None
 
@@ -161,6 +162,21 @@ class StructureReport:
                     examples=[{"column": name} for name in damaged_names[:MAX_EXAMPLES]],
                 ),
                 "invalid UTF-8 in the header",
+            )
+        nested = self.columns.nested
+        self.metrics["nested_columns"] = nested
+        if nested:
+            kinds = ", ".join(
+                f"{c} ({type(dataset.raw.collect_schema()[c]).__name__.lower()})" for c in nested
+            )
+            self._flag(
+                Finding(
+                    what=f"{plural(len(nested), 'nested column')} (struct or list values) that "
+                    f"no other check reads: {kinds}",
+                    count=len(nested),
+                    column=nested[0] if len(nested) == 1 else None,
+                ),
+                f"nested columns {', '.join(nested)}",
             )
         if dataset.has_bom:
             self._flag(
