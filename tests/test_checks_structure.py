@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import decimal
 import json
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -389,3 +390,39 @@ def test_every_scope_runs_on_the_sample_with_numbers_stored_as_text() -> None:
         for name, tool in tools.items():
             result = tool(**arguments)
             assert result.status != "error", (name, arguments, result.summary)
+
+
+def test_a_one_device_file_has_no_constant_entity_column(tmp_path: Path) -> None:
+    lines = ["timestamp,device_id,temp"] + [f"{minute(i)},dev-1,{20 + i % 3}" for i in range(10)]
+    path = _write(tmp_path / "one.csv", ("\n".join(lines) + "\n").encode())
+    result = run_check(plan_structure_check, path)
+    assert result.metrics["constant_columns"] == []
+    assert result.status is Status.PASS
+
+
+def test_nested_columns_are_reported_and_every_dtype_works(tmp_path: Path) -> None:
+    n = 3
+    frame = pl.DataFrame(
+        {
+            "timestamp": [T0 + timedelta(minutes=i) for i in range(n)],
+            "device_id": ["a"] * n,
+            "temp": [1.0, 2.0, 3.0],
+            "took": [timedelta(seconds=5)] * n,
+            "clock": [time(1, 2)] * n,
+            "dec": pl.Series([decimal.Decimal("1.5")] * n),
+            "kind": pl.Series(["x"] * n, dtype=pl.Categorical),
+            "nested": [{"a": i} for i in range(n)],
+            "listed": [[i] for i in range(n)],
+        }
+    )
+    path = tmp_path / "types.parquet"
+    frame.write_parquet(path)
+    result = run_check(plan_structure_check, path)
+    assert result.metrics["nested_columns"] == ["nested", "listed"]
+    assert result.metrics["constant_columns"] == ["took", "clock", "dec"]
+    nested = next(f for f in result.findings if "nested" in f.what)
+    assert nested.what == (
+        "2 nested columns (struct or list values) that no other check reads: "
+        "nested (struct), listed (list)"
+    )
+    assert result.status is Status.WARN
