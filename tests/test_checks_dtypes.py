@@ -29,7 +29,7 @@ def _every_dtype(tmp_path: Path) -> Path:
             "device_id": ["a"] * ROWS,
             "dec": pl.Series([decimal.Decimal(str(v)) for v in values], dtype=pl.Decimal(10, 3)),
             "f32": pl.Series(values, dtype=pl.Float32),
-            "f64": values[:-2] + [float("inf"), float("-inf")],
+            "f64": [*values[:-2], float("inf"), float("-inf")],
             "i8": pl.Series([i % 40 for i in range(ROWS)], dtype=pl.Int8),
             "i16": pl.Series([i % 40 for i in range(ROWS)], dtype=pl.Int16),
             "u32": pl.Series([i % 40 for i in range(ROWS)], dtype=pl.UInt32),
