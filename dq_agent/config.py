@@ -8,6 +8,7 @@ file.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -127,6 +128,9 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """Where each key that is not a default was set ('option --as-of', a file path): for errors
+    found only once the data is loaded, such as a setting naming a column it does not have."""
 
 
 # Environment variables and the config key each one sets.
@@ -235,7 +239,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _apply(config: Config, data: dict[str, Any], origin: str) -> None:
-    sections = {f.name for f in dataclasses.fields(config)}
+    sections = {f.name for f in dataclasses.fields(config) if f.name != "origins"}
     for section, values in data.items():
         if section not in sections:
             raise ConfigError(
@@ -263,6 +267,7 @@ def _set_dotted(config: Config, dotted: str, value: Any, origin: str) -> None:
     coerced = _coerce(value, hints[key], dotted, origin)
     _validate(dotted, coerced, origin)
     setattr(section, key, coerced)
+    config.origins[dotted] = origin
 
 
 def _coerce(value: Any, hint: Any, key: str, origin: str) -> Any:
@@ -314,14 +319,14 @@ def _coerce(value: Any, hint: Any, key: str, origin: str) -> Any:
     if hint is float:
         if isinstance(value, bool):
             raise bad
-        if isinstance(value, int | float):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                raise bad from None
-        raise bad
+        try:
+            number = float(value) if isinstance(value, int | float | str) else math.nan
+        except ValueError:
+            raise bad from None
+        # NaN compares false with everything: a threshold of NaN would silently never trigger.
+        if math.isnan(number):
+            raise bad
+        return number
     if hint is str:
         if isinstance(value, str):
             return value
@@ -348,6 +353,49 @@ def parse_time(text: str) -> datetime | None:
     except ValueError:
         return None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+# Base names of Polars dtypes (lower case) and the aliases structure_check accepts.
+_DTYPE_NAMES = {
+    *(f"int{b}" for b in (8, 16, 32, 64, 128)),
+    *(f"uint{b}" for b in (8, 16, 32, 64, 128)),
+    "float16",
+    "float32",
+    "float64",
+    "decimal",
+    "boolean",
+    "bool",
+    "string",
+    "utf8",
+    "str",
+    "float",
+    "int",
+    "binary",
+    "date",
+    "datetime",
+    "time",
+    "duration",
+    "categorical",
+    "enum",
+    "list",
+    "array",
+    "struct",
+    "null",
+    "object",
+}
+_DTYPE_EXAMPLES = ("Float64", "Int64", "String", "Datetime", "Boolean")
+
+
+def known_dtype(name: str) -> bool:
+    """`name` is a dtype `structure_check.dtypes` can compare with: a Polars name, in full
+    ('Datetime(time_unit="us")') or by its base ('datetime'), any case."""
+    base = name.strip().split("(", 1)[0].strip().lower()
+    return base in _DTYPE_NAMES
+
+
+def origin_of(config: Config, key: str) -> str:
+    """Where `key` was set, for an error message: a file, an option or the defaults."""
+    return config.origins.get(key, "the defaults")
 
 
 def _validate(key: str, value: Any, origin: str) -> None:
@@ -381,5 +429,12 @@ def _validate(key: str, value: Any, origin: str) -> None:
             raise ConfigError(
                 f"bad value for '{key}' in {origin}: {value!r} is not a time zone such as Europe/Berlin"
             ) from None
+    if key == "structure_check.dtypes":
+        for column, name in value.items():
+            if not known_dtype(name):
+                raise ConfigError(
+                    f"bad value for '{key}' in {origin}: {name!r} (column {column!r}) is not a "
+                    f"dtype; use a Polars name such as {', '.join(_DTYPE_EXAMPLES)}"
+                )
     if key == "structure_check.text_numeric_min_share" and not 0 < value <= 1:
         raise ConfigError(f"bad value for '{key}' in {origin}: {value!r} must be in (0, 1]")

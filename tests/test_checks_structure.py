@@ -13,7 +13,8 @@ import pytest
 from dq_agent.checks.base import Scope
 from dq_agent.checks.structure import format_family, plan_structure_check
 from dq_agent.checks.structure_report import dtype_matches, normalise_offset
-from dq_agent.config import Config
+from dq_agent.config import Config, resolve
+from dq_agent.errors import ConfigError
 from dq_agent.load import load
 from dq_agent.result import Status
 from dq_agent.timeparse import format_family_exprs
@@ -224,15 +225,27 @@ def test_dtype_mismatches(clean_parquet: Path) -> None:
         "timestamp": "Datetime",
         "device_id": "Int64",
         "pressure": "float32",
-        "nope": "String",
     }
     result = run_check(plan_structure_check, clean_parquet, config)
     assert result.metrics["dtype_mismatches"] == [
         {"column": "device_id", "expected": "Int64", "actual": "String"},
         {"column": "pressure", "expected": "float32", "actual": "Float64"},
-        {"column": "nope", "expected": "String", "actual": None},
     ]
     assert result.status is Status.WARN
+
+
+def test_a_dtype_for_a_column_not_in_the_data_is_a_config_error(
+    clean_parquet: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "dq.yaml"
+    path.write_text("structure_check:\n  dtypes: {nope: String}\n", encoding="utf-8")
+    config = resolve(path, environ={})
+    with pytest.raises(ConfigError) as info:
+        run_check(plan_structure_check, clean_parquet, config)
+    assert info.value.exit_code == 2
+    assert info.value.message.startswith(
+        f"bad value for 'structure_check.dtypes' in {path}: column 'nope' is not in the data"
+    )
 
 
 def test_text_columns_match_the_dtype_the_loader_gave_them(tmp_path: Path) -> None:

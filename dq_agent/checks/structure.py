@@ -34,7 +34,8 @@ from dq_agent.checks.structure_report import (
     Columns,
     StructureReport,
 )
-from dq_agent.config import Config
+from dq_agent.config import Config, origin_of
+from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 
@@ -56,6 +57,15 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     if unknown:
         raise ValueError(
             f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
+        )
+    absent = [c for c in config.structure_check.dtypes if c not in dataset.columns]
+    if absent:
+        # Unlike expected_columns (whose absence is the finding), a dtype for a column the data
+        # does not have is a mistake in the configuration.
+        key = "structure_check.dtypes"
+        raise ConfigError(
+            f"bad value for '{key}' in {origin_of(config, key)}: column {absent[0]!r} is not in "
+            f"the data; columns: {', '.join(dataset.columns)}"
         )
     columns = _select_columns(dataset, scope, scoped)
     queries = [_counts_query(dataset, scope, columns)]

@@ -25,7 +25,13 @@ ZONE_FAMILY = "iso8601+zone"
 # The row index in the file, a column of the collected timestamp examples.
 ROW = "__row"
 _UNPARSEABLE_MAJORITY = 0.5
-_DTYPE_ALIASES = {"utf8": "string", "str": "string", "float": "float64", "int": "int64"}
+_DTYPE_ALIASES = {
+    "utf8": "string",
+    "str": "string",
+    "float": "float64",
+    "int": "int64",
+    "bool": "boolean",
+}
 
 
 @dataclass(frozen=True)
