@@ -75,6 +75,12 @@ class DelayCheckConfig:
     max_age_seconds: float | None = None
     future_tolerance_seconds: float = 300.0
     as_of: str | None = None
+    # Irregular sampling: gaps are judged against this quantile of the series' own steps.
+    irregular_quantile: float = 0.99
+    # A device whose newest reading is more than this many of its own intervals (its gap bound
+    # at least) and this share of the data's span before the fleet's newest has stopped.
+    stopped_intervals: float = 5.0
+    stopped_share: float = 0.05
     warn_at: float | None = 0.0
     fail_at: float | None = 0.01
 
@@ -174,6 +180,7 @@ _POSITIVE = {
     "delay_check.gap_factor",
     "delay_check.expected_interval_seconds",
     "delay_check.max_age_seconds",
+    "delay_check.stopped_intervals",
     "agent.timeout_seconds",
     "agent.num_ctx",
     "agent.max_steps",
@@ -436,5 +443,9 @@ def _validate(key: str, value: Any, origin: str) -> None:
                     f"bad value for '{key}' in {origin}: {name!r} (column {column!r}) is not a "
                     f"dtype; use a Polars name such as {', '.join(_DTYPE_EXAMPLES)}"
                 )
+    if key in ("delay_check.irregular_quantile", "delay_check.stopped_share") and not (
+        0 < value <= 1
+    ):
+        raise ConfigError(f"bad value for '{key}' in {origin}: {value!r} must be in (0, 1]")
     if key == "structure_check.text_numeric_min_share" and not 0 < value <= 1:
         raise ConfigError(f"bad value for '{key}' in {origin}: {value!r} must be in (0, 1]")

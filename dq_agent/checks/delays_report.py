@@ -29,6 +29,8 @@ STEP = "__step"
 EXPECTED = "__expected"
 OUT_OF_ORDER_TS = "__out_of_order_ts"
 LATENCY = "__latency"
+IRREGULAR = "__irregular"
+BOUND = "__bound"
 
 MAX_GAP_FINDINGS = 10
 MAX_EXAMPLES = 5
@@ -100,7 +102,11 @@ class DelayFinisher:
             )
             for name in ("gap_count", "out_of_order_rows", "late_rows", "future_rows")
         }
-        stale = bool(metrics["stale"]) or bool(metrics["stale_entities"])
+        stale = (
+            bool(metrics["stale"])
+            or bool(metrics["stale_entities"])
+            or bool(metrics["stopped_entities"])
+        )
         status = max(statuses.values(), key=_status_rank)
         if stale and status is Status.PASS:
             status = Status.WARN
@@ -164,15 +170,38 @@ class DelayFinisher:
             "max_age_seconds": max_age,
             "stale": max_age is not None and age is not None and age > max_age,
             "stale_entities": stale_entities,
+            "irregular_entities": int(entities.get_column(IRREGULAR).sum()),
+            "stopped_entities": self._stopped().height,
         }
+
+    def _stopped(self) -> pl.DataFrame:
+        """The entities whose newest reading is far before the fleet's: more than
+        `stopped_intervals` of their own intervals (and their gap bound) and `stopped_share` of
+        the data's span. With one entity there is no fleet to compare with."""
+        entities = self.entities
+        newest, oldest = self.overall["newest"], self.overall["oldest"]
+        if entities.height < 2 or newest is None or oldest is None:
+            return entities.clear()
+        span = (newest - oldest).total_seconds()
+        behind = (pl.lit(newest) - pl.col("newest")).dt.total_microseconds() / 1_000_000
+        own = pl.max_horizontal(self.settings.stopped_intervals * pl.col("expected"), pl.col(BOUND))
+        return (
+            entities.with_columns(behind.alias("behind"))
+            .filter(
+                (pl.col("behind") > own) & (pl.col("behind") > self.settings.stopped_share * span)
+            )
+            .sort(["newest", ENTITY], nulls_last=True)
+        )
 
     def _findings(self, metrics: dict[str, Any], statuses: dict[str, Status]) -> list[Finding]:
         gap_findings = self._gap_findings(statuses["gap_count"])
         leaders = gap_findings[:1] + self._order_finding(metrics, statuses["out_of_order_rows"])
         if self.late is not None:
             leaders += self._late_finding(metrics, statuses["late_rows"])
-        leaders += self._future_finding(metrics, statuses["future_rows"]) + self._stale_findings(
-            metrics
+        leaders += (
+            self._future_finding(metrics, statuses["future_rows"])
+            + self._stale_findings(metrics)
+            + self._stopped_finding()
         )
         findings = leaders + gap_findings[1:]
         # Stable: within one severity, each kind of problem leads before the other gaps.
@@ -342,6 +371,36 @@ class DelayFinisher:
             )
         return findings
 
+    def _stopped_finding(self) -> list[Finding]:
+        stopped = self._stopped()
+        if not stopped.height:
+            return []
+        newest = self.overall["newest"]
+        first = stopped.row(0, named=True)
+        return [
+            Finding(
+                what=(
+                    f"{stopped.height:,} of {self.entities.height:,} entities stopped sending "
+                    f"before the others: {first[ENTITY]}'s newest reading is "
+                    f"{human_duration(first['behind'])} before the newest of all "
+                    f"({human_duration(first['expected'] or 0.0)} interval)"
+                ),
+                count=stopped.height,
+                severity=Status.WARN,
+                entity=first[ENTITY] if stopped.height == 1 else None,
+                start=iso(first["newest"]),
+                end=iso(newest),
+                examples=[
+                    {
+                        "entity": r[ENTITY],
+                        "timestamp": iso(r["newest"]),
+                        "behind_seconds": r["behind"],
+                    }
+                    for r in stopped.head(MAX_EXAMPLES).iter_rows(named=True)
+                ],
+            )
+        ]
+
     @staticmethod
     def _single_entity(frame: pl.DataFrame) -> bool:
         return frame.height > 0 and frame.get_column(ENTITY).n_unique() == 1
@@ -370,6 +429,13 @@ class DelayFinisher:
             parts.append(f"newest {metrics['newest_timestamp']} ({age} old{stale})")
         if metrics["stale_entities"]:
             parts.append(f"{metrics['stale_entities']} stale entities")
+        if metrics["stopped_entities"]:
+            parts.append(f"{metrics['stopped_entities']} stopped early")
+        if metrics["irregular_entities"]:
+            parts.append(
+                f"{metrics['irregular_entities']} irregularly sampled (gaps judged against their "
+                f"{self.settings.irregular_quantile:.0%} step)"
+            )
         if metrics["null_timestamps"]:
             parts.append(f"{metrics['null_timestamps']} rows without timestamp skipped")
         return f"{metrics['timed_rows']} timed rows: " + ", ".join(parts)
