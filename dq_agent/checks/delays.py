@@ -59,6 +59,7 @@ from dq_agent.checks.delays_report import (
     DelayFinisher,
     skipped,
 )
+from dq_agent.checks.dst import naive_source
 from dq_agent.config import Config, DelayCheckConfig, parse_time
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -112,8 +113,10 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     if has_ingest:
         queries.append((_late_query(rows, settings.late_threshold_seconds), "streaming"))
 
+    naive = naive_source(dataset.raw_dtypes.get(timestamp, ""), config.columns.timezone)
+
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return DelayFinisher(settings, as_of, has_ingest, frames).result()
+        return DelayFinisher(settings, as_of, has_ingest, frames, naive).result()
 
     return CheckPlan(
         TOOL, [q for q, _ in queries], finish, engine=tuple(engine for _, engine in queries)

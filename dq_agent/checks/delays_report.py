@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from dq_agent.checks.base import iso, plural
+from dq_agent.checks.dst import offset_cause, repeat_cause, skip_cause
 from dq_agent.config import DelayCheckConfig
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
 
@@ -71,8 +72,11 @@ class DelayFinisher:
         as_of: datetime,
         has_ingest: bool,
         frames: list[pl.DataFrame],
+        naive: bool = False,
     ):
         self.settings = settings
+        # Times that may be local wall-clock times read as UTC: findings name DST and offsets.
+        self.naive = naive
         self.as_of = as_of
         self.has_ingest = has_ingest
         overall, entities, longest, out_of_order, future = frames[:5]
@@ -234,12 +238,18 @@ class DelayFinisher:
                         "gap_seconds": entity["max_gap"],
                     }
                 ]
+            basis = (
+                f"its {self.settings.irregular_quantile:.0%} step "
+                f"({human_duration(entity[BOUND] / factor)}; irregular sampling)"
+                if entity[IRREGULAR]
+                else f"the expected interval of {human_duration(entity['expected'])}"
+            )
             findings.append(
                 Finding(
                     what=(
-                        f"{plural(entity['gaps'], 'gap')} longer than {factor:g}x the expected "
-                        f"interval of {human_duration(entity['expected'])}; "
+                        f"{plural(entity['gaps'], 'gap')} longer than {factor:g}x {basis}; "
                         f"longest {human_duration(entity['max_gap'])}"
+                        + self._cause(self._skip_cause(examples, entity["expected"]))
                     ),
                     count=entity["gaps"],
                     severity=_at_least_warn(severity),
@@ -265,11 +275,16 @@ class DelayFinisher:
             for r in self.out_of_order.iter_rows(named=True)
         ]
         first = examples[0] if examples else {}
+        cause = (
+            repeat_cause([r[OUT_OF_ORDER_TS] for r in self.out_of_order.iter_rows(named=True)])
+            if self.naive
+            else None
+        )
         return [
             Finding(
                 what=(
                     f"{plural(count, 'row')} out of order: earlier than the previous row "
-                    "of the same entity in file order"
+                    "of the same entity in file order" + self._cause(cause)
                 ),
                 count=count,
                 severity=_at_least_warn(severity),
@@ -319,11 +334,19 @@ class DelayFinisher:
         ]
         latest = examples[0]["timestamp"] if examples else None
         tolerance = human_duration(self.settings.future_tolerance_seconds)
+        newest: datetime | None = self.overall["newest"]
+        cause = (
+            offset_cause(
+                (newest - self.as_of).total_seconds(), self.settings.future_tolerance_seconds
+            )
+            if self.naive and newest is not None
+            else None
+        )
         return [
             Finding(
                 what=(
                     f"{plural(count, 'row')} timestamped more than {tolerance} "
-                    f"after {metrics['as_of']}"
+                    f"after {metrics['as_of']}" + self._cause(cause)
                 ),
                 count=count,
                 severity=_at_least_warn(severity),
@@ -339,12 +362,14 @@ class DelayFinisher:
         max_age = metrics["max_age_seconds"]
         findings = []
         if metrics["stale"]:
+            age = metrics["freshness_age_seconds"]
+            cause = offset_cause(-age, max_age) if self.naive else None
             findings.append(
                 Finding(
                     what=(
                         "data is stale: newest row is "
-                        f"{human_duration(metrics['freshness_age_seconds'])} old "
-                        f"(max {human_duration(max_age)})"
+                        f"{human_duration(age)} old "
+                        f"(max {human_duration(max_age)})" + self._cause(cause)
                     ),
                     count=1,
                     severity=Status.WARN,
@@ -400,6 +425,21 @@ class DelayFinisher:
                 ],
             )
         ]
+
+    @staticmethod
+    def _cause(cause: str | None) -> str:
+        return f" ({cause})" if cause else ""
+
+    def _skip_cause(self, examples: list[dict[str, Any]], interval: float | None) -> str | None:
+        if not self.naive or interval is None:
+            return None
+        for example in examples:
+            start = datetime.fromisoformat(example["timestamp"])
+            end = datetime.fromisoformat(example["next_timestamp"])
+            cause = skip_cause(start, end, example["gap_seconds"] - interval, interval)
+            if cause is not None:
+                return cause
+        return None
 
     @staticmethod
     def _single_entity(frame: pl.DataFrame) -> bool:

@@ -33,6 +33,7 @@ from dq_agent.checks.base import (
     series_rows,
     shown_value,
 )
+from dq_agent.checks.dst import naive_source, repeat_cause
 from dq_agent.config import Config
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
@@ -69,7 +70,15 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     settings = config.duplicate_check
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return _result(dataset, frames, key, compared, settings.warn_at, settings.fail_at)
+        return _result(
+            dataset,
+            frames,
+            key,
+            compared,
+            settings.warn_at,
+            settings.fail_at,
+            config.columns.timezone,
+        )
 
     # The series order is a window with gathers: in memory, not copied into a stream.
     return CheckPlan(TOOL, queries, finish, engine="in-memory")
@@ -217,6 +226,7 @@ def _result(
     compared: Sequence[str],
     warn_at: float | None,
     fail_at: float | None,
+    dataset_timezone: str = "UTC",
 ) -> CheckResult:
     totals = frames[0].row(0, named=True)
     rows = int(totals["rows"] or 0)
@@ -254,7 +264,8 @@ def _result(
             entities_with_duplicate_keys=len(by_entity),
         )
         examples = frames[3].to_dicts()
-        findings += _key_findings(by_entity, examples, compared, key[-1])
+        naive = naive_source(dataset.raw_dtypes.get(key[-1], ""), dataset_timezone)
+        findings += _key_findings(by_entity, examples, compared, key[-1], naive)
     worst = max(exact, metrics["duplicate_key_rows"] or 0)
     status = status_from_thresholds(worst, rows, warn_at, fail_at)
     severity = status if status in (Status.WARN, Status.FAIL) else Status.WARN
@@ -293,9 +304,12 @@ def _key_findings(
     examples: list[dict[str, Any]],
     compared: Sequence[str],
     ts: str,
+    naive: bool = False,
 ) -> list[tuple[str, Finding]]:
     findings: list[tuple[str, Finding]] = []
     column = compared[0] if len(compared) == 1 else None
+    cause = repeat_cause([e[ts] for e in examples if e[_DISTINCT] > 1]) if naive else None
+    because = f" ({cause})" if cause else ""
     for entity in by_entity:
         name = entity[_ENTITY]
         own = [e for e in examples if e[_ENTITY] == name]
@@ -308,6 +322,7 @@ def _key_findings(
                         what=(
                             f"{plural(conflicting, 'conflicting reading')} at "
                             f"{plural(int(entity['conflicting_groups']), 'duplicated key')}"
+                            f"{because}"
                         ),
                         count=conflicting,
                         column=column,
