@@ -104,6 +104,51 @@ class Finding:
         return ", ".join(parts)
 
 
+# The metric keys each check's result always holds (README "JSON report"): null when the check
+# did not evaluate them, also when it was skipped or could not run. `findings_left_out` counts
+# the findings beyond the ones listed.
+DOCUMENTED_METRICS: dict[str, tuple[str, ...]] = {
+    "null_check": ("rows", "total_missing", "empty_columns", "columns", "findings_left_out"),
+    "duplicate_check": (
+        "rows",
+        "exact_duplicate_rows",
+        "duplicate_key_rows",
+        "conflicting_key_rows",
+        "findings_left_out",
+    ),
+    "outlier_check": (
+        "total_outliers",
+        "total_checked_values",
+        "significant_groups",
+        "columns",
+        "findings_left_out",
+    ),
+    "delay_check": (
+        "gap_count",
+        "max_gap_seconds",
+        "late_rows",
+        "out_of_order_rows",
+        "stopped_entities",
+        "irregular_entities",
+        "findings_left_out",
+    ),
+    "structure_check": (
+        "missing_columns",
+        "unexpected_columns",
+        "unparseable_timestamps",
+        "text_numeric_columns",
+        "invalid_utf8_values",
+        "nested_columns",
+        "findings_left_out",
+    ),
+}
+
+
+def left_out(findings: list[Finding], limit: int) -> tuple[list[Finding], int]:
+    """The first `limit` findings and how many were left out."""
+    return findings[:limit], max(0, len(findings) - limit)
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """The outcome of one detection tool."""
@@ -117,6 +162,12 @@ class CheckResult:
     duration_seconds: float = 0.0
     error: str | None = None
     suggestion: str | None = None
+
+    def __post_init__(self) -> None:
+        # Every documented key in every result, whichever path built it.
+        missing = [k for k in DOCUMENTED_METRICS.get(self.tool, ()) if k not in self.metrics]
+        if missing:
+            object.__setattr__(self, "metrics", {**self.metrics, **dict.fromkeys(missing)})
 
     @classmethod
     def failed(cls, tool: str, error: str, suggestion: str) -> CheckResult:

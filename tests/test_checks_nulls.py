@@ -282,3 +282,12 @@ def test_every_dtype_is_counted_and_nested_columns_are_left_out(tmp_path: Path) 
         "took": 2,
         "kind": 1,
     }
+
+
+def test_a_truncated_finding_list_says_how_many_were_left_out(tmp_path: Path) -> None:
+    names = [f"s{i}" for i in range(25)]
+    rows = [[minute(m), "a", *([None] * 25 if m == 0 else [1.0] * 25)] for m in range(4)]
+    path = write_csv(tmp_path / "wide.csv", ["timestamp", "device_id", *names], rows)
+    result = run_check(plan_null_check, path)
+    assert len(result.findings) == 20
+    assert result.metrics["findings_left_out"] == 5

@@ -2,7 +2,10 @@ import json
 import math
 from datetime import UTC, datetime
 
+import pytest
+
 from dq_agent.result import (
+    DOCUMENTED_METRICS,
     OBSERVATION_MAX_CHARS,
     CheckResult,
     Finding,
@@ -10,6 +13,7 @@ from dq_agent.result import (
     Status,
     Verdict,
     jsonable,
+    left_out,
     status_from_thresholds,
     verdict_of,
 )
@@ -72,4 +76,21 @@ def test_to_dict_is_json_and_carries_source() -> None:
     r = CheckResult(tool="null_check", status=Status.WARN, summary="s", metrics={"x": math.inf})
     data = r.with_source(Source.BACKFILLED).to_dict()
     assert data["source"] == "backfilled"
-    assert json.loads(json.dumps(data))["metrics"] == {"x": None}
+    assert json.loads(json.dumps(data))["metrics"] == {
+        **dict.fromkeys(DOCUMENTED_METRICS["null_check"]),
+        "x": None,
+    }
+
+
+@pytest.mark.parametrize("tool", sorted(DOCUMENTED_METRICS))
+def test_every_result_holds_the_documented_keys_even_when_it_could_not_run(tool: str) -> None:
+    failed = CheckResult.failed(tool, "boom", "retry")
+    assert failed.to_dict()["metrics"] == dict.fromkeys(DOCUMENTED_METRICS[tool])
+    kept = CheckResult(tool, Status.PASS, "s", metrics={DOCUMENTED_METRICS[tool][0]: 7})
+    assert kept.metrics[DOCUMENTED_METRICS[tool][0]] == 7
+
+
+def test_left_out_counts_what_a_list_drops() -> None:
+    findings = [Finding(what=str(i), count=i) for i in range(5)]
+    assert left_out(findings, 3) == (findings[:3], 2)
+    assert left_out(findings, 10) == (findings, 0)

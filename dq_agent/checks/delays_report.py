@@ -15,7 +15,7 @@ import polars as pl
 from dq_agent.checks.base import iso, plural
 from dq_agent.checks.dst import offset_cause, repeat_cause, skip_cause
 from dq_agent.config import DelayCheckConfig
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import CheckResult, Finding, Status, left_out, status_from_thresholds
 
 TOOL = "delay_check"
 
@@ -114,7 +114,7 @@ class DelayFinisher:
         status = max(statuses.values(), key=_status_rank)
         if stale and status is Status.PASS:
             status = Status.WARN
-        findings = self._findings(metrics, statuses)
+        findings, metrics["findings_left_out"] = self._findings(metrics, statuses)
         return CheckResult(TOOL, status, self._summary(metrics), metrics=metrics, findings=findings)
 
     def _metrics(self) -> dict[str, Any]:
@@ -197,7 +197,9 @@ class DelayFinisher:
             .sort(["newest", ENTITY], nulls_last=True)
         )
 
-    def _findings(self, metrics: dict[str, Any], statuses: dict[str, Status]) -> list[Finding]:
+    def _findings(
+        self, metrics: dict[str, Any], statuses: dict[str, Status]
+    ) -> tuple[list[Finding], int]:
         gap_findings = self._gap_findings(statuses["gap_count"])
         leaders = gap_findings[:1] + self._order_finding(metrics, statuses["out_of_order_rows"])
         if self.late is not None:
@@ -210,7 +212,10 @@ class DelayFinisher:
         findings = leaders + gap_findings[1:]
         # Stable: within one severity, each kind of problem leads before the other gaps.
         findings.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity, 2))
-        return findings[:MAX_FINDINGS]
+        # Entities with gaps beyond the MAX_GAP_FINDINGS listed are left out too.
+        unlisted = max(0, metrics["entities_with_gaps"] - MAX_GAP_FINDINGS)
+        shown, dropped = left_out(findings, MAX_FINDINGS)
+        return shown, dropped + unlisted
 
     def _gap_findings(self, severity: Status) -> list[Finding]:
         findings = []

@@ -271,6 +271,7 @@ def _result(
     severity = status if status in (Status.WARN, Status.FAIL) else Status.WARN
     findings.sort(key=lambda item: (_KIND_ORDER[item[0]], -item[1].count, item[1].entity or ""))
     ordered = [replace(f, severity=severity) for _, f in findings[:MAX_FINDINGS]]
+    metrics["findings_left_out"] = max(0, len(findings) - MAX_FINDINGS)
     return CheckResult(TOOL, status, _summary(metrics), metrics, ordered)
 
 

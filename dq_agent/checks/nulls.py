@@ -32,7 +32,7 @@ from dq_agent.checks.base import (
 )
 from dq_agent.config import Config
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import CheckResult, Finding, Status, left_out, status_from_thresholds
 
 TOOL = "null_check"
 MAX_FINDINGS = 20
@@ -209,9 +209,8 @@ def _result(
         "columns": per_column,
     }
     status = max(statuses, key=_SEVERITY_RANK.__getitem__, default=Status.PASS)
-    return CheckResult(
-        TOOL, status, _summary(per_column, rows, empty_columns), metrics, findings[:MAX_FINDINGS]
-    )
+    shown, metrics["findings_left_out"] = left_out(findings, MAX_FINDINGS)
+    return CheckResult(TOOL, status, _summary(per_column, rows, empty_columns), metrics, shown)
 
 
 def _run_metrics(runs: dict[str, Any], index: int, has_time: bool) -> dict[str, Any] | None:

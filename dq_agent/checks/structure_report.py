@@ -15,7 +15,7 @@ import polars as pl
 from dq_agent.checks.base import plural, shown_value
 from dq_agent.config import StructureCheckConfig
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status
+from dq_agent.result import CheckResult, Finding, Status, left_out
 
 TOOL = "structure_check"
 MAX_FINDINGS = 20
@@ -365,7 +365,7 @@ class StructureReport:
             zip(self.findings, self.labels, strict=True),
             key=lambda pair: 0 if pair[0].severity is Status.FAIL else 1,
         )
-        findings = [f for f, _ in ranked][:MAX_FINDINGS]
+        findings, self.metrics["findings_left_out"] = left_out([f for f, _ in ranked], MAX_FINDINGS)
         status = _worst(findings)
         scope = f"{self.metrics['columns']} columns, {self.metrics['rows']:,} rows"
         if not findings:
