@@ -105,8 +105,9 @@ def test_a_configured_interval_applies_to_every_entity(tmp_path: Path) -> None:
 
 def test_status_follows_the_thresholds_against_rows(tmp_path: Path) -> None:
     path = intervals_csv(tmp_path)
-    # 2 gaps in 57 rows is 3.5%.
-    assert run_check(plan_delay_check, path, _config()).status is Status.FAIL  # fail_at 1%
+    # 2 gaps in 57 rows is 3.5%: over fail_at 1%, but a 1% process gives 2 in 57 one time in 9.
+    assert run_check(plan_delay_check, path, _config()).status is Status.WARN
+    assert run_check(plan_delay_check, path, _config(fail_at=0.001)).status is Status.FAIL
     assert run_check(plan_delay_check, path, _config(fail_at=0.05)).status is Status.WARN
     assert run_check(plan_delay_check, path, _config(fail_at=2.0)).status is Status.FAIL
     assert run_check(plan_delay_check, path, _config(fail_at=3.0)).status is Status.WARN

@@ -34,7 +34,13 @@ def test_verdict_is_worst_status_and_error_is_not_a_pass() -> None:
 def test_thresholds_fraction_or_count() -> None:
     assert status_from_thresholds(0, 100, 0.0, 0.05) is Status.PASS
     assert status_from_thresholds(1, 100, 0.0, 0.05) is Status.WARN
-    assert status_from_thresholds(5, 100, 0.0, 0.05) is Status.FAIL
+    # 5 of 100 is 5%, but a process missing 5% gives 5 or more more often than not: no fail.
+    assert status_from_thresholds(5, 100, 0.0, 0.05) is Status.WARN
+    assert status_from_thresholds(10, 100, 0.0, 0.05) is Status.FAIL  # P(>= 10 | 5%) = 0.03
+    assert status_from_thresholds(9, 100, 0.0, 0.05) is Status.WARN  # P(>= 9 | 5%) = 0.06
+    # One bad row of ten is 10%, and weak evidence: warn, not fail.
+    assert status_from_thresholds(1, 10, 0.0, 0.05) is Status.WARN
+    assert status_from_thresholds(5, 10, 0.0, 0.05) is Status.FAIL
     assert status_from_thresholds(4, 100, 10, 20) is Status.PASS
     assert status_from_thresholds(10, 100, 10, 20) is Status.WARN
     assert status_from_thresholds(25, 100, 10, 20) is Status.FAIL

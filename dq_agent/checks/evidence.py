@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 import math
 
+from dq_agent.result import binomial_sf
+
 NULL_DEGREES_OF_FREEDOM = 10
 NULL_MODEL = f"student_t_{NULL_DEGREES_OF_FREEDOM}"
 # The MAD of a normal sample is 0.6745 of its standard deviation.
@@ -116,40 +118,6 @@ def z_tail(z: float, t_scale: float, information: float = math.inf) -> float:
     if grid is None:
         grid = _GRIDS[key] = _spread_ratio_grid(key)
     return min(1.0, sum(w * t_tail(z * t_scale * r) for r, w in grid))
-
-
-def binomial_sf(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p), summed in log space from k upwards."""
-    if k <= 0:
-        return 1.0
-    if k > n or p <= 0.0:
-        return 0.0
-    if p >= 1.0:
-        return 1.0
-    if k <= n * p:
-        # At or below the mean the tail is at least about a half: no evidence either way.
-        return 1.0
-    log_p, log_q = math.log(p), math.log1p(-p)
-
-    def log_pmf(i: int) -> float:
-        return (
-            math.lgamma(n + 1)
-            - math.lgamma(i + 1)
-            - math.lgamma(n - i + 1)
-            + i * log_p
-            + (n - i) * log_q
-        )
-
-    first = log_pmf(k)
-    total, term, i = 1.0, 1.0, k
-    # Terms fall geometrically above the mean; relative to the first one.
-    while i < n:
-        term *= (n - i) / (i + 1) * (p / (1 - p))
-        i += 1
-        total += term
-        if term < 1e-17 * total:
-            break
-    return min(1.0, math.exp(first) * total)
 
 
 def max_tail(n: int, largest_z: float, t_scale: float, information: float = math.inf) -> float:
