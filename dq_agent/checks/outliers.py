@@ -75,8 +75,10 @@ MIN_FLEET_GROUP = 4
 # Deviations from a sample's own median are smaller than from the true centre: their median is
 # about (1 - 1.3 / n) of the normal one (simulated, n = 4..50); divided out per group.
 _SMALL_SAMPLE_BIAS = 1.3
-# Decimal places tried when working out a column's resolution (1 down to 0.000001).
+# Decimal places tried when working out a column's resolution (1 down to 0.000001), on the
+# first values of the column.
 _MAX_DECIMALS = 6
+_RESOLUTION_SAMPLE = 10_000
 _ENTITY = "__entity"
 _TIME = "__time"
 _X = "__x"
@@ -211,50 +213,44 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFr
                 for i, name in enumerate(columns)
             ],
         )
+        # Distances from the mean of the two readings before and of the two after: columns of
+        # their own, as each is read several times below.
         .with_columns(
             expr
             for i in range(len(columns))
             for expr in (
-                (pl.col(_x(i)) - _neighbours_median(pl.col(_x(i)))).alias(_local(i)),
-                _spike(pl.col(_x(i))).alias(_two_sided(i)),
+                (pl.col(_x(i)) - _side_mean(pl.col(_x(i)), 1)).alias(_local(i)),
+                (pl.col(_x(i)) - _side_mean(pl.col(_x(i)), -1)).alias(_after(i)),
             )
         )
+        .with_columns(_spike(i).alias(_two_sided(i)) for i in range(len(columns)))
+        .drop(_after(i) for i in range(len(columns)))
         # Read by several queries: computed once.
         .cache()
     )
 
 
-def _neighbours_median(x: pl.Expr) -> pl.Expr:
-    """The median of the two readings before and the two after (those there are, at least two),
-    within the series. The reading itself is left out: on a steady slope it would be its own
-    window's median, and a spike would shift the window it is judged by."""
-    around = [x.shift(k).over(SERIES) for k in (-2, -1, 1, 2)]
-    present = pl.sum_horizontal([a.is_not_null().cast(pl.Int8) for a in around])
-    total = pl.sum_horizontal(around)
-    middle = total - pl.max_horizontal(around) - pl.min_horizontal(around)
-    return (
-        pl.when(present == 4)
-        .then(middle / 2)
-        .when(present == 3)
-        .then(middle)
-        .when(present == 2)
-        .then(total / 2)
-        .otherwise(None)
-    )
+def _after(i: int) -> str:
+    return f"__after{i}"
 
 
-def _spike(x: pl.Expr) -> pl.Expr:
-    """How far a reading stands out from both sides: the smaller of its distances from the mean
+def _side_mean(x: pl.Expr, direction: int) -> pl.Expr:
+    """The mean of the two readings before (direction 1) or after (-1) in the same series, null
+    near a series' ends. The series' rows are contiguous, so a shift with a mask does what a
+    window per series would, several times faster."""
+    series = pl.col(SERIES)
+    far = 2 * direction
+    return pl.when(series.shift(far) == series).then((x.shift(direction) + x.shift(far)) / 2)
+
+
+def _spike(i: int) -> pl.Expr:
+    """How far a reading stands out from both sides: the nearer of its distances from the mean
     of the two readings before and of the two after, when it is above both or below both (else
-    0). A step between two levels stands out from one side only, and is no spike."""
-    before = pl.mean_horizontal(x.shift(1).over(SERIES), x.shift(2).over(SERIES))
-    after = pl.mean_horizontal(x.shift(-1).over(SERIES), x.shift(-2).over(SERIES))
-    up, down = x - before, x - after
-    return (
-        pl.when(up.sign() == down.sign())
-        .then(up.sign() * pl.min_horizontal(up.abs(), down.abs()))
-        .otherwise(0.0)
-    )
+    0; null near a series' ends). A step between two levels stands out from one side only, and
+    is no spike."""
+    up, down = pl.col(_local(i)), pl.col(_after(i))
+    nearer = pl.when(up.abs() < down.abs()).then(up).otherwise(down)
+    return pl.when(up * down > 0).then(nearer).otherwise(0.0)
 
 
 def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
@@ -313,41 +309,35 @@ def _unbiased(n: pl.Expr) -> pl.Expr:
 def _column_stats(
     values: pl.LazyFrame, stats: pl.LazyFrame, schema: pl.Schema, columns: Sequence[str]
 ) -> pl.LazyFrame:
-    """One row: per column the fleet's robust spread of deviations from each group's own median
-    (groups of at least MIN_FLEET_GROUP values) and the column's resolution."""
-    keys = [_ENTITY]
-    own = stats.select(
-        _ENTITY,
-        *[
-            pl.col(_stat(name, i))
-            for i in range(len(columns))
-            for name in ("n", "median", "meanad")
-        ],
-    )
-    deviations = values.join(own, on=keys, how="inner", nulls_equal=True)
+    """One row: per column the fleet's robust spread, the median of the groups' own spreads
+    (groups of at least MIN_FLEET_GROUP values that vary, each corrected for its size: the
+    median of per-group MADs is about (1 - 1.2 / n) of the normal one, simulated n = 4..50),
+    the values behind it, the groups' median autocorrelation, and the column's resolution.
+    From the small group table only: no pass over the rows."""
     fleet: list[pl.Expr] = []
     for i in range(len(columns)):
         n = pl.col(_stat("n", i))
-        # A flat group's zeros would shrink the fleet's spread: only groups that vary count.
-        deviation = ((pl.col(_x(i)) - pl.col(_stat("median", i))).abs() * _unbiased(n)).filter(
-            (n >= MIN_FLEET_GROUP) & (pl.col(_stat("meanad", i)) > 0)
-        )
-        mad, mean_abs = deviation.median(), deviation.mean()
-        fleet.append(
-            pl.when(mad > 0)
-            .then(mad * MAD_TO_SIGMA)
-            .otherwise(mean_abs * MEAN_ABS_TO_SIGMA)
+        mad, meanad = pl.col(_stat("mad", i)), pl.col(_stat("meanad", i))
+        # A flat group's zero spread would shrink the fleet's: only groups that vary count.
+        eligible = (n >= MIN_FLEET_GROUP) & (meanad > 0)
+        spread = pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(
+            meanad * MEAN_ABS_TO_SIGMA
+        ) * _unbiased(n)
+        fleet += [
+            spread.filter(eligible).median().fill_null(0.0).alias(_stat("fleet", i)),
+            n.filter(eligible).sum().cast(pl.Int64).alias(_stat("fleet_n", i)),
+            pl.col(_stat("rho", i))
+            .filter(eligible)
+            .median()
             .fill_null(0.0)
-            .alias(_stat("fleet", i))
-        )
-        fleet.append(deviation.count().cast(pl.Int64).alias(_stat("fleet_n", i)))
-        side = (pl.col(_x(i)) - pl.col(_stat("median", i))).sign()
-        fleet.append(_quadrant_rho(side, side.shift().over(SERIES)).alias(_stat("fleet_rho", i)))
-    resolution = values.select(
+            .alias(_stat("fleet_rho", i)),
+        ]
+    # The resolution is a floor for the spread: the first values tell it as well as all.
+    resolution = values.head(_RESOLUTION_SAMPLE).select(
         _resolution(pl.col(_x(i)), schema[name]).alias(_stat("resolution", i))
         for i, name in enumerate(columns)
     )
-    return deviations.select(fleet).join(resolution, how="cross")
+    return stats.select(fleet).join(resolution, how="cross")
 
 
 def _judged_groups(
@@ -408,8 +398,9 @@ def _judged_groups(
 
 
 def _local_spread(i: int) -> pl.Expr:
-    """The robust spread of the deviations from the neighbours' median (MAD scaled to sigma,
-    else the mean absolute deviation)."""
+    """The robust spread of the readings' distances from the mean of the two before (MAD about
+    0 scaled to sigma, else the mean absolute deviation). Clean data's two-sided spike measure
+    is smaller than that distance, so its tail lies inside the null's."""
     mad, meanad = pl.col(_stat("local_mad", i)), pl.col(_stat("local_meanad", i))
     return pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(meanad * MEAN_ABS_TO_SIGMA)
 
