@@ -88,10 +88,16 @@ class AgentConfig:
     enabled: bool = True
     model: str = "qwen2.5:7b"
     host: str = "http://127.0.0.1:11434"
-    timeout_seconds: float = 120.0
+    # A CPU-only machine running a 7B model: a 1,500-token first prompt takes minutes there.
+    timeout_seconds: float = 300.0
     num_ctx: int = 8192
     temperature: float = 0.0
     seed: int = 42
+    # Tokens a reply may take: a turn of tool calls, and the account (or a repair or merge).
+    num_predict_tools: int = 320
+    num_predict_answer: int = 900
+    # eval-model samples the model's behaviour: this temperature, and a new seed per run.
+    eval_temperature: float = 0.7
     max_steps: int = 20
     max_sentinel_rounds: int = 3
     sentinel: bool = True
@@ -171,6 +177,8 @@ _POSITIVE = {
     "agent.num_ctx",
     "agent.max_steps",
     "agent.max_sentinel_rounds",
+    "agent.num_predict_tools",
+    "agent.num_predict_answer",
     "history.baseline_runs",
 }
 

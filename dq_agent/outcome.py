@@ -47,6 +47,8 @@ class Audit:
 
     expected_tools: list[str]
     called_tools: list[str] = field(default_factory=list)
+    called_after_push: list[str] = field(default_factory=list)
+    """Of `called_tools`, those the model called only after the loop ran verify_result for it."""
     fallback_executed: list[str] = field(default_factory=list)
     fallback_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -54,6 +56,7 @@ class Audit:
         return {
             "expected_tools": list(self.expected_tools),
             "called_tools": list(self.called_tools),
+            "called_after_push": list(self.called_after_push),
             "fallback_executed": list(self.fallback_executed),
             "fallback_outputs": jsonable(self.fallback_outputs),
         }
@@ -69,6 +72,8 @@ class AgentInfo:
     error: str | None = None
     steps: int = 0
     sentinel_rounds: int = 0
+    sentinel_invocations: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per verify_result round: {round, by: model | loop, missing}."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     narrative: str | None = None
@@ -83,6 +88,7 @@ class AgentInfo:
             "error": self.error,
             "steps": self.steps,
             "sentinel_rounds": self.sentinel_rounds,
+            "sentinel_invocations": jsonable(self.sentinel_invocations),
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
             "narrative": self.narrative,
             "narrative_checks": self.narrative_checks,

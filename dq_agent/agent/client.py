@@ -161,12 +161,17 @@ class ModelClient:
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
         stop: Sequence[str] | None = None,
+        num_predict: int | None = None,
     ) -> ModelReply:
-        """One streamed chat call, accumulated; the whole call must finish within the timeout."""
+        """One streamed chat call, accumulated; the whole call must finish within the timeout.
+
+        `num_predict` bounds the reply (default: the account's length): every call is bounded.
+        """
         options: dict[str, Any] = {
             "num_ctx": self.settings.num_ctx,
             "temperature": self.settings.temperature,
             "seed": self.settings.seed,
+            "num_predict": num_predict or self.settings.num_predict_answer,
         }
         if stop:
             options["stop"] = list(stop)
@@ -201,9 +206,10 @@ class ModelClient:
             "".join(content), calls, prompt_tokens, completion_tokens, time.monotonic() - started
         )
 
-    def ask(self, prompt: str) -> str:
+    def ask(self, prompt: str, num_predict: int | None = None) -> str:
         """One prompt, no tools, the text of the answer. Raises ModelCallError."""
-        return self.chat([{"role": "user", "content": prompt}]).content.strip()
+        messages = [{"role": "user", "content": prompt}]
+        return self.chat(messages, num_predict=num_predict).content.strip()
 
     # -- helpers ----------------------------------------------------------------------------
 

@@ -74,6 +74,8 @@ def run_agent_inspection(
                 question=question,
                 trace=trace,
                 use_sentinel=settings.sentinel,
+                num_predict_tools=settings.num_predict_tools,
+                num_predict_answer=settings.num_predict_answer,
             )
             trace.emit(
                 "preflight",
@@ -86,6 +88,7 @@ def run_agent_inspection(
         except ModelUnavailableError as exc:
             return _unavailable(tools, info, exc, config, trace)
         _account(info, run)
+        guarded.audit.called_after_push = list(run.called_after_push)
         alive = run.error is None
         ask = _asker(model, info) if alive else None
         info.narrative, info.merge = _merge(
@@ -121,6 +124,7 @@ def _account(info: AgentInfo, run: LoopResult) -> None:
     info.mode = run.mode
     info.steps = run.steps
     info.sentinel_rounds = run.sentinel_rounds
+    info.sentinel_invocations = list(run.sentinel_invocations)
     info.prompt_tokens += run.prompt_tokens
     info.completion_tokens += run.completion_tokens
     if run.error is not None:
