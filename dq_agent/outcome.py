@@ -79,6 +79,20 @@ class AgentInfo:
     narrative: str | None = None
     narrative_checks: dict[str, Any] | None = None
     merge: str | None = None
+    account_source: str | None = None
+    """Whose account `narrative` is: "model" (checked) or "dq-agent" (the model's text rejected)."""
+    account_reason: str | None = None
+    """Why the model's text was rejected, e.g. "echoed tool output"."""
+    rejected_narrative: str | None = None
+    """The model's text as it was rejected (after the repair round)."""
+
+    def account_line(self) -> str | None:
+        """What the report says about the account it shows."""
+        if self.account_source == "model":
+            return "account: model (checked)"
+        if self.account_source == "dq-agent":
+            return f"account: written by dq-agent (model text rejected: {self.account_reason})"
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +107,8 @@ class AgentInfo:
             "narrative": self.narrative,
             "narrative_checks": self.narrative_checks,
             "merge": self.merge,
+            "account": {"source": self.account_source, "reason": self.account_reason},
+            "rejected_narrative": self.rejected_narrative,
         }
 
 

@@ -327,7 +327,15 @@ def test_two_empty_answers_end_the_loop_without_a_narrative(bench: ToolBench) ->
     with FakeOllama([calls_of(*ALL), verify(True), reply(""), reply(" ")]) as fake:
         outcome, trace = inspect(fake, bench)
     assert len(fake.chat_requests) == 4
-    assert outcome.agent.narrative is None
+    # No answer from the model: the report shows the account dq-agent writes from the results.
+    assert outcome.agent.rejected_narrative is None
+    assert (
+        outcome.agent.account_line()
+        == "account: written by dq-agent (model text rejected: no answer)"
+    )
+    assert (outcome.agent.narrative or "").splitlines()[0] == (
+        "null_check: WARN. null_check: 1 finding in 3 rows."
+    )
     assert outcome.agent.status == "ok"
     assert trace.of("loop_end")[0]["reason"] == "empty_answer"
 
@@ -606,7 +614,12 @@ def test_narrative_review_hook_gets_the_narrative_and_a_working_ask_model(
     seen: dict[str, Any] = {}
 
     def review(
-        narrative: str, checks: dict[str, CheckResult], dataset: Any, verdict: Verdict, ask: Any
+        narrative: str,
+        checks: dict[str, CheckResult],
+        dataset: Any,
+        verdict: Verdict,
+        ask: Any,
+        drill_downs: Any,
     ) -> tuple[str, dict[str, Any]]:
         seen.update(narrative=narrative, tools=list(checks), verdict=verdict)
         return f"{narrative} [reviewed: {ask('Check this.')}]", {"covered": True}
@@ -617,6 +630,7 @@ def test_narrative_review_hook_gets_the_narrative_and_a_working_ask_model(
     assert seen == {"narrative": ANSWER, "tools": ALL, "verdict": Verdict.WARN}
     assert outcome.agent.narrative == f"{ANSWER} [reviewed: looks right]"
     assert outcome.agent.narrative_checks == {"covered": True}
+    assert outcome.agent.account_line() == "account: model (checked)"
     assert fake.last_message(3) == {"role": "user", "content": "Check this."}
     assert outcome.agent.prompt_tokens == 4 * 120
 

@@ -20,6 +20,7 @@ from dq_agent.config import Config
 from dq_agent.errors import AgentUnavailableError
 from dq_agent.guard import Guarded, run_with_tool_guard
 from dq_agent.load import Dataset
+from dq_agent.narrative.account import written_account
 from dq_agent.narrative_guard import review_narrative
 from dq_agent.outcome import AgentInfo, Audit
 from dq_agent.result import CheckResult, Source, Status, verdict_of
@@ -94,7 +95,7 @@ def run_agent_inspection(
         info.narrative, info.merge = _merge(
             run, guarded, ask if settings.fallback_merge else None, trace
         )
-        _review(info, guarded.checks, dataset, ask)
+        _review(info, guarded.checks, dataset, ask, run)
     return AgentOutcome(guarded.checks, guarded.audit, info)
 
 
@@ -183,11 +184,28 @@ def guard_section(checks: dict[str, CheckResult], names: Sequence[str]) -> str:
 
 
 def _review(
-    info: AgentInfo, checks: dict[str, CheckResult], dataset: Dataset, ask: AskModel | None
+    info: AgentInfo,
+    checks: dict[str, CheckResult],
+    dataset: Dataset,
+    ask: AskModel | None,
+    run: LoopResult,
 ) -> None:
-    """The narrative guard: coverage, grounded names and figures, no contradicting verdict."""
+    """The narrative guard (coverage, grounded names and figures, no contradicting verdict, no
+    tool markup), then the choice of account: the model's checked text, or one written by code
+    when the model's text cannot be shown even after the repair round."""
+    verdict = verdict_of(list(checks.values()))
     if info.narrative is None:
+        reasons = ["no answer"]
+    else:
+        info.narrative, info.narrative_checks = review_narrative(
+            info.narrative, checks, dataset, verdict, ask, run.drill_downs
+        )
+        reasons = list((info.narrative_checks or {}).get("rejection_reasons") or [])
+    if not reasons:
+        info.account_source = "model"
         return
-    info.narrative, info.narrative_checks = review_narrative(
-        info.narrative, checks, dataset, verdict_of(list(checks.values())), ask
-    )
+    info.rejected_narrative = info.narrative
+    info.narrative = written_account(checks, verdict)
+    info.account_source = "dq-agent"
+    info.account_reason = ", ".join(reasons)
+    log.info("the model's account was rejected (%s): dq-agent wrote one", info.account_reason)
