@@ -47,6 +47,8 @@ class Reply:
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     prompt_tokens: int = 120
     completion_tokens: int = 30
+    prompt_eval_ns: int = 1000
+    eval_ns: int = 1000
 
 
 @dataclass(frozen=True)
@@ -265,9 +267,9 @@ def _final(
         total_duration=1_000_000,
         load_duration=1000,
         prompt_eval_count=item.prompt_tokens,
-        prompt_eval_duration=1000,
+        prompt_eval_duration=item.prompt_eval_ns,
         eval_count=item.completion_tokens,
-        eval_duration=1000,
+        eval_duration=item.eval_ns,
     )
     return out
 

@@ -61,6 +61,10 @@ class ModelReply:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+    prompt_seconds: float | None = None
+    """Time the server spent reading the prompt, when it says (Ollama's prompt_eval_duration)."""
+    eval_seconds: float | None = None
+    """Time the server spent generating, when it says (eval_duration)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,7 @@ class ModelClient:
         content: list[str] = []
         calls: list[ToolCall] = []
         prompt_tokens = completion_tokens = 0
+        durations: tuple[float | None, float | None] = (None, None)
         try:
             stream: Iterator[ollama.ChatResponse] = self._client.chat(
                 self.model,
@@ -197,13 +202,19 @@ class ModelClient:
                 if part.done:
                     prompt_tokens = part.prompt_eval_count or 0
                     completion_tokens = part.eval_count or 0
+                    durations = (_seconds(part.prompt_eval_duration), _seconds(part.eval_duration))
                 if time.monotonic() > deadline:
                     raise httpx.ReadTimeout("the model did not finish within the timeout")
         except _FAILURES as exc:
             raise self._describe(exc) from exc
         self._watch_context(prompt_tokens)
         return ModelReply(
-            "".join(content), calls, prompt_tokens, completion_tokens, time.monotonic() - started
+            "".join(content),
+            calls,
+            prompt_tokens,
+            completion_tokens,
+            time.monotonic() - started,
+            *durations,
         )
 
     def ask(self, prompt: str, num_predict: int | None = None) -> str:
@@ -271,6 +282,10 @@ _FAILURES: tuple[type[BaseException], ...] = (
     json.JSONDecodeError,
     ValueError,
 )
+
+
+def _seconds(nanoseconds: int | None) -> float | None:
+    return nanoseconds / 1e9 if nanoseconds else None
 
 
 def _context_length(model_info: Mapping[str, Any]) -> int | None:

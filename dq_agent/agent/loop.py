@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dq_agent.agent.budget import prompt_budget
 from dq_agent.agent.client import ModelCallError, ModelClient, ModelReply, ModelUnavailableError
 from dq_agent.agent.dispatch import REPEATED, Dispatcher, Outcome
 from dq_agent.agent.drilldown import drill_down_schema
@@ -219,6 +220,11 @@ class AgentLoop:
             reply = self.model.chat(messages, offered, stop=_REACT_STOP, num_predict=num_predict)
         self.prompt_tokens += reply.prompt_tokens
         self.completion_tokens += reply.completion_tokens
+        budget = prompt_budget(len(self.tools))
+        if reply.prompt_tokens > budget:
+            self.trace.emit(
+                "over_budget", step=self.steps, prompt_tokens=reply.prompt_tokens, budget=budget
+            )
         self.trace.emit(
             "model_call",
             step=self.steps,

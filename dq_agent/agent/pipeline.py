@@ -91,11 +91,17 @@ def run_agent_inspection(
         _account(info, run)
         guarded.audit.called_after_push = list(run.called_after_push)
         alive = run.error is None
-        ask = _asker(model, info) if alive else None
+        ask = _asker(model, info, trace) if alive else None
         info.narrative, info.merge = _merge(
             run, guarded, ask if settings.fallback_merge else None, trace
         )
         _review(info, guarded.checks, dataset, ask, run)
+        trace.emit(
+            "account",
+            line=info.account_line(),
+            rejected_narrative=info.rejected_narrative,
+            checks=info.narrative_checks,
+        )
     return AgentOutcome(guarded.checks, guarded.audit, info)
 
 
@@ -134,13 +140,25 @@ def _account(info: AgentInfo, run: LoopResult) -> None:
         log.warning("the model failed mid-run, the guard completes the inspection: %s", run.error)
 
 
-def _asker(model: ModelClient, info: AgentInfo) -> AskModel:
-    """One prompt to the model, its text back; raises ModelCallError. Tokens are counted."""
+def _asker(model: ModelClient, info: AgentInfo, trace: Trace) -> AskModel:
+    """One prompt to the model (merge, repair), its text back; raises ModelCallError. Tokens are
+    counted and the call traced like the loop's."""
 
     def ask(text: str) -> str:
-        reply = model.chat([{"role": "user", "content": text}])
+        num_predict = model.settings.num_predict_answer
+        reply = model.chat([{"role": "user", "content": text}], num_predict=num_predict)
         info.prompt_tokens += reply.prompt_tokens
         info.completion_tokens += reply.completion_tokens
+        trace.emit(
+            "model_call",
+            seconds=round(reply.seconds, 4),
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            mode="ask",
+            offered=[],
+            num_predict=num_predict,
+        )
+        trace.emit("model_reply", content=reply.content, tool_calls=[])
         return reply.content.strip()
 
     return ask
