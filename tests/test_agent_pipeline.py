@@ -706,3 +706,17 @@ def test_react_reply_with_neither_action_nor_answer_gets_a_format_hint(tmp_path:
     assert [e["kind"] for e in trace.of("nudge")] == ["react_format"]
     assert outcome.audit.fallback_executed == []
     assert outcome.agent.narrative == ANSWER
+
+
+def test_a_model_that_only_repeats_once_all_ran_gets_no_tools_then_the_loop_ends(
+    bench: ToolBench,
+) -> None:
+    with FakeOllama([calls_of(*ALL), calls_of(*ALL), calls_of("null_check")]) as fake:
+        outcome, trace = inspect(fake, bench, sentinel=False)
+    assert fake.offered_tools(1) == ["drill_down"]
+    assert fake.offered_tools(2) == []
+    assert trace.of("loop_end")[0]["reason"] == "repeating"
+    assert outcome.audit.called_tools == ALL
+    assert outcome.agent.account_line() == (
+        "account: written by dq-agent (model text rejected: no answer)"
+    )

@@ -101,6 +101,7 @@ class AgentLoop:
         self._before_push: set[str] | None = None
         self._nudged = False
         self._format_nudged = False
+        self._stalled = False
         self._answer_only = False
         self._context_traced = False
 
@@ -131,8 +132,12 @@ class AgentLoop:
                 messages.append(self._assistant_message(reply))
                 outcomes = self._execute(turn)
                 messages.extend(self._observation_message(o.tool, o.observation) for o in outcomes)
-                if all(o.kind == REPEATED for o in outcomes):
-                    self._push(messages, None)
+                if all(o.kind == REPEATED for o in outcomes) and not self._push(messages, None):
+                    # Nothing left to push: a model that only repeats gets no tools, then ends.
+                    if self._stalled:
+                        return self._end("repeating")
+                    self._stalled = True
+                    self._answer_only = True
                 continue
             answer = (turn.final_answer or "").strip()
             if self.react and turn.final_answer is None and not self._format_nudged:
