@@ -192,7 +192,8 @@ class AgentLoop:
         self._trace_verdict(verdict.verdict, BY_LOOP)
         if reply is not None:
             messages.append({"role": "assistant", "content": visible_part(reply.content)})
-        messages.append({"role": "user", "content": verdict.observation})
+        text = f"Observation: {verdict.observation}" if self.react else verdict.observation
+        messages.append({"role": "user", "content": text})
         return True
 
     def _nudge(self, messages: list[dict[str, Any]], reply: ModelReply, kind: str) -> None:
