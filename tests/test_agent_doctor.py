@@ -9,7 +9,7 @@ from rich.console import Console
 from dq_agent.agent.doctor import OK, PROBLEM, WARN, render_doctor, run_doctor
 from dq_agent.config import Config
 from dq_agent.errors import EXIT_AGENT, EXIT_OK
-from tests.fake_ollama import FakeOllama, Reply
+from tests.fake_ollama import FakeOllama, Reply, reply
 
 
 def config_for(fake: FakeOllama, **agent: object) -> Config:
@@ -38,7 +38,7 @@ CPU_SPEED = Reply(
 
 
 def test_all_good_exits_0() -> None:
-    with FakeOllama([CPU_SPEED]) as fake:
+    with FakeOllama([reply("OK"), CPU_SPEED]) as fake:
         report = run_doctor(config_for(fake, timeout_seconds=300.0))
     assert [(c.name, c.status) for c in report.checks] == [
         ("server reachable", OK),
@@ -52,14 +52,15 @@ def test_all_good_exits_0() -> None:
         "50 prompt tokens/s, 10.0 generated tokens/s: a run on the sample takes about 4.5 min, "
         "a first call about 62 s (--model-timeout 300 s)"
     )
-    assert fake.chat_requests[0]["options"]["num_predict"] == 24
+    # A warm-up call (a cold model loads first), then the measured one.
+    assert [r["options"]["num_predict"] for r in fake.chat_requests] == [1, 24]
     assert report.checks[0].detail == f"Ollama 0.6.5 at {fake.url}"
     assert report.exit_code == EXIT_OK
     assert "The model can be used." in rendered(report)
 
 
 def test_a_model_too_slow_for_the_timeout_is_a_warning_with_the_timeout_to_set() -> None:
-    with FakeOllama([CPU_SPEED]) as fake:
+    with FakeOllama([reply("OK"), CPU_SPEED]) as fake:
         report = run_doctor(config_for(fake, timeout_seconds=30.0))
     speed = report.checks[-1]
     assert (speed.name, speed.status) == ("speed", WARN)

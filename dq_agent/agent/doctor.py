@@ -125,8 +125,10 @@ class Speed:
 
 
 def measure_speed(client: ModelClient) -> Speed:
-    """One small call; rates from the server's own timings (else the wall clock). Raises
-    ModelCallError."""
+    """A warm-up call, then one small call: rates from the server's own timings (else the wall
+    clock). Raises ModelCallError."""
+    # A first call may include loading the model into memory: warm up, then measure.
+    client.chat([{"role": "user", "content": "Say OK."}], num_predict=1)
     reply = client.chat([{"role": "user", "content": _SPEED_PROMPT}], num_predict=_SPEED_TOKENS)
     prompt_seconds = reply.prompt_seconds or reply.seconds
     eval_seconds = reply.eval_seconds or reply.seconds
