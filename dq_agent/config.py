@@ -94,7 +94,7 @@ class AgentConfig:
     temperature: float = 0.0
     seed: int = 42
     # Tokens a reply may take: a turn of tool calls, and the account (or a repair or merge).
-    num_predict_tools: int = 320
+    num_predict_tools: int = 200
     num_predict_answer: int = 900
     # eval-model samples the model's behaviour: this temperature, and a new seed per run.
     eval_temperature: float = 0.7

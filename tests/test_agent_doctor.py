@@ -47,10 +47,10 @@ def test_all_good_exits_0() -> None:
         ("num_ctx", OK),
         ("speed", OK),
     ]
-    # 9,000 prompt tokens / 50 + 900 generated / 10 = 270 s; a first call 1,500 / 50 + 320 / 10.
+    # 9,000 prompt tokens / 50 + 900 generated / 10 = 270 s; a first call 1,500 / 50 + 200 / 10.
     assert report.checks[-1].detail == (
         "50 prompt tokens/s, 10.0 generated tokens/s: a run on the sample takes about 4.5 min, "
-        "a first call about 62 s (--model-timeout 300 s)"
+        "a first call about 50 s (--model-timeout 300 s)"
     )
     # A warm-up call (a cold model loads first), then the measured one.
     assert [r["options"]["num_predict"] for r in fake.chat_requests] == [1, 24]
@@ -65,7 +65,7 @@ def test_a_model_too_slow_for_the_timeout_is_a_warning_with_the_timeout_to_set()
     speed = report.checks[-1]
     assert (speed.name, speed.status) == ("speed", WARN)
     assert speed.detail.endswith("beyond --model-timeout 30 s")
-    assert speed.fix == "raise --model-timeout to 100 or use a faster model"
+    assert speed.fix == "raise --model-timeout to 80 or use a faster model"
     assert report.exit_code == EXIT_OK
 
 

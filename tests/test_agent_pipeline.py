@@ -104,7 +104,7 @@ def test_all_five_then_verify_then_answer_passes_through_untouched(bench: ToolBe
     # verify_result is offered early, never last; options are pinned on every call.
     first = fake.chat_requests[0]
     assert fake.offered_tools(0) == ["null_check", "verify_result", *ALL[1:]]
-    assert first["options"] == {"num_ctx": 8192, "temperature": 0.0, "seed": 42, "num_predict": 320}
+    assert first["options"] == {"num_ctx": 8192, "temperature": 0.0, "seed": 42, "num_predict": 200}
     # Once every tool has run: the sentinel and drill_down, and room for the account.
     assert fake.offered_tools(5) == ["verify_result", "drill_down"]
     assert fake.chat_requests[5]["options"]["num_predict"] == 900
