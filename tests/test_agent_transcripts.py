@@ -9,7 +9,6 @@ The fixtures (tests/fixtures/llm/*.json) were recorded against the llm-lab serve
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
