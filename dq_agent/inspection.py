@@ -11,6 +11,7 @@ import polars as pl
 
 from dq_agent.agent.pipeline import run_agent_inspection
 from dq_agent.checks.base import entity_key
+from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
 from dq_agent.errors import InputError
 from dq_agent.load import Dataset, load
@@ -67,10 +68,12 @@ def inspect(
     """Inspect the data at `path`: every dimension is checked, by the model or by code."""
     started_at = datetime.now(UTC)
     clock = time.perf_counter()
-    if config.delay_check.as_of is None:
+    timing = config.section(DelayCheckConfig)
+    if timing.as_of is None:
         # One reference time for the whole run, recorded in the report: "now" when it started.
         config = copy.deepcopy(config)
-        config.delay_check.as_of = started_at.isoformat(timespec="seconds")
+        timing = config.section(DelayCheckConfig)
+        timing.as_of = started_at.isoformat(timespec="seconds")
     timings: dict[str, float] = {}
 
     on_stage(f"Loading {path}")
@@ -87,7 +90,7 @@ def inspect(
         outcome = run_agent_inspection(tools, dataset, config, question=question, trace=trace)
         checks, audit, agent = outcome.checks, outcome.audit, outcome.agent
     else:
-        on_stage("Running the five checks")
+        on_stage(f"Running the {len(tools)} checks")
         checks = run_tools(tools, Source.DIRECT)
         names = [tool.name for tool in tools]
         audit = Audit(expected_tools=names, called_tools=names)
@@ -102,5 +105,5 @@ def inspect(
         timings=timings,
         # Microseconds: overlapping cron runs must not share a start time (baseline exclusion).
         started_at=started_at.isoformat(timespec="microseconds"),
-        as_of=config.delay_check.as_of,
+        as_of=timing.as_of,
     )

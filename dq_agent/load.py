@@ -14,14 +14,17 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.config import Config
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.limits import check_memory_budget, parse_size
 from dq_agent.roles import Roles, detect_roles
 from dq_agent.timeparse import to_utc, within_polars_range, within_python_range
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 SAMPLE_ROWS = 10_000
 # What reading odd bytes can raise. A Rust panic inside Polars surfaces as PanicException, a

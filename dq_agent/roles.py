@@ -11,8 +11,8 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.config import ColumnsConfig
 from dq_agent.errors import ConfigError
+from dq_agent.settings import ColumnsConfig
 from dq_agent.timeparse import parse_text_timestamps
 
 _TIMESTAMP_NAME = re.compile(

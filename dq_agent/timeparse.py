@@ -125,3 +125,16 @@ def _convert_to_utc(column: pl.Expr, dtype: pl.DataType, timezone: str) -> pl.Ex
             .dt.replace_time_zone("UTC")
         )
     return pl.lit(None, dtype=TIMESTAMP_DTYPE)
+
+
+def parse_iso_time(text: object) -> datetime | None:
+    """An ISO 8601 time (config, CLI, tool arguments) as an aware UTC datetime; naive times are
+    UTC. None when `text` is not one: the caller says what was expected where."""
+    if isinstance(text, datetime):
+        parsed = text
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
