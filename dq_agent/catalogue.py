@@ -36,10 +36,13 @@ def label_of(name: str) -> str:
 
 
 def contract_table() -> str:
-    """The README's list of metric keys that every run has, from the specs."""
-    lines = []
+    """The README's table of the checks and the metric keys every run has, from the specs."""
+    lines = [
+        "| check | shown as | what it does | metric keys in every run |",
+        "|---|---|---|---|",
+    ]
     for spec in CATALOGUE:
-        keys = [f"`checks.{spec.name}.metrics.{key}`" for key in spec.metric_keys]
-        keys += [f"`checks.{spec.name}.metrics.columns.<col>.{k}`" for k in spec.column_metric_keys]
-        lines.append(f"- {', '.join(keys)}")
+        keys = [f"`{key}`" for key in spec.metric_keys]
+        keys += [f"`columns.<col>.{key}`" for key in spec.column_metric_keys]
+        lines.append(f"| `{spec.name}` | {spec.label} | {spec.description} | {', '.join(keys)} |")
     return "\n".join(lines)

@@ -19,6 +19,8 @@ import yaml
 
 from dq_agent.catalogue import CATALOGUE
 from dq_agent.checks.delays import AS_OF_KEY
+from dq_agent.checks.nulls import NullCheckConfig
+from dq_agent.checks.structure_report import StructureCheckConfig
 from dq_agent.errors import ConfigError
 from dq_agent.settings import (
     AgentConfig,
@@ -26,6 +28,7 @@ from dq_agent.settings import (
     HistoryConfig,
     InputConfig,
     LimitsConfig,
+    ReadingSettings,
     check_rule,
     coerce,
 )
@@ -57,6 +60,15 @@ class Config:
             if type(settings) is kind:
                 return settings
         raise KeyError(f"no config section of type {kind.__name__}")
+
+    def reading(self) -> ReadingSettings:
+        nulls = self.section(NullCheckConfig)
+        structure = self.section(StructureCheckConfig)
+        return ReadingSettings(
+            missing_markers=list(nulls.markers),
+            sentinels=list(nulls.sentinels),
+            text_numeric_min_share=structure.text_numeric_min_share,
+        )
 
     def __getattr__(self, name: str) -> Any:
         checks = self.__dict__.get("checks")

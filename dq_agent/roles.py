@@ -31,7 +31,7 @@ _ENTITY_NAME = re.compile(
     re.I,
 )
 # A column named like a timestamp needs only a majority of parseable values (the rest are then
-# reported by structure_check); a column found by a looser hint needs most of them.
+# reported by the structure check); a column found by a looser hint needs most of them.
 _PARSE_SHARE_NAMED = 0.5
 _PARSE_SHARE_HINTED = 0.8
 

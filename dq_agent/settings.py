@@ -82,6 +82,16 @@ def time_zone(value: Any) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class ReadingSettings:
+    """What the loader takes from the checks' sections: which texts and numbers mean "missing",
+    and how many numbers a text column needs to be read as numbers (`Config.reading`)."""
+
+    missing_markers: list[str]
+    sentinels: list[float]
+    text_numeric_min_share: float
+
+
 @dataclass
 class ColumnsConfig:
     timestamp: str | None = None

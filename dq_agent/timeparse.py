@@ -1,4 +1,4 @@
-"""Parsing text timestamps: the formats we accept, shared by the loader and structure_check."""
+"""Parsing text timestamps: the formats we accept, shared by the loader and the structure check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 # Accepted text formats, most specific first; each label names a format family so that
-# structure_check can report a column that mixes them. Naive times are read in the configured
+# the structure check can report a column that mixes them. Naive times are read in the configured
 # zone; times with an offset are converted, so every parsed timestamp is UTC.
 TIMESTAMP_FORMATS: list[tuple[str, str]] = [
     ("iso8601+zone", "%Y-%m-%dT%H:%M:%S%.f%#z"),
