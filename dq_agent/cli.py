@@ -24,8 +24,8 @@ from dq_agent.report.text import one_line
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 the verdict is below --fail-on; 1 it is at or above --fail-on; "
-    "2 bad invocation or configuration; 3 the input cannot be read, is empty, or nothing could "
-    "be checked; 4 the model could not be used and --require-agent was given; 130 interrupted."
+    "2 bad invocation or configuration; 3 the input cannot be read, is empty, or nothing or part "
+    "of it could be checked (a check errored); 4 the model could not be used and --require-agent was given; 130 interrupted."
 )
 
 

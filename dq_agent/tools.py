@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from dq_agent.catalogue import CATALOGUE, CHECK_NAMES
-from dq_agent.checks.base import CheckPlan, Scope, run_plans
+from dq_agent.checks.base import CheckPlan, Scope, missing_column_message, run_plans
 from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
 from dq_agent.errors import ToolArgumentError, ToolRegistrationError
@@ -59,9 +59,7 @@ class Tool:
         values = {k: v for k, v in arguments.items() if v not in (None, "", "all", "*")}
         column = values.get("column")
         if column is not None and column not in self.dataset.columns:
-            raise ToolArgumentError(
-                f"column {column!r} does not exist; columns: {', '.join(self.dataset.columns)}"
-            )
+            raise ToolArgumentError(missing_column_message(column, self.dataset.columns))
         entity = values.get("entity")
         if entity is not None and not self.dataset.roles.entity:
             raise ToolArgumentError("this dataset has no entity column; call without 'entity'")

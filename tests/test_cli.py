@@ -212,3 +212,35 @@ def test_trace_may_not_overwrite_input(clean_parquet: Path) -> None:
     assert code == 2
     assert "is the input file" in err
     assert clean_parquet.read_bytes() == before
+
+
+def test_a_check_that_errors_leaves_its_dimension_unchecked_and_exits_3(
+    clean_parquet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from dq_agent import tools
+    from dq_agent.checks.base import CheckPlan
+
+    broken_name = CHECK_NAMES[2]
+
+    def broken_plan(*_: object) -> CheckPlan:
+        def finish(_frames: object) -> object:
+            raise TypeError("a dtype this check cannot handle")
+
+        return CheckPlan(broken_name, [], finish)  # type: ignore[arg-type]
+
+    catalogue = tuple(
+        dataclasses.replace(spec, plan=broken_plan) if spec.name == broken_name else spec
+        for spec in tools.CATALOGUE
+    )
+    monkeypatch.setattr(tools, "CATALOGUE", catalogue)
+    code, out, err = run("inspect", str(clean_parquet), "--no-agent", "--format", "json")
+    assert code == 3, err
+    report = json.loads(out)
+    check = report["checks"][broken_name]
+    assert check["status"] == "error"
+    assert check["error"] == "TypeError: a dtype this check cannot handle"
+    # Every other dimension was still checked and passed.
+    others = {name: c["status"] for name, c in report["checks"].items() if name != broken_name}
+    assert others == dict.fromkeys(others, "pass") and len(others) == len(CHECK_NAMES) - 1
