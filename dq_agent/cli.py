@@ -141,7 +141,10 @@ def inspect(
         typer.Option("--max-memory", help="Refuse (exit 3) a run estimated to need more, e.g. 2G."),
     ] = None,
     no_history: Annotated[
-        bool, typer.Option("--no-history", help="Do not record this run.")
+        bool,
+        typer.Option(
+            "--no-history", help="Neither record this run nor compare it with the baseline."
+        ),
     ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Print every agent step live.")

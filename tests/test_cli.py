@@ -244,3 +244,14 @@ def test_a_check_that_errors_leaves_its_dimension_unchecked_and_exits_3(
     # Every other dimension was still checked and passed.
     others = {name: c["status"] for name, c in report["checks"].items() if name != broken_name}
     assert others == dict.fromkeys(others, "pass") and len(others) == len(CHECK_NAMES) - 1
+
+
+def test_a_run_writes_its_history_under_the_isolated_home(
+    clean_parquet: Path, isolated_user_state: Path
+) -> None:
+    runner = CliRunner()
+    env = {k: v for k, v in ENV.items() if k != "DQ_AGENT_HISTORY"}
+    result = runner.invoke(app, ["inspect", str(clean_parquet), "--no-agent"], env=env)
+    assert result.exit_code == 0, result.stderr
+    assert (isolated_user_state / "dq-agent" / "history.sqlite").is_file()
+    assert Path.home() == isolated_user_state
