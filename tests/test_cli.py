@@ -255,3 +255,17 @@ def test_a_run_writes_its_history_under_the_isolated_home(
     assert result.exit_code == 0, result.stderr
     assert (isolated_user_state / "dq-agent" / "history.sqlite").is_file()
     assert Path.home() == isolated_user_state
+
+
+def test_the_cli_imports_no_heavy_library_before_a_command_runs() -> None:
+    # `--help` and `--version` stay fast: Polars, pyarrow, the Ollama client and Rich load only
+    # when a command does its work (the speed itself is measured by `make bench`).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dq_agent.cli; "
+        "print(sorted(m for m in ('polars', 'pyarrow', 'ollama', 'httpx', 'rich') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
