@@ -317,6 +317,7 @@ def kill_at(command: list[str], env: dict[str, str], delay: float) -> int | None
         return None
 
 
+@pytest.mark.slow
 def test_output_is_the_previous_file_or_the_complete_new_one_after_kill_9(
     tmp_path: Path, faulty_parquet: Path
 ) -> None:
@@ -344,6 +345,7 @@ def test_output_is_the_previous_file_or_the_complete_new_one_after_kill_9(
     assert json.loads(target.read_text())["verdict"] == "fail"
 
 
+@pytest.mark.slow
 def test_write_atomic_under_kill_9_never_leaves_a_partial_file(tmp_path: Path) -> None:
     # Hammer the write itself: a child rewrites a 4 MB file in a loop until killed.
     target = tmp_path / "out.txt"
@@ -367,6 +369,7 @@ def test_write_atomic_under_kill_9_never_leaves_a_partial_file(tmp_path: Path) -
         assert target.read_text() in (first, second)
 
 
+@pytest.mark.slow
 def test_history_stays_consistent_after_kill_9_and_records_whole_runs(
     tmp_path: Path, faulty_parquet: Path
 ) -> None:
@@ -386,6 +389,7 @@ def test_history_stays_consistent_after_kill_9_and_records_whole_runs(
     assert all(sorted(run.checks) == sorted(ALL) for run in runs)
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_waiting_for_the_model_exits_130_promptly(
     tmp_path: Path, faulty_parquet: Path
 ) -> None:
@@ -426,6 +430,7 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_promptly(
     assert target.read_text() == "previous"
 
 
+@pytest.mark.slow
 def test_several_runs_at_once_all_complete_and_are_all_recorded(
     tmp_path: Path, faulty_parquet: Path
 ) -> None:

@@ -19,10 +19,11 @@ from typing import Any
 from dq_agent.agent.client import ToolCall
 from dq_agent.agent.drilldown import DRILL_DOWN_NAME, run_drill_down
 from dq_agent.agent.sentinel import SENTINEL_NAME, Sentinel, SentinelVerdict
-from dq_agent.agent.trace import Trace
+from dq_agent.errors import ToolArgumentError
 from dq_agent.result import CheckResult, Source
 from dq_agent.runner import CHECK_FAILURES, failure_result
-from dq_agent.tools import Tool, ToolArgumentError
+from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 
 _OBSERVATION_PREVIEW = 160
 # What a model writes for "no argument": not a narrowing it asked for.

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dq_agent.errors import ToolArgumentError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Source
-from dq_agent.tools import Tool, ToolArgumentError, scope_from
+from dq_agent.tools import Tool, scope_from
 
 DRILL_DOWN_NAME = "drill_down"
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dq_agent.agent.budget import prompt_budget
-from dq_agent.agent.client import ModelCallError, ModelClient, ModelReply, ModelUnavailableError
+from dq_agent.agent.client import ModelClient, ModelReply
 from dq_agent.agent.dispatch import REPEATED, Dispatcher, Outcome
 from dq_agent.agent.drilldown import drill_down_schema
 from dq_agent.agent.prompting import prompt, sentinel_position, system_prompt, task_prompt
@@ -36,10 +36,11 @@ from dq_agent.agent.react import (
     visible_part,
 )
 from dq_agent.agent.sentinel import BY_LOOP, BY_MODEL, NOT_READY, READY, SENTINEL_SCHEMA, Sentinel
-from dq_agent.agent.trace import Trace
+from dq_agent.errors import ModelCallError, ModelUnavailableError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 
 MODE_TOOLS = "tools"
 MODE_REACT = "react"
