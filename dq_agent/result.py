@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
@@ -104,44 +105,21 @@ class Finding:
         return ", ".join(parts)
 
 
-# The metric keys each check's result always holds (README "JSON report"): null when the check
-# did not evaluate them, also when it was skipped or could not run. `findings_left_out` counts
-# the findings beyond the ones listed.
-DOCUMENTED_METRICS: dict[str, tuple[str, ...]] = {
-    "null_check": ("rows", "total_missing", "empty_columns", "columns", "findings_left_out"),
-    "duplicate_check": (
-        "rows",
-        "exact_duplicate_rows",
-        "duplicate_key_rows",
-        "conflicting_key_rows",
-        "findings_left_out",
-    ),
-    "outlier_check": (
-        "total_outliers",
-        "total_checked_values",
-        "significant_groups",
-        "columns",
-        "findings_left_out",
-    ),
-    "delay_check": (
-        "gap_count",
-        "max_gap_seconds",
-        "late_rows",
-        "out_of_order_rows",
-        "stopped_entities",
-        "irregular_entities",
-        "findings_left_out",
-    ),
-    "structure_check": (
-        "missing_columns",
-        "unexpected_columns",
-        "unparseable_timestamps",
-        "text_numeric_columns",
-        "invalid_utf8_values",
-        "nested_columns",
-        "findings_left_out",
-    ),
-}
+# The metric keys each check's result always holds (README "JSON report"), by tool: each
+# check's spec registers its own (`checks.spec.CheckSpec`), and every result gets them, null when
+# the check did not evaluate them, also when it was skipped or could not run.
+_METRIC_KEYS: dict[str, tuple[str, ...]] = {}
+# Every check's result says how many findings it left out of its list.
+COMMON_METRIC_KEYS = ("findings_left_out",)
+
+
+def register_metric_keys(tool: str, keys: Iterable[str]) -> None:
+    _METRIC_KEYS[tool] = (*dict.fromkeys(keys), *COMMON_METRIC_KEYS)
+
+
+def metric_keys(tool: str) -> tuple[str, ...]:
+    """The metric keys every result of `tool` holds."""
+    return _METRIC_KEYS.get(tool, COMMON_METRIC_KEYS)
 
 
 def left_out(findings: list[Finding], limit: int) -> tuple[list[Finding], int]:
@@ -165,7 +143,7 @@ class CheckResult:
 
     def __post_init__(self) -> None:
         # Every documented key in every result, whichever path built it.
-        missing = [k for k in DOCUMENTED_METRICS.get(self.tool, ()) if k not in self.metrics]
+        missing = [k for k in metric_keys(self.tool) if k not in self.metrics]
         if missing:
             object.__setattr__(self, "metrics", {**self.metrics, **dict.fromkeys(missing)})
 
@@ -277,6 +255,24 @@ def binomial_sf(k: int, n: int, p: float) -> float:
         if term < 1e-17 * total:
             break
     return min(1.0, math.exp(first) * total)
+
+
+_STATUS_RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
+
+
+def status_rank(status: Status) -> int:
+    """Severity of a check status among pass < warn < fail (skipped and error rank as pass)."""
+    return _STATUS_RANK.get(status, 0)
+
+
+def worst_status(statuses: Iterable[Status]) -> Status:
+    """The most severe of `statuses` (pass < warn < fail); pass when there are none."""
+    return max(statuses, key=status_rank, default=Status.PASS)
+
+
+def at_least_warn(status: Status) -> Status:
+    """A finding's severity: fail stays fail, anything else is a warning."""
+    return Status.FAIL if status is Status.FAIL else Status.WARN
 
 
 def status_from_thresholds(

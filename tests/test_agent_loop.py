@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from dq_agent.agent.client import ModelClient, ModelUnavailableError
+from dq_agent.agent.client import ModelClient
 from dq_agent.agent.loop import AgentLoop
-from dq_agent.agent.trace import Trace
+from dq_agent.catalogue import CHECK_NAMES
+from dq_agent.errors import ModelUnavailableError
+from dq_agent.trace import Trace
 from tests.fake_ollama import (
     FakeOllama,
     HttpError,
@@ -21,7 +23,7 @@ from tests.fake_ollama import (
     verify,
 )
 
-ALL = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+ALL = list(CHECK_NAMES)
 
 
 def loop_for(fake: FakeOllama, bench: ToolBench, **options: Any) -> AgentLoop:
@@ -72,7 +74,7 @@ def test_a_model_that_only_calls_the_sentinel_is_steered_by_the_tool_list(bench:
     assert result.sentinel_rounds == 2
     assert result.narrative == "All five dimensions checked."
     assert [e["verdict"] for e in trace.of("sentinel")] == ["not_ready", "ready"]
-    assert fake.offered_tools(1) == ["null_check", "verify_result", *ALL[1:]]
+    assert fake.offered_tools(1) == ALL  # after "not ready": only the missing tools
 
 
 def test_every_model_call_is_traced_with_tokens_and_time(bench: ToolBench) -> None:

@@ -16,7 +16,7 @@ from dq_agent.checks.delays_report import MAX_FINDINGS, MAX_GAP_FINDINGS, human_
 from dq_agent.checks.structure import plan_structure_check
 from dq_agent.config import Config
 from dq_agent.load import load
-from dq_agent.result import DOCUMENTED_METRICS, OBSERVATION_MAX_CHARS, Status
+from dq_agent.result import OBSERVATION_MAX_CHARS, Status, metric_keys
 from tests.fixtures_checks import NAB_DIR, T0, as_tool, minute, run_check, write_csv
 from tests.fixtures_timing import (
     A_GAP_SECONDS,
@@ -286,7 +286,7 @@ def test_skipped_without_a_timestamp_column(tmp_path: Path) -> None:
     result = run_check(plan_delay_check, path, _config())
     assert result.status is Status.SKIPPED
     assert "timestamp" in result.summary
-    assert set(result.metrics) == set(DOCUMENTED_METRICS["delay_check"]) >= REQUIRED
+    assert set(result.metrics) == set(metric_keys("delay_check")) >= REQUIRED
     assert all(value is None for value in result.metrics.values())
 
 
@@ -455,3 +455,18 @@ def test_an_entity_scope_still_names_rows_of_the_file(tmp_path: Path) -> None:
     assert result.metrics["out_of_order_rows"] == 1
     (order,) = result.findings
     assert [(e["row"], e["entity"]) for e in order.examples] == [(15, "y")]
+
+
+def test_a_file_without_entity_whose_first_row_is_not_the_earliest(tmp_path: Path) -> None:
+    # Regression: the unnamed series' name was gathered at the earliest row's index (2 here)
+    # from a one-row literal: "gather indices are out of bounds", the check errored.
+    path = tmp_path / "late_first.csv"
+    path.write_text(
+        "timestamp,v\n2024-01-01T00:02:00,1\n2024-01-01T00:03:00,2\n2024-01-01T00:00:00,3\n",
+        encoding="utf-8",
+    )
+    config = _config()
+    dataset = load(str(path), config)
+    (result,) = run_plans([plan_delay_check(dataset, config, Scope())])
+    assert result.status is not Status.ERROR, result.error
+    assert result.metrics["out_of_order_rows"] == 1

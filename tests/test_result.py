@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.result import (
-    DOCUMENTED_METRICS,
     OBSERVATION_MAX_CHARS,
     CheckResult,
     Finding,
@@ -14,6 +14,7 @@ from dq_agent.result import (
     Verdict,
     jsonable,
     left_out,
+    metric_keys,
     status_from_thresholds,
     verdict_of,
 )
@@ -83,17 +84,17 @@ def test_to_dict_is_json_and_carries_source() -> None:
     data = r.with_source(Source.BACKFILLED).to_dict()
     assert data["source"] == "backfilled"
     assert json.loads(json.dumps(data))["metrics"] == {
-        **dict.fromkeys(DOCUMENTED_METRICS["null_check"]),
+        **dict.fromkeys(metric_keys("null_check")),
         "x": None,
     }
 
 
-@pytest.mark.parametrize("tool", sorted(DOCUMENTED_METRICS))
+@pytest.mark.parametrize("tool", CHECK_NAMES)
 def test_every_result_holds_the_documented_keys_even_when_it_could_not_run(tool: str) -> None:
     failed = CheckResult.failed(tool, "boom", "retry")
-    assert failed.to_dict()["metrics"] == dict.fromkeys(DOCUMENTED_METRICS[tool])
-    kept = CheckResult(tool, Status.PASS, "s", metrics={DOCUMENTED_METRICS[tool][0]: 7})
-    assert kept.metrics[DOCUMENTED_METRICS[tool][0]] == 7
+    assert failed.to_dict()["metrics"] == dict.fromkeys(metric_keys(tool))
+    kept = CheckResult(tool, Status.PASS, "s", metrics={metric_keys(tool)[0]: 7})
+    assert kept.metrics[metric_keys(tool)[0]] == 7
 
 
 def test_left_out_counts_what_a_list_drops() -> None:

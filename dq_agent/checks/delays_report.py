@@ -7,20 +7,48 @@ the summary. The column names below are the contract between those queries and t
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import iso, plural
+from dq_agent.checks.base import FILE_ROW, iso, plural
 from dq_agent.checks.dst import offset_cause, repeat_cause, skip_cause
-from dq_agent.config import DelayCheckConfig
-from dq_agent.result import CheckResult, Finding, Status, left_out, status_from_thresholds
+from dq_agent.result import (
+    CheckResult,
+    Finding,
+    Status,
+    at_least_warn,
+    left_out,
+    status_from_thresholds,
+    status_rank,
+    worst_status,
+)
+from dq_agent.settings import fraction, iso_time, non_negative, positive, setting
 
 TOOL = "delay_check"
 
+
+@dataclass
+class DelayCheckConfig:
+    expected_interval_seconds: float | None = setting(None, rule=positive)
+    gap_factor: float = setting(3.0, rule=positive)
+    late_threshold_seconds: float = setting(300.0, rule=non_negative)
+    max_age_seconds: float | None = setting(None, rule=positive)
+    future_tolerance_seconds: float = setting(300.0, rule=non_negative)
+    as_of: str | None = setting(None, rule=iso_time)
+    # Irregular sampling: gaps are judged against this quantile of the series' own steps.
+    irregular_quantile: float = setting(0.99, rule=fraction)
+    # A device whose newest reading is more than this many of its own intervals (its gap bound
+    # at least) and this share of the data's span before the fleet's newest has stopped.
+    stopped_intervals: float = setting(5.0, rule=positive)
+    stopped_share: float = setting(0.05, rule=fraction)
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
 # Columns of the collected frames; the double underscore keeps them clear of real data columns.
-ROW = "__file_row"
 ENTITY = "__entity"
 TS = "__ts"
 INGEST = "__ingest"
@@ -38,7 +66,6 @@ MAX_EXAMPLES = 5
 MAX_FINDINGS = 20
 
 _REQUIRED_METRICS = ("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows")
-_SEVERITY_ORDER = {Status.FAIL: 0, Status.WARN: 1}
 
 
 def human_duration(seconds: float) -> str:
@@ -111,7 +138,7 @@ class DelayFinisher:
             or bool(metrics["stale_entities"])
             or bool(metrics["stopped_entities"])
         )
-        status = max(statuses.values(), key=_status_rank)
+        status = worst_status(statuses.values())
         if stale and status is Status.PASS:
             status = Status.WARN
         findings, metrics["findings_left_out"] = self._findings(metrics, statuses)
@@ -211,7 +238,7 @@ class DelayFinisher:
         )
         findings = leaders + gap_findings[1:]
         # Stable: within one severity, each kind of problem leads before the other gaps.
-        findings.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity, 2))
+        findings.sort(key=lambda f: -status_rank(f.severity))
         # Entities with gaps beyond the MAX_GAP_FINDINGS listed are left out too.
         unlisted = max(0, metrics["entities_with_gaps"] - MAX_GAP_FINDINGS)
         shown, dropped = left_out(findings, MAX_FINDINGS)
@@ -257,7 +284,7 @@ class DelayFinisher:
                         + self._cause(self._skip_cause(examples, entity["expected"]))
                     ),
                     count=entity["gaps"],
-                    severity=_at_least_warn(severity),
+                    severity=at_least_warn(severity),
                     entity=key,
                     start=iso(entity["max_gap_start"]),
                     end=iso(entity["max_gap_end"]),
@@ -272,7 +299,7 @@ class DelayFinisher:
             return []
         examples = [
             {
-                "row": r[ROW],
+                "row": r[FILE_ROW],
                 "entity": r[ENTITY],
                 "timestamp": iso(r[OUT_OF_ORDER_TS]),
                 "previous_timestamp": iso(r[PREV_IN_FILE]),
@@ -292,7 +319,7 @@ class DelayFinisher:
                     "of the same entity in file order" + self._cause(cause)
                 ),
                 count=count,
-                severity=_at_least_warn(severity),
+                severity=at_least_warn(severity),
                 entity=first.get("entity") if self._single_entity(self.out_of_order) else None,
                 start=first.get("timestamp"),
                 examples=examples,
@@ -305,7 +332,7 @@ class DelayFinisher:
             return []
         examples = [
             {
-                "row": r[ROW],
+                "row": r[FILE_ROW],
                 "entity": r[ENTITY],
                 "timestamp": iso(r[TS]),
                 "ingest_time": iso(r[INGEST]),
@@ -321,7 +348,7 @@ class DelayFinisher:
                     f"(max latency {human_duration(metrics['latency_max_seconds'])})"
                 ),
                 count=count,
-                severity=_at_least_warn(severity),
+                severity=at_least_warn(severity),
                 entity=examples[0]["entity"]
                 if examples and self._single_entity(self.late)
                 else None,
@@ -334,7 +361,7 @@ class DelayFinisher:
         if not count:
             return []
         examples = [
-            {"row": r[ROW], "entity": r[ENTITY], "timestamp": iso(r[TS])}
+            {"row": r[FILE_ROW], "entity": r[ENTITY], "timestamp": iso(r[TS])}
             for r in self.future.iter_rows(named=True)
         ]
         latest = examples[0]["timestamp"] if examples else None
@@ -354,7 +381,7 @@ class DelayFinisher:
                     f"after {metrics['as_of']}" + self._cause(cause)
                 ),
                 count=count,
-                severity=_at_least_warn(severity),
+                severity=at_least_warn(severity),
                 entity=examples[0]["entity"]
                 if examples and self._single_entity(self.future)
                 else None,
@@ -484,11 +511,3 @@ class DelayFinisher:
         if metrics["null_timestamps"]:
             parts.append(f"{metrics['null_timestamps']} rows without timestamp skipped")
         return f"{metrics['timed_rows']} timed rows: " + ", ".join(parts)
-
-
-def _status_rank(status: Status) -> int:
-    return {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}.get(status, 0)
-
-
-def _at_least_warn(status: Status) -> Status:
-    return Status.FAIL if status is Status.FAIL else Status.WARN

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -57,12 +58,30 @@ from dq_agent.checks.evidence import (
     group_p_value,
     z_tail,
 )
-from dq_agent.config import Config, OutlierCheckConfig
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status
+from dq_agent.settings import choice, fraction, positive, setting
 from dq_agent.timeparse import TIMESTAMP_DTYPE
 
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
 TOOL = "outlier_check"
+
+
+@dataclass
+class OutlierCheckConfig:
+    # robust: median and MAD scaled to sigma (`mad` is the same); sigma: mean and std.
+    method: str = setting("robust", rule=choice("robust", "mad", "sigma"))
+    sigma: float = setting(3.0, rule=positive)
+    min_group_size: int = setting(30, rule=positive)
+    # Chance of a finding on clean data, for the whole check (split over the groups tested).
+    significance: float = setting(0.001, rule=fraction)
+    # A group beyond chance whose most extreme value is this many sigmas out is a fail.
+    fail_z: float = setting(10.0, rule=positive)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 MAX_GROUP_NAMES = 5
@@ -122,12 +141,9 @@ _RUN_METRICS = (
 
 
 def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
-    settings = config.outlier_check
+    settings = config.section(OutlierCheckConfig)
     schema = dataset.frame.collect_schema()
-    if scope.column is not None and scope.column not in schema:
-        raise ValueError(
-            f"column {scope.column!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
+    scope.check_column(dataset)
     candidates = scope.columns(dataset.roles.values)
     columns = [c for c in candidates if is_measurement(schema[c])]
     if not columns:
@@ -151,6 +167,33 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
 
     # The series order is a window with gathers: in memory, not copied into a stream.
     return CheckPlan(TOOL, queries, finish, engine="in-memory")
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Outliers",
+    description=(
+        "Find outliers per value column and per entity (robust 3-sigma rule, small devices "
+        "against the fleet's spread); a status only beyond what clean data gives by chance."
+    ),
+    settings=OutlierCheckConfig,
+    plan=plan_outlier_check,
+    metric_keys=("total_outliers", "total_checked_values", "significant_groups", "columns"),
+    column_metric_keys=(
+        "outlier_count",
+        "expected_outliers",
+        "groups_with_excess",
+        "groups_own_spread",
+        "groups_fleet_spread",
+        "groups_too_small",
+    ),
+    baseline=(
+        BaselineMetric(
+            "outlier_rate", "rate", "outlier rate", per_column=True, count_key="outlier_count"
+        ),
+    ),
+    words=r"outliers?|anomal\w*|spikes?",
+)
 
 
 def _nothing(

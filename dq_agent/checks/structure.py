@@ -21,20 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope, is_nested
+from dq_agent.checks.base import ROW, CheckPlan, Scope, is_nested
+from dq_agent.checks.spec import CheckSpec
 from dq_agent.checks.structure_report import (
     MAX_EXAMPLES,
     REPLACEMENT_CHARACTER,
-    ROW,
     TOOL,
     ZONE_FAMILY,
     Columns,
+    StructureCheckConfig,
     StructureReport,
 )
-from dq_agent.config import Config, origin_of
 from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -44,6 +45,9 @@ from dq_agent.result import CheckResult
 # parse inside each family (about 5x the parsing); see `format_family` below.
 from dq_agent.timeparse import TIMESTAMP_FORMATS, _parse_one
 
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
 # Examples are drawn from the first matching values only, so a column that is all bad stays cheap.
 _EXAMPLE_POOL = 1_000
 _OFFSET_PATTERN = r"(Z|[+-]\d{2}(?::?\d{2})?)$"
@@ -52,19 +56,15 @@ _UNORDERED = (pl.Categorical, pl.Enum, pl.Object, pl.Null, pl.List, pl.Array, pl
 
 
 def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+    scope.check_column(dataset)
     scoped = scope.columns(dataset.columns)
-    unknown = [c for c in scoped if c not in dataset.columns]
-    if unknown:
-        raise ValueError(
-            f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
-    absent = [c for c in config.structure_check.dtypes if c not in dataset.columns]
+    absent = [c for c in config.section(StructureCheckConfig).dtypes if c not in dataset.columns]
     if absent:
         # Unlike expected_columns (whose absence is the finding), a dtype for a column the data
         # does not have is a mistake in the configuration.
-        key = "structure_check.dtypes"
+        key = f"{TOOL}.dtypes"
         raise ConfigError(
-            f"bad value for '{key}' in {origin_of(config, key)}: column {absent[0]!r} is not in "
+            f"bad value for '{key}' in {config.origin_of(key)}: column {absent[0]!r} is not in "
             f"the data; columns: {', '.join(dataset.columns)}"
         )
     columns = _select_columns(dataset, scope, scoped)
@@ -77,7 +77,7 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
             queries.append(_text_timestamp_query(frame, timestamp, config.columns.timezone))
         else:
             queries.append(_typed_timestamp_query(frame, timestamp))
-    settings = config.structure_check
+    settings = config.section(StructureCheckConfig)
     whole = scope.entity is None and scope.start is None and scope.end is None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -88,6 +88,28 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
         return builder.result()
 
     return CheckPlan(TOOL, queries, finish)
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Structure",
+    description=(
+        "Check the schema: expected and unexpected columns, dtypes, numbers stored as text, "
+        "unparseable timestamps, encoding problems, blank or duplicated names, constant columns, "
+        "nested columns."
+    ),
+    settings=StructureCheckConfig,
+    plan=plan_structure_check,
+    metric_keys=(
+        "missing_columns",
+        "unexpected_columns",
+        "unparseable_timestamps",
+        "text_numeric_columns",
+        "invalid_utf8_values",
+        "nested_columns",
+    ),
+    words=r"structur\w*|schemas?|(?:column|data) types?|dtypes?|encoding",
+)
 
 
 def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Columns:

@@ -12,18 +12,75 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import plural, shown_value
-from dq_agent.config import StructureCheckConfig
+from dq_agent.checks.base import ROW, plural, shown_value
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, left_out
+from dq_agent.settings import fraction, setting
 
 TOOL = "structure_check"
+
+
+# Base names of Polars dtypes (lower case) and the aliases `dtype_matches` accepts.
+_DTYPE_NAMES = {
+    *(f"int{b}" for b in (8, 16, 32, 64, 128)),
+    *(f"uint{b}" for b in (8, 16, 32, 64, 128)),
+    "float16",
+    "float32",
+    "float64",
+    "decimal",
+    "boolean",
+    "bool",
+    "string",
+    "utf8",
+    "str",
+    "float",
+    "int",
+    "binary",
+    "date",
+    "datetime",
+    "time",
+    "duration",
+    "categorical",
+    "enum",
+    "list",
+    "array",
+    "struct",
+    "null",
+    "object",
+}
+_DTYPE_EXAMPLES = ("Float64", "Int64", "String", "Datetime", "Boolean")
+
+
+def known_dtype(name: str) -> bool:
+    """`name` is a dtype `dtypes` can compare with: a Polars name, in full
+    ('Datetime(time_unit="us")') or by its base ('datetime'), any case."""
+    return name.strip().split("(", 1)[0].strip().lower() in _DTYPE_NAMES
+
+
+def known_dtypes(value: dict[str, str]) -> str | None:
+    """The rule for `structure_check.dtypes`: every value names a dtype."""
+    for column, name in value.items():
+        if not known_dtype(name):
+            return (
+                f"name dtypes, but {name!r} (column {column!r}) is none; use a Polars name "
+                f"such as {', '.join(_DTYPE_EXAMPLES)}"
+            )
+    return None
+
+
+@dataclass
+class StructureCheckConfig:
+    expected_columns: list[str] | None = None
+    allow_unexpected: bool = True
+    # `setting` returns a dataclasses field with a default factory: no shared mutable default.
+    dtypes: dict[str, str] = setting(factory=dict, rule=known_dtypes)  # noqa: RUF009
+    text_numeric_min_share: float = setting(0.8, rule=fraction)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 REPLACEMENT_CHARACTER = "\ufffd"
 ZONE_FAMILY = "iso8601+zone"
-# The row index in the file, a column of the collected timestamp examples.
-ROW = "__row"
 _UNPARSEABLE_MAJORITY = 0.5
 _DTYPE_ALIASES = {
     "utf8": "string",
