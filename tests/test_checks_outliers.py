@@ -87,8 +87,7 @@ def test_spike_on_a_device_is_found_per_device(tmp_path: Path) -> None:
     # 2 of 40 values more than 13 robust sigmas out: far beyond chance, and beyond fail_z 10.
     assert result.status is Status.FAIL
     assert result.summary == (
-        "2 outliers in 241 values (robust z > 3 per device_id; about 2.7 expected by chance): "
-        "1 group beyond chance"
+        "2 outliers in 241 values (robust z > 3 per device_id): 1 group beyond chance"
     )
 
 
@@ -347,14 +346,17 @@ def _ar1(rng: random.Random, n: int, phi: float = 0.9) -> list[float]:
 @pytest.mark.parametrize("rows", [100, 200])
 def test_twenty_clean_gaussian_files_all_pass(tmp_path: Path, rows: int) -> None:
     rng = random.Random(rows)
-    statuses = [
+    results = [
         run_check(
             plan_outlier_check,
             _series(tmp_path / f"g{i}.parquet", [20 + rng.gauss(0, 0.5) for _ in range(rows)]),
-        ).status
+        )
         for i in range(20)
     ]
-    assert statuses == [Status.PASS] * 20
+    assert [r.status for r in results] == [Status.PASS] * 20
+    # Some of them hold values beyond 3 sigma, as normal data does: counted, and not a finding.
+    assert sum(r.metrics["total_outliers"] for r in results) > 0
+    assert all("consistent with chance" in r.summary for r in results)
 
 
 @pytest.mark.parametrize(

@@ -752,11 +752,8 @@ def _summary(dataset: Dataset, columns: dict[str, dict[str, Any]], metrics: dict
     if significant:
         verdict = f"{plural(significant, 'group')} beyond chance"
     else:
-        verdict = "consistent with chance"
-    text = (
-        f"{plural(total, 'outlier')} in {checked:,} values ({rule}{per}; "
-        f"about {expected:.1f} expected by chance): {verdict}"
-    )
+        verdict = f"consistent with chance (clean data gives about {expected:.1f})"
+    text = f"{plural(total, 'outlier')} in {checked:,} values ({rule}{per}): {verdict}"
     fleet = sum(c["groups_fleet_spread"] for c in columns.values())
     if fleet:
         own = sum(c["groups_own_spread"] for c in columns.values())
