@@ -28,7 +28,6 @@ that keeps only the outliers.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -311,14 +310,27 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
             x.std(ddof=1).fill_null(0.0).alias(_stat("std", i)),
             x.min().alias(_stat("min", i)),
             x.max().alias(_stat("max", i)),
-            # Neighbouring readings of a slow process move together: fewer independent values.
-            _quadrant_rho((x - x.median()).sign(), (x - x.median()).sign().shift()).alias(
-                _stat("rho", i)
-            ),
             pl.col(_local(i)).abs().median().fill_null(0.0).alias(_stat("local_mad", i)),
             pl.col(_local(i)).abs().mean().fill_null(0.0).alias(_stat("local_meanad", i)),
         ]
-    return values.group_by(_ENTITY).agg(exprs)
+    return (
+        values.group_by(_ENTITY)
+        .agg(exprs)
+        .with_columns(_rho(i).alias(_stat("rho", i)) for i in range(count))
+    )
+
+
+def _rho(i: int) -> pl.Expr:
+    """The lag-1 autocorrelation phi of a group, from how much smaller its readings' distances
+    from the mean of the two before are than their spread: for an AR(1) process the variance
+    ratio is r = 1.5 - 0.5 phi - phi^2, so phi = (sqrt(0.25 + 4 (1.5 - r)) - 0.5) / 2. Both
+    spreads are MADs, so outliers cannot fake a slow process; a daily cycle reads as one
+    (smooth), which only makes the count more cautious. Neighbouring readings of a slow process
+    move together: fewer independent values (`evidence.group_p_value`)."""
+    mad, local = pl.col(_stat("mad", i)), pl.col(_stat("local_mad", i))
+    ratio = (local / mad) ** 2
+    phi = ((0.25 + 4 * (1.5 - ratio)).clip(lower_bound=0.25).sqrt() - 0.5) / 2
+    return pl.when(mad > 0).then(phi.clip(0.0, 0.99)).otherwise(0.0)
 
 
 def _resolution(x: pl.Expr, dtype: pl.DataType) -> pl.Expr:
@@ -334,14 +346,6 @@ def _resolution(x: pl.Expr, dtype: pl.DataType) -> pl.Expr:
         ).all()
         steps.append(pl.when(whole).then(pl.lit(10.0**-decimals)))
     return pl.coalesce(*steps, pl.lit(0.0))
-
-
-def _quadrant_rho(side: pl.Expr, previous: pl.Expr) -> pl.Expr:
-    """Lag-1 autocorrelation from which side of the median each reading and the one before it
-    lie on (the quadrant correlation, sin(pi/2 q) for normal data): outliers cannot fake a slow
-    process, as a run of them would with the ordinary correlation."""
-    quadrant = (side * previous).mean().fill_nan(None).fill_null(0.0)
-    return (quadrant * (math.pi / 2)).sin()
 
 
 def _unbiased(n: pl.Expr) -> pl.Expr:
