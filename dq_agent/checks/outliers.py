@@ -582,6 +582,7 @@ def _result(
                 float(entity["spread_n"]),
                 int(entity["far"]),
                 local,
+                threshold,
             )
             if p_value > threshold:
                 continue
