@@ -314,8 +314,10 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
             pl.col(_local(i)).abs().mean().fill_null(0.0).alias(_stat("local_meanad", i)),
         ]
     return (
-        values.group_by(_ENTITY)
-        .agg(exprs)
+        # The series number is a sorted integer, one per entity: far cheaper to group and join
+        # on than the entity's text.
+        values.group_by(SERIES)
+        .agg(pl.col(_ENTITY).first(), *exprs)
         .with_columns(_rho(i).alias(_stat("rho", i)) for i in range(count))
     )
 
@@ -392,7 +394,7 @@ def _judged_groups(
 ) -> pl.LazyFrame:
     """Per group and column: how it is judged (`route`), its centre and spread, its extremes."""
     robust = settings.method != "sigma"
-    exprs: list[pl.Expr] = [pl.col(_ENTITY)]
+    exprs: list[pl.Expr] = [pl.col(SERIES), pl.col(_ENTITY)]
     for i in range(count):
         n = pl.col(_stat("n", i))
         median, mad, meanad = (pl.col(_stat(s, i)) for s in ("median", "mad", "meanad"))
@@ -483,11 +485,11 @@ def _outlier_rows(
             .alias(_flag(i)),
         ]
     kept = [
-        _ENTITY,
+        SERIES,
         *[_stat(s, i) for i in range(count) for s in ("route", "center", "spread", "local_spread")],
     ]
     return (
-        values.join(groups.select(kept), on=_ENTITY, how="inner", nulls_equal=True)
+        values.join(groups.select(kept), on=SERIES, how="inner")
         .with_columns(scored)
         .filter(pl.any_horizontal([pl.col(_flag(i)) for i in range(count)]))
         .select(
