@@ -30,6 +30,8 @@ class ColumnsConfig:
     values: list[str] | None = None
     ingest_time: str | None = None
     timezone: str = "UTC"
+    timestamp_format: str | None = None
+    """A strptime format for a text timestamp column (e.g. '%m/%d/%Y %H:%M'): then the only one."""
 
 
 @dataclass
@@ -80,7 +82,9 @@ class StructureCheckConfig:
     expected_columns: list[str] | None = None
     allow_unexpected: bool = True
     dtypes: dict[str, str] = field(default_factory=dict)
-    text_numeric_min_share: float = 0.8
+    # A column whose non-empty values are mostly numbers is a numeric column; its other values
+    # are reported as text in a numeric column.
+    text_numeric_min_share: float = 0.5
 
 
 @dataclass
@@ -124,6 +128,8 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    source: str | None = field(default=None, compare=False)
+    """The config file the settings came from, for messages about them (not a section)."""
 
 
 # Environment variables and the config key each one sets.
@@ -183,6 +189,7 @@ def resolve(
     """Build the effective configuration: CLI > environment > YAML > defaults."""
     config = Config()
     if config_file is not None:
+        config.source = str(config_file)
         _apply(config, _read_yaml(config_file), origin=str(config_file))
     env = os.environ if environ is None else environ
     for variable, key in ENVIRONMENT.items():
@@ -232,7 +239,11 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _apply(config: Config, data: dict[str, Any], origin: str) -> None:
-    sections = {f.name for f in dataclasses.fields(config)}
+    sections = {
+        f.name
+        for f in dataclasses.fields(config)
+        if dataclasses.is_dataclass(getattr(config, f.name))
+    }
     for section, values in data.items():
         if section not in sections:
             raise ConfigError(
@@ -378,5 +389,10 @@ def _validate(key: str, value: Any, origin: str) -> None:
             raise ConfigError(
                 f"bad value for '{key}' in {origin}: {value!r} is not a time zone such as Europe/Berlin"
             ) from None
+    if key == "columns.timestamp_format" and "%" not in value:
+        raise ConfigError(
+            f"bad value for '{key}' in {origin}: {value!r} is not a strptime format such as "
+            "'%m/%d/%Y %H:%M'"
+        )
     if key == "structure_check.text_numeric_min_share" and not 0 < value <= 1:
         raise ConfigError(f"bad value for '{key}' in {origin}: {value!r} must be in (0, 1]")
