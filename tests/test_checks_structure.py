@@ -186,7 +186,10 @@ def test_numbers_stored_as_text(tmp_path: Path) -> None:
     assert m["text_numeric_columns"] == ["pressure"]
     assert m["text_numeric_unparseable"] == {"pressure": 3}
     finding = next(f for f in result.findings if f.column == "pressure")
-    assert finding.count == 20
+    assert finding.count == 3
+    assert finding.what == (
+        "3 text values in numeric column pressure (15.0% of 20 values; the rest are read as numbers)"
+    )
     assert [e["value"] for e in finding.examples] == ["n/a", "err", "12..5"]
     assert result.status is Status.WARN
 

@@ -24,6 +24,7 @@ ENTITY = "__entity"
 TS = "__ts"
 INGEST = "__ingest"
 PREV_IN_FILE = "__prev_in_file"
+FILE = "__file"
 PREV = "__prev"
 STEP = "__step"
 EXPECTED = "__expected"
@@ -232,6 +233,8 @@ class DelayFinisher:
                 "entity": r[ENTITY],
                 "timestamp": iso(r[OUT_OF_ORDER_TS]),
                 "previous_timestamp": iso(r[PREV_IN_FILE]),
+                # Only when several files were read: which one the row is in.
+                **({"file": r[FILE]} if r.get(FILE) is not None else {}),
             }
             for r in self.out_of_order.iter_rows(named=True)
         ]
@@ -240,7 +243,7 @@ class DelayFinisher:
             Finding(
                 what=(
                     f"{plural(count, 'row')} out of order: earlier than the previous row "
-                    "of the same entity in file order"
+                    "of the same entity in file order" + _in_one_file(examples)
                 ),
                 count=count,
                 severity=_at_least_warn(severity),
@@ -381,3 +384,9 @@ def _status_rank(status: Status) -> int:
 
 def _at_least_warn(status: Status) -> Status:
     return Status.FAIL if status is Status.FAIL else Status.WARN
+
+
+def _in_one_file(examples: list[dict[str, Any]]) -> str:
+    """' (in day_2.csv)' when every example names the same file, else ''."""
+    files = {str(e["file"]).rsplit(": row ", 1)[0] for e in examples if e.get("file")}
+    return f" (in {files.pop()})" if len(files) == 1 else ""

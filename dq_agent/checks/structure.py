@@ -64,7 +64,11 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     if timestamp is not None:
         frame = _side_by_side(dataset, scope, [timestamp], [timestamp], row_index=True)
         if text_timestamp:
-            queries.append(_text_timestamp_query(frame, timestamp, config.columns.timezone))
+            queries.append(
+                _text_timestamp_query(
+                    frame, timestamp, config.columns.timezone, dataset.timestamp_formats
+                )
+            )
         else:
             queries.append(_typed_timestamp_query(frame, timestamp))
     settings = config.structure_check
@@ -82,13 +86,15 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
 
 def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Columns:
     raw_schema = dataset.raw.collect_schema()
-    entity_scoped = scope.entity is not None
     constant = [
         c
         for c in scoped
         if not isinstance(raw_schema[c], _UNORDERED)
-        # Within one entity its key columns are constant by construction.
-        and not (entity_scoped and c in dataset.roles.entity)
+        # Within one entity its key columns are constant by construction, and a one-device
+        # file's entity has one value; a one-day file's date column (read with its time
+        # column as the timestamp) too.
+        and c not in dataset.roles.entity
+        and c not in dataset.time_parts
     ]
     timestamp = dataset.roles.timestamp
     return Columns(
@@ -223,10 +229,12 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
     return counts
 
 
-def _text_timestamp_query(frame: pl.LazyFrame, timestamp: str, timezone: str) -> pl.LazyFrame:
+def _text_timestamp_query(
+    frame: pl.LazyFrame, timestamp: str, timezone: str, formats: list[tuple[str, str]]
+) -> pl.LazyFrame:
     """Per (format family, offset): values, values the loader dropped, examples of those."""
     raw = _raw(timestamp)
-    family = format_family(raw, timezone)
+    family = format_family(raw, timezone, formats)
     offset = pl.when(family == ZONE_FAMILY).then(
         raw.str.strip_chars().str.extract(_OFFSET_PATTERN, 1)
     )
@@ -271,7 +279,9 @@ def _typed_timestamp_query(frame: pl.LazyFrame, timestamp: str) -> pl.LazyFrame:
     return counts.join(examples, how="cross")
 
 
-def format_family(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:
+def format_family(
+    column: pl.Expr, timezone: str = "UTC", formats: list[tuple[str, str]] | None = None
+) -> pl.Expr:
     """The label of the first accepted format that parses each value (null when none does).
 
     Equal to the family whose `timeparse.format_family_exprs` flag is true, with each format
@@ -280,6 +290,6 @@ def format_family(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:
     return pl.coalesce(
         [
             pl.when(_parse_one(column, fmt, timezone).is_not_null()).then(pl.lit(label))
-            for label, fmt in TIMESTAMP_FORMATS
+            for label, fmt in formats or TIMESTAMP_FORMATS
         ]
     )

@@ -49,3 +49,11 @@ def format_duration(seconds: float | None) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} d"
+
+
+def inferred_line(inferred: list[dict[str, str]]) -> str:
+    """What loading guessed, one clause each, with the setting that fixes it; '' for nothing."""
+    return "; ".join(
+        f"{item['role']}={item['value']} ({item['reason']}; set {item['setting']})"
+        for item in inferred
+    )
