@@ -30,6 +30,7 @@ from dq_agent.loading.timecols import (
     is_date_only,
     is_time_like,
     is_time_of_day,
+    looks_like_time,
     parse_share,
     slash_order,
 )
@@ -254,11 +255,13 @@ def _sample_of(sample: pl.DataFrame, ts_expr: pl.Expr) -> pl.DataFrame:
 def _column_stats(
     raw: pl.LazyFrame, schema: pl.Schema, names: list[str]
 ) -> dict[str, dict[str, Any]]:
-    """Distinct counts of integer columns and the range of numeric ones, over all rows."""
+    """Over all rows: the range of numeric columns (epoch times) and the distinct count of
+    integer ones (codes). Floats are not counted: hashing every float of a wide file is the
+    costliest query there is, and a float column is never a code."""
     numeric = [n for n in names if schema[n].is_numeric() and not isinstance(schema[n], pl.Decimal)]
     if not numeric:
         return {}
-    exprs: list[pl.Expr] = []
+    exprs: list[pl.Expr] = [pl.len().alias("rows")]
     for i, name in enumerate(numeric):
         col = pl.col(name)
         if schema[name].is_float():
@@ -266,11 +269,17 @@ def _column_stats(
         exprs += [
             col.min().cast(pl.Float64).alias(f"min{i}"),
             col.max().cast(pl.Float64).alias(f"max{i}"),
-            col.drop_nulls().n_unique().alias(f"n{i}"),
         ]
+        if schema[name].is_integer():
+            exprs.append(col.drop_nulls().n_unique().alias(f"n{i}"))
     row = raw.select(exprs).collect().row(0, named=True)
     return {
-        name: {"min": row[f"min{i}"], "max": row[f"max{i}"], "distinct": row[f"n{i}"]}
+        name: {
+            "min": row[f"min{i}"],
+            "max": row[f"max{i}"],
+            "distinct": row.get(f"n{i}"),
+            "rows": row["rows"],
+        }
         for i, name in enumerate(numeric)
     }
 
@@ -281,7 +290,7 @@ def _epoch_columns(schema: pl.Schema, stats: dict[str, dict[str, Any]]) -> dict[
     for name, s in stats.items():
         if (
             s["min"] is None
-            or s["distinct"] < 2
+            or s["min"] == s["max"]
             or not (schema[name].is_integer() or schema[name].is_float())
         ):
             continue
@@ -353,10 +362,13 @@ def _find_timestamp(
 def _unreadable_time_columns(
     sample: pl.DataFrame, schema: pl.Schema, names: list[str], taken: set[str | None], tz: str
 ) -> list[LoadNote]:
-    """Text columns named like a time whose values are not times in any known format."""
+    """Text columns that look like a time (by name or values) but are not times in any format
+    the loader knows."""
     notes: list[LoadNote] = []
     for name in names:
-        if name in taken or schema[name] != pl.String or not TIMESTAMP_HINT.search(name):
+        if name in taken or schema[name] != pl.String:
+            continue
+        if not looks_like_time(sample, schema, name):
             continue
         if parse_share(sample, name, tz) >= PARSE_SHARE_NAMED:
             continue
@@ -424,7 +436,8 @@ def _values(
         and schema[n].is_integer()
         and n in stats
         and stats[n]["distinct"] <= MAX_CODE_VALUES
-        and stats[n]["distinct"] * 5 <= max(sample.height, 1)
+        # A short file with few distinct readings is not evidence of a code.
+        and stats[n]["distinct"] * 5 <= stats[n]["rows"]
     ]
     ids = [n for n in names if n not in taken and schema[n].is_integer() and _ID_NAME.match(n)]
     left_out = {

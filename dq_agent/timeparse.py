@@ -21,6 +21,9 @@ _COMMON_FORMATS: list[tuple[str, str]] = [
     ("iso8601-minutes", "%Y-%m-%dT%H:%M"),
     ("iso8601-minutes", "%Y-%m-%d %H:%M"),
     ("date", "%Y-%m-%d"),
+    ("year/month/day", "%Y/%m/%d %H:%M:%S%.f"),
+    ("year/month/day", "%Y/%m/%d %H:%M"),
+    ("year/month/day", "%Y/%m/%d"),
     ("day.month.year", "%d.%m.%Y %H:%M:%S%.f"),
     ("day.month.year", "%d.%m.%Y %H:%M"),
     ("day.month.year", "%d.%m.%Y"),
@@ -70,6 +73,10 @@ _POLARS_LIMIT_SECONDS = 200_000 * 31_556_952
 
 def _parse_one(column: pl.Expr, fmt: str, timezone: str) -> pl.Expr:
     stripped = column.str.strip_chars()
+    if fmt.startswith("%Y"):
+        # chrono reads "%Y" from two digits too: "04-03-24 10:03" (day-month-year) would be
+        # the year 4. A year is written with four digits.
+        stripped = pl.when(stripped.str.contains(r"^\d{4}")).then(stripped)
     if fmt.endswith("%#z"):
         return stripped.str.to_datetime(fmt, strict=False, time_unit="us", time_zone="UTC")
     naive = stripped.str.to_datetime(fmt, strict=False, time_unit="us")

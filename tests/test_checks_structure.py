@@ -52,7 +52,7 @@ MIXED_TIMESTAMPS = [
     "2024-01-01T00:12:00Z",
     "2024-01-02",
     "not a time",
-    "2024/01/03 00:00",
+    "03-01-2024 00:00",
 ]
 
 
@@ -100,7 +100,7 @@ def test_mixed_formats_zones_and_unparseable_timestamps(tmp_path: Path) -> None:
     assert (unparseable.count, unparseable.severity) == (2, Status.WARN)
     assert unparseable.examples == [
         {"row": 10, "value": "not a time"},
-        {"row": 11, "value": "2024/01/03 00:00"},
+        {"row": 11, "value": "03-01-2024 00:00"},
     ]
     formats = next(f for f in result.findings if "formats" in f.what)
     assert formats.count == 4  # values outside the main format

@@ -234,3 +234,26 @@ def test_role_settings_naming_absent_columns_name_key_and_file(tmp_path: Path) -
         assert caught.value.exit_code == 2
         assert f"columns.{key} names column" in caught.value.message
         assert f"(in {config_file})" in caught.value.message
+
+
+def test_a_column_whose_values_look_like_times_but_cannot_be_read(tmp_path: Path) -> None:
+    lines = (
+        ["timestamp,recorded,v"]
+        + [f"2024-03-04T10:0{i}:00,10:0{i} 2024-03-04 ,1.5" for i in range(3)]
+        + [f"2024-03-04T10:0{i}:00,04-03-24 10:0{i},1.5" for i in range(3, 6)]
+    )
+    path = tmp_path / "odd.csv"
+    path.write_text("\n".join(lines) + "\n")
+    (note,) = load(str(path), Config()).load_notes
+    assert note.column == "recorded"
+    assert note.key == "unreadable_time_columns"
+
+
+def test_year_first_slash_dates(tmp_path: Path) -> None:
+    path = tmp_path / "ymd.csv"
+    path.write_text("time,v\n2024/03/04 10:00,1.5\n2024/03/04 10:01,2.5\n")
+    dataset = load(str(path), Config())
+    assert dataset.frame.select("time").collect().to_series().to_list() == [
+        START,
+        START + timedelta(minutes=1),
+    ]

@@ -24,6 +24,8 @@ _DATE_NAME = re.compile(r"(date|datum|day|tag)", re.I)
 _TIME_OF_DAY = r"^\s*\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\s*$"
 _DATE_ONLY = r"^\s*(\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./]\d{1,2}[./]\d{4})\s*$"
 _SLASH = r"^\s*(\d{1,2})/(\d{1,2})/\d{4}"
+# Values that look like a date with a time of day, in whatever order and separators.
+_TIME_LIKE_VALUE = r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}[ T]+\d{1,2}:\d{2}"
 # A column named like a timestamp needs only a majority of parseable values (the rest are then
 # reported by structure_check); a column found by a looser hint needs most of them.
 PARSE_SHARE_NAMED = 0.5
@@ -48,6 +50,16 @@ def parse_share(sample: pl.DataFrame, name: str, timezone: str = "UTC") -> float
         parse_text_timestamps(col, timezone, timestamp_formats(MONTH_FIRST)).is_not_null()
     )
     return _share(sample, name, parsed)
+
+
+def looks_like_time(sample: pl.DataFrame, schema: pl.Schema, name: str) -> bool:
+    """Named like a time, or mostly values that look like a date with a time of day."""
+    if TIMESTAMP_HINT.search(name):
+        return True
+    return (
+        schema[name] == pl.String
+        and _share(sample, name, pl.col(name).str.contains(_TIME_LIKE_VALUE)) >= PARSE_SHARE_NAMED
+    )
 
 
 def is_date_only(sample: pl.DataFrame, schema: pl.Schema, name: str) -> bool:
