@@ -29,7 +29,14 @@ from dq_agent.loading.timecols import combined_expr
 from dq_agent.loading.unify import combine
 from dq_agent.result import Status
 from dq_agent.roles import Roles, detect_roles
-from dq_agent.timeparse import TIMESTAMP_FORMATS, to_utc, within_polars_range, within_python_range
+from dq_agent.timeparse import (
+    TIMESTAMP_FORMATS,
+    dominant_format,
+    parse_text_timestamps,
+    to_utc,
+    within_polars_range,
+    within_python_range,
+)
 
 __all__ = ["Dataset", "describe_read_error", "load", "resolve_files", "verify_parquet"]
 
@@ -43,6 +50,9 @@ READ_FAILURES: tuple[type[BaseException], ...] = (
     ValueError,
 )
 _FORMAT_NAMES = {"csv": "CSV", "parquet": "Parquet"}
+_PARSED = "__parsed::"
+# Text times whose sample has at most this share of distinct values are parsed per value.
+_REPEATED_SHARE = 0.5
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Polars messages that do not say what is wrong with the file, and what to say instead.
 _READ_ERROR_HINTS = {
@@ -172,6 +182,20 @@ def load(path: str, config: Config) -> Dataset:
         raw = raw.with_columns(combined_expr(*detection.combined).alias(roles.timestamp))
         schema = raw.collect_schema()
     raw = _guard_temporal(raw, schema, (roles.timestamp, roles.ingest_time))
+    repeated = _repeated_text_times(schema, sample, roles)
+    # CSV is in memory: its text times that do not repeat are read in two passes (see
+    # `_complete_times`).
+    full_formats: dict[str, list[tuple[str, str]]] = {}
+    first_pass: dict[str, list[tuple[str, str]]] = {}
+    if file_format == "csv":
+        for name in (roles.timestamp, roles.ingest_time):
+            if name is None or name in repeated or schema[name] != pl.String:
+                continue
+            every = detection.timestamp_formats if name == roles.timestamp else TIMESTAMP_FORMATS
+            sample_values = raw.select(name).head(SAMPLE_ROWS).collect().to_series()
+            first = dominant_format(sample_values, config.columns.timezone, every)
+            if first and len(every) > 1:
+                full_formats[name], first_pass[name] = every, first
     frame = _normalise(
         raw,
         schema,
@@ -181,11 +205,16 @@ def load(path: str, config: Config) -> Dataset:
         detection.timestamp_formats,
         read.decimal_comma,
         detection.epoch_unit,
+        repeated_text=repeated,
+        plain_numbers=detection.plain_numbers,
+        first_pass=first_pass,
     )
     if file_format == "csv":
         # Parse the text timestamps and numbers once, not once per query.
         try:
-            frame = frame.collect().lazy()
+            frame = _complete_times(
+                frame.collect(), raw, full_formats, config.columns.timezone
+            ).lazy()
         except READ_FAILURES as exc:
             raise InputError(f"cannot read {path} as CSV: {describe_read_error(exc)}") from exc
     return Dataset(
@@ -269,6 +298,19 @@ def _read_csv(inputs: Inputs, config: Config) -> _Read:
         has_bom=first_layout.has_bom,
         decimal_comma=dialect.decimal_comma,
     )
+
+
+def _repeated_text_times(schema: pl.Schema, sample: pl.DataFrame, roles: Roles) -> set[str]:
+    """Text time columns whose sample repeats values (a fleet reports at the same times)."""
+    return {
+        name
+        for name in (roles.timestamp, roles.ingest_time)
+        if name is not None
+        and schema[name] == pl.String
+        and name in sample.columns
+        and sample.height > 0
+        and sample.get_column(name).n_unique() <= _REPEATED_SHARE * sample.height
+    }
 
 
 def _files_text(some: list[Path], all_files: list[Path]) -> str:
@@ -355,21 +397,44 @@ def _normalise(
     formats: list[tuple[str, str]],
     decimal_comma: bool,
     epoch_unit: str | None = None,
+    repeated_text: set[str] | None = None,
+    plain_numbers: set[str] | None = None,
+    first_pass: dict[str, list[tuple[str, str]]] | None = None,
 ) -> pl.LazyFrame:
+    """`repeated_text`: text time columns whose values repeat (a fleet shares timestamps), parsed
+    once per distinct value. `plain_numbers`: text number columns that need no unit or
+    separator handling (a plain cast reads them). `first_pass`: text time columns read with
+    these formats only; `_complete_times` reads what they leave with all formats."""
     times = [name for name in (roles.timestamp, roles.ingest_time) if name is not None]
-    # Guarded before the conversion too: a far date in milliseconds overflows on the way to us.
-    exprs = [
-        to_utc(
+    parsed: dict[str, pl.Expr] = {}
+    for name in times:
+        column_formats = formats if name == roles.timestamp else None
+        if first_pass and name in first_pass:
+            column_formats = first_pass[name]
+        # Guarded before the conversion too: a far date in milliseconds overflows on the way
+        # to us.
+        parsed[name] = to_utc(
             within_python_range(pl.col(name), schema[name]),
             schema[name],
             timezone,
-            formats if name == roles.timestamp else None,
+            column_formats,
             epoch_unit if name == roles.timestamp else None,
         ).alias(name)
-        for name in times
-    ]
+    for name in sorted(repeated_text or set()):
+        if name in parsed:
+            mapping = raw.select(pl.col(name).unique()).with_columns(
+                parsed.pop(name).alias(_PARSED + name)
+            )
+            raw = raw.join(mapping, on=name, how="left", maintain_order="left", nulls_equal=True)
+            parsed[name] = pl.col(_PARSED + name).alias(name)
+    exprs = list(parsed.values())
     exprs.extend(
-        parse_number_text(pl.col(name), decimal_comma).alias(name) for name in text_numeric
+        (
+            pl.col(name).str.strip_chars().cast(pl.Float64, strict=False)
+            if name in (plain_numbers or set())
+            else parse_number_text(pl.col(name), decimal_comma)
+        ).alias(name)
+        for name in text_numeric
     )
     # Decimals and durations as Float64 (durations in seconds): every check can compare them.
     exprs.extend(
@@ -385,9 +450,41 @@ def _normalise(
     if not exprs:
         return raw
     # A second step, so each conversion is computed once and then only compared.
-    return raw.with_columns(exprs).with_columns(
-        within_python_range(pl.col(name)).alias(name) for name in times
+    helpers = [c for c in raw.collect_schema().names() if c.startswith(_PARSED)]
+    return (
+        raw.with_columns(exprs)
+        .with_columns(within_python_range(pl.col(name)).alias(name) for name in times)
+        .drop(helpers)
     )
+
+
+def _complete_times(
+    frame: pl.DataFrame,
+    raw: pl.LazyFrame,
+    formats: dict[str, list[tuple[str, str]]],
+    timezone: str,
+) -> pl.DataFrame:
+    """The text times a first pass with one format left null, read again with every format.
+
+    Every accepted format tried on every row costs a second per format per million rows; the
+    sample's dominant format reads nearly all of them, and only the rest are tried again."""
+    for name, column_formats in formats.items():
+        text = raw.select(name).collect().to_series()
+        got = frame.get_column(name)
+        missing = got.is_null() & text.is_not_null()
+        if not missing.any():
+            continue
+        index = missing.arg_true()
+        again = (
+            text.gather(index)
+            .to_frame()
+            .select(
+                within_python_range(parse_text_timestamps(pl.col(name), timezone, column_formats))
+            )
+            .to_series()
+        )
+        frame = frame.with_columns(got.clone().scatter(index, again))
+    return frame
 
 
 def _check_timezone(timezone: str) -> None:

@@ -50,6 +50,7 @@ _ENTITY_NAME = re.compile(
 _ID_NAME = re.compile(r"^(id|idx|index|row|row_?(id|no|nr|number)|record_?id|seq|sequence)$", re.I)
 # Integer columns with this few distinct values are flags, states or codes, not measurements.
 MAX_CODE_VALUES = 10
+ROLE_ROWS = 1_000_000
 _SAMPLE_EXAMPLES = 3
 
 
@@ -78,6 +79,8 @@ class Detection:
     timestamp_formats: list[tuple[str, str]]
     combined: tuple[str, str] | None = None
     """A date column and a time column read together as the timestamp column."""
+    plain_numbers: set[str] = field(default_factory=set)
+    """Text number columns whose sample shows no unit or thousands separator: a cast reads them."""
     epoch_unit: str | None = None
     """The unit of a numeric timestamp column, when all its values are plausible in one."""
     inferred: list[Inference] = field(default_factory=list)
@@ -145,6 +148,9 @@ def detect_roles(
                 )
             )
 
+    # Behaviour is judged on the first million rows: enough to see every pattern a role has,
+    # and a bounded cost on a 10M-row scan (the checks read everything anyway).
+    raw = raw.head(ROLE_ROWS)
     stats = _column_stats(raw, schema, [n for n in names if n != ingest])
     timestamp, combined, how = (columns.timestamp, None, "")
     if timestamp is None:
@@ -162,7 +168,11 @@ def detect_roles(
         entity = list(columns.entity)
     else:
         taken = {timestamp, ingest, *time_parts}
-        candidates = [n for n in names if n not in taken and is_candidate(schema[n])]
+        candidates = [
+            n
+            for n in names
+            if n not in taken and is_candidate(schema[n]) and not _decimal_text(sample, schema, n)
+        ]
         named = [n for n in candidates if _ENTITY_NAME.match(n)]
         if ts_expr is not None:
             guess = find_entity(raw, schema, ts_expr, candidates, named)
@@ -183,7 +193,7 @@ def detect_roles(
         and (combined is not None or schema[timestamp] == pl.String)  # type: ignore[index]
     ):
         shown = " + ".join(combined) if combined else str(timestamp)
-        order = slash_order(raw, ts_expr, entity, _sample_of(sample, ts_expr), "__ts", tz)
+        order = slash_order(raw, ts_expr, entity, tz)
         if order is not None:
             formats = timestamp_formats(order.order)
             inferred.append(
@@ -193,7 +203,7 @@ def detect_roles(
                 notes.append(
                     LoadNote(
                         what=f"dates in column {shown} read as {order.order}, but "
-                        f"{MONTH_OR_DAY} fits the data too (e.g. 03/04/2024); set "
+                        f"{MONTH_OR_DAY} fits the data too (e.g. {order.example}); set "
                         "columns.timestamp_format, e.g. '%m/%d/%Y %H:%M'",
                         label=f"ambiguous date order in {shown}",
                         column=shown,
@@ -202,6 +212,7 @@ def detect_roles(
                 )
 
     notes += _unreadable_time_columns(sample, schema, names, {timestamp, ingest, *time_parts}, tz)
+    plain: set[str] = set()
     values, text_numeric = _values(
         sample,
         schema,
@@ -212,6 +223,7 @@ def detect_roles(
         decimal_comma,
         inferred,
         notes,
+        plain,
     )
     if guess is not None and len(values) == 1 and any(VARIABLE_NAME.match(c) for c in entity):
         inferred.append(
@@ -224,6 +236,7 @@ def detect_roles(
         )
     epoch = _epoch_columns(schema, stats).get(timestamp) if timestamp is not None else None
     return Detection(
+        plain_numbers=plain,
         epoch_unit=epoch,
         roles=Roles(timestamp=timestamp, entity=entity, values=values, ingest_time=ingest),
         text_numeric=text_numeric,
@@ -242,14 +255,21 @@ def combined_name(date: str, time: str) -> str:
     return f"{date}{COMBINED_SEPARATOR}{time}"
 
 
+def _decimal_text(sample: pl.DataFrame, schema: pl.Schema, name: str) -> bool:
+    """A text column of mostly decimal numbers (readings stored as text): never an entity."""
+    if schema[name] != pl.String:
+        return False
+    column = sample.get_column(name).drop_nulls()
+    if column.len() == 0:
+        return False
+    decimals = column.str.contains(r"^\s*[-+]?[0-9]*[.,][0-9]+").sum()
+    return decimals >= PARSE_SHARE_NAMED * column.len()
+
+
 def _timestamp_expr(timestamp: str | None, combined: tuple[str, str] | None) -> pl.Expr | None:
     if combined is not None:
         return combined_expr(*combined).alias("__ts")
     return None if timestamp is None else pl.col(timestamp).alias("__ts")
-
-
-def _sample_of(sample: pl.DataFrame, ts_expr: pl.Expr) -> pl.DataFrame:
-    return sample.select(ts_expr.cast(pl.String))
 
 
 def _column_stats(
@@ -400,8 +420,10 @@ def _values(
     decimal_comma: bool,
     inferred: list[Inference],
     notes: list[LoadNote],
+    plain: set[str],
 ) -> tuple[list[str], list[str]]:
-    """The value columns and, among them, the text columns that hold numbers."""
+    """The value columns and, among them, the text columns that hold numbers (those a plain
+    cast reads are added to `plain`)."""
     min_share = config.structure_check.text_numeric_min_share
     text_numeric: list[str] = []
     for n in names:
@@ -414,6 +436,8 @@ def _values(
                 inferred.append(
                     Inference("numbers as text", n, described.describe(), "columns.values")
                 )
+            elif not decimal_comma:
+                plain.add(n)
     nested = [n for n in names if isinstance(schema[n], pl.List | pl.Array | pl.Struct)]
     for n in nested:
         notes.append(

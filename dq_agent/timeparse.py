@@ -71,27 +71,66 @@ _UNITS_PER_SECOND = {"ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _POLARS_LIMIT_SECONDS = 200_000 * 31_556_952
 
 
-def _parse_one(column: pl.Expr, fmt: str, timezone: str) -> pl.Expr:
-    stripped = column.str.strip_chars()
+def _zoned(fmt: str) -> bool:
+    return fmt.endswith("%#z") or "%z" in fmt
+
+
+def _parsed(stripped: pl.Expr, fmt: str) -> pl.Expr:
+    """One format, before any zone conversion: UTC for a format with an offset, else naive."""
+    if _zoned(fmt):
+        parsed = stripped.str.to_datetime(fmt, strict=False, time_unit="us", time_zone="UTC")
+    else:
+        parsed = stripped.str.to_datetime(fmt, strict=False, time_unit="us")
     if fmt.startswith("%Y"):
         # chrono reads "%Y" from two digits too: "04-03-24 10:03" (day-month-year) would be
-        # the year 4. A year is written with four digits.
-        stripped = pl.when(stripped.str.contains(r"^\d{4}")).then(stripped)
-    if fmt.endswith("%#z"):
-        return stripped.str.to_datetime(fmt, strict=False, time_unit="us", time_zone="UTC")
-    naive = stripped.str.to_datetime(fmt, strict=False, time_unit="us")
+        # the year 4. No sensor wrote before the year 1000.
+        parsed = pl.when(parsed.dt.year() >= 1000).then(parsed)
+    return parsed
+
+
+def _naive_to_utc(naive: pl.Expr, timezone: str) -> pl.Expr:
     return naive.dt.replace_time_zone(
         timezone, ambiguous="earliest", non_existent="null"
     ).dt.convert_time_zone("UTC")
 
 
+def _parse_one(column: pl.Expr, fmt: str, timezone: str) -> pl.Expr:
+    parsed = _parsed(column.str.strip_chars(), fmt)
+    return parsed if _zoned(fmt) else _naive_to_utc(parsed, timezone)
+
+
 def parse_text_timestamps(
     column: pl.Expr, timezone: str = "UTC", formats: list[tuple[str, str]] | None = None
 ) -> pl.Expr:
-    """A text column parsed with the first accepted format that fits each value (else null)."""
-    return pl.coalesce(
-        [_parse_one(column, fmt, timezone) for _, fmt in formats or TIMESTAMP_FORMATS]
-    )
+    """A text column parsed with the first accepted format that fits each value (else null).
+
+    A value fits either formats with an offset or formats without, never both: each kind is
+    coalesced on its own, so the zone conversion of naive times is done once, not per format.
+    """
+    stripped = column.str.strip_chars()
+    chosen = formats or TIMESTAMP_FORMATS
+    zoned = [_parsed(stripped, fmt) for _, fmt in chosen if _zoned(fmt)]
+    naive = [_parsed(stripped, fmt) for _, fmt in chosen if not _zoned(fmt)]
+    parts = [pl.coalesce(zoned)] if zoned else []
+    if naive:
+        parts.append(_naive_to_utc(pl.coalesce(naive), timezone))
+    return pl.coalesce(parts) if len(parts) > 1 else parts[0]
+
+
+def dominant_format(
+    values: pl.Series, timezone: str = "UTC", formats: list[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """The one format that reads most of `values` (a sample), as a list; empty if none does."""
+    chosen = formats or TIMESTAMP_FORMATS
+    frame = values.drop_nulls().to_frame("v")
+    if frame.height == 0:
+        return []
+    counts = frame.select(
+        _parse_one(pl.col("v"), fmt, timezone).is_not_null().sum().alias(str(i))
+        for i, (_, fmt) in enumerate(chosen)
+    ).row(0)
+    best = max(range(len(chosen)), key=lambda i: (counts[i], -i))
+    return [chosen[best]] if counts[best] > 0 else []
 
 
 def format_family_exprs(

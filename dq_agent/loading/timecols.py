@@ -109,37 +109,38 @@ class SlashOrder:
     reason: str
     decided: bool
     """False when the data fits both orders equally: day first is then a default."""
+    example: str | None = None
+    """A value that reads both ways, when undecided."""
 
 
-def slash_fields(sample: pl.DataFrame, name: str) -> tuple[int, int, int]:
-    """Values written with slashes, and the largest first and second field among them."""
-    col = pl.col(name).str.extract_groups(_SLASH)
+def slash_fields(raw: pl.LazyFrame, timestamp: pl.Expr) -> tuple[int, int, int, str | None]:
+    """Values written with slashes, the largest first and second field among them, and the
+    first such value."""
+    text = timestamp.cast(pl.String)
+    col = text.str.extract_groups(_SLASH)
     fields = (
-        sample.select(
+        raw.select(
             col.struct.field("1").cast(pl.Int64, strict=False).alias("a"),
             col.struct.field("2").cast(pl.Int64, strict=False).alias("b"),
+            text.str.strip_chars().alias("text"),
         )
-        .drop_nulls()
-        .select(pl.len(), pl.col("a").max(), pl.col("b").max())
+        .drop_nulls(["a", "b"])
+        .select(pl.len(), pl.col("a").max(), pl.col("b").max(), pl.col("text").first())
+        .collect()
         .row(0)
     )
-    return int(fields[0]), int(fields[1] or 0), int(fields[2] or 0)
+    return int(fields[0]), int(fields[1] or 0), int(fields[2] or 0), fields[3]
 
 
 def slash_order(
-    raw: pl.LazyFrame,
-    timestamp: pl.Expr,
-    entity: list[str],
-    sample: pl.DataFrame,
-    name: str,
-    timezone: str,
+    raw: pl.LazyFrame, timestamp: pl.Expr, entity: list[str], timezone: str
 ) -> SlashOrder | None:
     """Which order the slash dates of the text timestamp have, or None if it has none.
 
     A field above 12 decides; else the order under which each series' steps are most regular
     (the share of steps equal to the most common step); else day first, undecided.
     """
-    count, first, second = slash_fields(sample, name)
+    count, first, second, example = slash_fields(raw, timestamp)
     if count == 0:
         return None
     if first > 12 and second <= 12:
@@ -162,7 +163,7 @@ def slash_order(
             f"steps regular that way ({scores[DAY_FIRST]:.0%} vs {scores[MONTH_FIRST]:.0%})",
             True,
         )
-    return SlashOrder(DAY_FIRST, "both orders fit the data", False)
+    return SlashOrder(DAY_FIRST, "both orders fit the data", False, example)
 
 
 def _regularity(
