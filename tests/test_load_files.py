@@ -3,15 +3,18 @@ separators, files whose columns differ, and out-of-order rows judged within each
 
 import gzip
 import io
+import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
+from typer.testing import CliRunner
 
 from dq_agent.checks.delays import plan_delay_check
 from dq_agent.checks.structure import plan_structure_check
+from dq_agent.cli import app
 from dq_agent.config import Config
 from dq_agent.load import load
 from dq_agent.loading.files import natural_key
@@ -183,3 +186,17 @@ def test_csv_files_with_an_extra_column_are_not_an_input_error(tmp_path: Path) -
     assert dataset.frame.select(pl.len()).collect().item() == 4
     (note,) = dataset.load_notes
     assert note.what == "column note is missing from 1 of 2 files (day_1.csv): null there"
+
+
+def test_cli_reads_standard_input() -> None:
+    text = "# exported by logger\ntimestamp,sensor,temperature\n" + "".join(
+        f"2024-03-01T00:{m:02d}:00,s1,20.{m % 3}\n" for m in range(20)
+    )
+    env = {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb", "DQ_AGENT_HISTORY": "false"}
+    result = CliRunner().invoke(
+        app, ["inspect", "-", "--no-agent", "--format", "json"], input=text, env=env
+    )
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["dataset"]["path"], report["dataset"]["rows"]) == ("-", 20)
+    assert report["dataset"]["roles"]["entity"] == ["sensor"]
