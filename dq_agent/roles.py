@@ -47,10 +47,12 @@ _ENTITY_NAME = re.compile(
     r"plant|well|turbine|pump|signal|channel|series)(_?(id|name|key|code|no|nr))?$",
     re.I,
 )
-_ID_NAME = re.compile(r"^(id|idx|index|row|row_?(id|no|nr|number)|record_?id|seq|sequence)$", re.I)
+_ID_NAME = re.compile(
+    r"^(id|idx|index|row|seq|sequence)$|(^|[_\s-])(id|idx|index|no|nr|number|seq)$", re.I
+)
 # Integer columns with this few distinct values are flags, states or codes, not measurements.
 MAX_CODE_VALUES = 10
-ROLE_ROWS = 1_000_000
+ROLE_ROWS = 250_000
 _SAMPLE_EXAMPLES = 3
 
 
@@ -148,7 +150,7 @@ def detect_roles(
                 )
             )
 
-    # Behaviour is judged on the first million rows: enough to see every pattern a role has,
+    # Behaviour is judged on the first 250,000 rows: enough to see every pattern a role has,
     # and a bounded cost on a 10M-row scan (the checks read everything anyway).
     raw = raw.head(ROLE_ROWS)
     stats = _column_stats(raw, schema, [n for n in names if n != ingest])
@@ -463,10 +465,24 @@ def _values(
         # A short file with few distinct readings is not evidence of a code.
         and stats[n]["distinct"] * 5 <= stats[n]["rows"]
     ]
-    ids = [n for n in names if n not in taken and schema[n].is_integer() and _ID_NAME.match(n)]
+    ids = [n for n in names if n not in taken and schema[n].is_integer() and _ID_NAME.search(n)]
+    # A row number: every value once, from its minimum up in steps of one.
+    sequences = [
+        n
+        for n in names
+        if n not in taken
+        and schema[n].is_integer()
+        and n in stats
+        and stats[n]["rows"] > MAX_CODE_VALUES
+        and stats[n]["distinct"] == stats[n]["rows"]
+        and stats[n]["max"] - stats[n]["min"] == stats[n]["rows"] - 1
+    ]
     left_out = {
         "integers with few distinct values (flags, states, codes)": codes,
-        "named like a row id": [n for n in ids if n not in codes],
+        "named like an id": [n for n in ids if n not in codes],
+        "a row number (every value once, in steps of one)": [
+            n for n in sequences if n not in codes and n not in ids
+        ],
         "epoch times by magnitude": [n for n in epochs if n not in taken and n not in codes],
     }
     excluded = {n for group in left_out.values() for n in group}

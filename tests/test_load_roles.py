@@ -7,9 +7,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from dq_agent.checks.structure import plan_structure_check
 from dq_agent.config import Config, resolve
 from dq_agent.errors import ConfigError
 from dq_agent.load import load
+from dq_agent.result import Status
+from tests.fixtures_checks import run_check
 
 START = datetime(2024, 3, 4, 10, 0, tzinfo=UTC)
 
@@ -257,3 +260,42 @@ def test_year_first_slash_dates(tmp_path: Path) -> None:
         START,
         START + timedelta(minutes=1),
     ]
+
+
+def test_ids_and_row_numbers_are_not_values(tmp_path: Path) -> None:
+    rows = 30
+    frame = pl.DataFrame(
+        {
+            "timestamp": [START + timedelta(minutes=i) for i in range(rows)],
+            "reading_id": [7_000_000 + 13 * i for i in range(rows)],
+            "n": list(range(1, rows + 1)),
+            "energy_wh": [1000 + 37 * i for i in range(rows)],
+            "power": [1.5 * i for i in range(rows)],
+        }
+    )
+    path = tmp_path / "meter.parquet"
+    frame.write_parquet(path)
+    dataset = load(str(path), Config())
+    # A counter rises by more than one per row: a measurement, not a row number.
+    assert dataset.roles.values == ["energy_wh", "power"]
+    reasons = {i.reason: i.value for i in dataset.inferred if i.role == "not values"}
+    assert reasons == {
+        "named like an id": "reading_id",
+        "a row number (every value once, in steps of one)": "n",
+    }
+
+
+def test_date_and_time_columns_are_not_structural_problems(tmp_path: Path) -> None:
+    lines = ["date,time,device,value"] + [
+        f"2024-03-04,10:{m:02d}:00,{d},{20 + m % 4}.5" for m in range(20) for d in ("a", "b")
+    ]
+    path = tmp_path / "split.csv"
+    path.write_text("\n".join(lines) + "\n")
+    config = Config()
+    config.structure_check.expected_columns = ["date", "time", "device", "value"]
+    result = run_check(plan_structure_check, path, config)
+    assert result.metrics["columns"] == 4
+    assert result.metrics["extra_columns"] == []
+    assert result.metrics["constant_columns"] == []
+    assert result.metrics["unparseable_timestamps"] == 0
+    assert result.status is Status.PASS

@@ -81,7 +81,7 @@ def test_every_dtype_loads(tmp_path: Path) -> None:
                 [Decimal(f"{20 + i / 8:.3f}") for i in range(rows)], dtype=pl.Decimal(10, 3)
             ),
             "f32": pl.Series([1.5 + i for i in range(rows)], dtype=pl.Float32),
-            "i8": pl.Series([i - 20 for i in range(rows)], dtype=pl.Int8),
+            "i8": pl.Series([(i * 7) % 50 - 25 for i in range(rows)], dtype=pl.Int8),
             "u16": pl.Series([1000 + 7 * i for i in range(rows)], dtype=pl.UInt16),
             "u64": pl.Series([10**13 + i * 13 for i in range(rows)], dtype=pl.UInt64),
             "flag": [i % 2 == 0 for i in range(rows)],

@@ -81,7 +81,9 @@ class StructureReport:
 
     def _add_dataset_facts(self) -> None:
         dataset, settings = self.dataset, self.settings
-        present = dataset.columns
+        # A timestamp read from a date and a time column is not a column of the file.
+        derived = dataset.roles.timestamp if dataset.time_parts else None
+        present = [c for c in dataset.columns if c != derived]
         expected = settings.expected_columns
         missing = [c for c in expected or [] if c not in present]
         extra = [c for c in present if c not in expected] if expected is not None else []
