@@ -105,6 +105,18 @@ class Dataset:
             row.cast(pl.Int64), side="right"
         )
 
+    def file_of_row(self, row: int) -> str | None:
+        """'file: row n' (n counted within that file, from 0) for row `row` of `frame`, when
+        several files were read; None for one file."""
+        if len(self.files) < 2:
+            return None
+        start = 0
+        for file, count in zip(self.files, self.file_rows, strict=True):
+            if row < start + count:
+                return f"{file}: row {row - start}"
+            start += count
+        return None
+
     def missing(self, column: str) -> pl.Expr:
         """True where a value counts as missing: null, NaN, or a configured sentinel number."""
         col = pl.col(column)

@@ -200,3 +200,15 @@ def test_cli_reads_standard_input() -> None:
     report = json.loads(result.stdout)
     assert (report["dataset"]["path"], report["dataset"]["rows"]) == ("-", 20)
     assert report["dataset"]["roles"]["entity"] == ["sensor"]
+
+
+def test_unparseable_timestamps_name_their_file(tmp_path: Path) -> None:
+    _day_file(tmp_path / "day_1.csv", 1)
+    (tmp_path / "day_2.csv").write_text(
+        "timestamp,device_id,temperature\n2024-03-02T00:00:00,d1,20.5\nsoon,d1,21.5\n"
+    )
+    result = run_check(plan_structure_check, tmp_path)
+    finding = next(f for f in result.findings if "could not parse" in f.what)
+    assert finding.examples == [
+        {"row": 4, "value": "soon", "file": f"{tmp_path / 'day_2.csv'}: row 1"}
+    ]

@@ -334,9 +334,7 @@ class StructureReport:
                     count=dropped,
                     severity=Status.FAIL if majority else Status.WARN,
                     column=column,
-                    examples=[
-                        {"row": e[ROW], "value": e["value"]} for e in examples[:MAX_EXAMPLES]
-                    ],
+                    examples=[self._example(e) for e in examples[:MAX_EXAMPLES]],
                 ),
                 f"{dropped} unparseable timestamps ({share:.1%})",
             )
@@ -365,6 +363,12 @@ class StructureReport:
                 ),
                 "mixed time zones",
             )
+
+    def _example(self, example: dict[str, Any]) -> dict[str, Any]:
+        """An unparseable timestamp's row and value, and its file when several were read."""
+        shown = {"row": example[ROW], "value": example["value"]}
+        in_file = self.dataset.file_of_row(example[ROW])
+        return {**shown, "file": in_file} if in_file else shown
 
     def result(self) -> CheckResult:
         self.metrics.setdefault("unparseable_timestamps", 0)
