@@ -92,6 +92,14 @@ def date_and_time(
     return dates[0], times[0]
 
 
+COMBINED_SEPARATOR = " + "
+
+
+def combined_name(date: str, time: str) -> str:
+    """The name of the timestamp read from a date and a time column: "Datum + Uhrzeit"."""
+    return f"{date}{COMBINED_SEPARATOR}{time}"
+
+
 def combined_expr(date: str, time: str) -> pl.Expr:
     """The date and the time of day as one text value, e.g. "04.03.2024 10:00"."""
     return pl.concat_str(
