@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.config import Config
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.limits import check_memory_budget, parse_size
 from dq_agent.loading.files import resolve_files, resolve_inputs
@@ -37,6 +37,9 @@ from dq_agent.loading.read import (
 from dq_agent.loading.timecols import combined_expr
 from dq_agent.roles import Roles, detect_roles
 from dq_agent.timeparse import TIMESTAMP_FORMATS, dominant_format
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 __all__ = [
     "READ_FAILURES",
@@ -219,7 +222,7 @@ def load(path: str, config: Config) -> Dataset:
         text_numeric_columns=detection.text_numeric,
         header_names=read.header_names or list(schema.names()),
         has_bom=read.has_bom,
-        sentinels=list(config.null_check.sentinels),
+        sentinels=list(config.reading().sentinels),
         file_rows=read.file_rows,
         inferred=[*read.inferred, *detection.inferred],
         load_notes=[*read.notes, *detection.notes],

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dq_agent.config import Config
 from dq_agent.errors import ConfigError
 from dq_agent.loading.entity import VARIABLE_NAME, EntityGuess, find_entity, is_candidate
 from dq_agent.loading.notes import Inference, LoadNote
@@ -29,6 +28,9 @@ from dq_agent.loading.timestamp import (
 )
 from dq_agent.loading.values import find_values
 from dq_agent.timeparse import DAY_FIRST, MONTH_FIRST, timestamp_formats
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 _INGEST_NAME = re.compile(
     r"^(ingest|ingested|ingestion|arrival|arrived|received|receive|load|loaded|insert|inserted)"

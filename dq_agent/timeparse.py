@@ -1,4 +1,4 @@
-"""Parsing text timestamps: the formats we accept, shared by the loader and structure_check."""
+"""Parsing text timestamps: the formats we accept, shared by the loader and the structure check."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Literal
 import polars as pl
 
 # Accepted text formats, most specific first; each label names a format family so that
-# structure_check can report a column that mixes them. Naive times are read in the configured
+# the structure check can report a column that mixes them. Naive times are read in the configured
 # zone; times with an offset are converted, so every parsed timestamp is UTC. Dates written
 # with slashes are ambiguous (03/04/2024): the loader decides per column which order the data
 # has (`slash_formats`), day first unless the data says otherwise.
@@ -241,3 +241,16 @@ def epoch_unit(low: float, high: float) -> str | None:
         if _EPOCH_SECONDS[0] * per_second <= low and high <= _EPOCH_SECONDS[1] * per_second:
             return unit
     return None
+
+
+def parse_iso_time(text: object) -> datetime | None:
+    """An ISO 8601 time (config, CLI, tool arguments) as an aware UTC datetime; naive times are
+    UTC. None when `text` is not one: the caller says what was expected where."""
+    if isinstance(text, datetime):
+        parsed = text
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -1,7 +1,7 @@
 """Roles found by behaviour and said: entity columns whatever their name, melted files, date and
 time columns, timestamp formats and epoch units decided from the data, codes and ids not values."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -125,10 +125,10 @@ def test_timestamp_text_formats(tmp_path: Path, text: str, expected: datetime) -
 
 def _slash_file(path: Path, dates: list[str]) -> None:
     lines = ["date_time,device,v"]
-    for date in dates:
+    for day in dates:
         for hour in range(0, 24, 6):
             for device in ("a", "b"):
-                lines.append(f"{date} {hour:02d}:00,{device},1.5")
+                lines.append(f"{day} {hour:02d}:00,{device},1.5")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -299,3 +299,34 @@ def test_date_and_time_columns_are_not_structural_problems(tmp_path: Path) -> No
     assert result.metrics["constant_columns"] == []
     assert result.metrics["unparseable_timestamps"] == 0
     assert result.status is Status.PASS
+
+
+def test_a_short_file_of_a_few_devices_named_in_german(tmp_path: Path) -> None:
+    # Two devices in four rows: more distinct values than a fifth of the rows, but the name
+    # says device and the pair is unique.
+    path = tmp_path / "kurz.csv"
+    path.write_text(
+        "Zeit;Gerät;Wert\n04.03.2024 10:00;A;1,5\n04.03.2024 10:00;B;2,5\n"
+        "04.03.2024 10:01;A;1,6\n04.03.2024 10:01;B;2,6\n"
+    )
+    dataset = load(str(path), Config())
+    assert (dataset.roles.timestamp, dataset.roles.entity) == ("Zeit", ["Gerät"])
+    assert dataset.frame.select(pl.col("Wert").sum()).collect().item() == pytest.approx(8.2)
+
+
+def test_typed_date_and_time_columns_in_parquet(tmp_path: Path) -> None:
+    frame = pl.DataFrame(
+        {
+            "day": [date(2024, 3, 4)] * 4,
+            "clock": [time(10, 0), time(10, 0), time(10, 1), time(10, 1)],
+            "unit_no": [1, 2, 1, 2],
+            "flow": [1.5, 2.5, 1.6, 2.6],
+        }
+    )
+    path = tmp_path / "typed.parquet"
+    frame.write_parquet(path)
+    dataset = load(str(path), Config())
+    assert dataset.roles.timestamp == "day + clock"
+    assert dataset.roles.entity == ["unit_no"]
+    times = dataset.frame.select("day + clock").collect().to_series().to_list()
+    assert times == [START, START, START + timedelta(minutes=1), START + timedelta(minutes=1)]

@@ -14,11 +14,14 @@ import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.config import Config
 from dq_agent.errors import InputError
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 _HEAD_BYTES = 1 << 16
 _BOM = b"\xef\xbb\xbf"
@@ -144,7 +147,7 @@ def read_csv_file(
         separator=dialect.separator,
         decimal_comma=dialect.decimal_comma,
         encoding="utf8-lossy",
-        null_values=list(config.null_check.markers),
+        null_values=list(config.reading().missing_markers),
         # Inference over the whole file: a float after thousands of integers must not kill
         # the run.
         infer_schema_length=None,

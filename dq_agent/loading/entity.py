@@ -2,7 +2,7 @@
 
 The entity names a series: with it, (entity, timestamp) is unique where the timestamp alone is
 not. A candidate is a text, categorical or integer column with at most a fifth as many distinct
-values as rows; the one that makes (entity, timestamp) unique for at least 99% of rows wins
+values as rows (or named like a device, with fewer distinct values than rows); the one that makes (entity, timestamp) unique for at least 99% of rows wins
 (ties: a name that says device/sensor/..., then text over numbers, then the first column). When
 no single column does, pairs are tried: a melted file (`device`, `variable`, `value`) is keyed
 by both. In a file where the timestamp alone is unique (one device), a column with one value
@@ -79,7 +79,14 @@ def find_entity(
                 [named_or_text[0]], "one value in a file whose timestamps are unique"
             )
         return None
-    keyed = [c for c in ranked if 1 < counts[c] <= MAX_DISTINCT_SHARE * rows]
+    # A name that says device/sensor/... lifts the fifth-of-the-rows bound (a short file of a
+    # few devices); the uniqueness test below still has to hold.
+    keyed = [
+        c
+        for c in ranked
+        if 1 < counts[c] <= MAX_DISTINCT_SHARE * rows
+        or (ENTITY_NAME.search(c) and 1 < counts[c] < rows)
+    ]
     if not keyed:
         return None
     shares = _unique_shares(raw, timestamp, [[c] for c in keyed], rows)

@@ -8,16 +8,19 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.config import Config
 from dq_agent.errors import InputError
 from dq_agent.loading.csvfile import CsvDialect, csv_dialect, csv_layout, read_csv_file
 from dq_agent.loading.files import STDIN, Inputs
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.unify import combine
 from dq_agent.result import Status
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 # What reading odd bytes can raise. A Rust panic inside Polars surfaces as PanicException, a
 # BaseException, so it is named here; anything else is a bug and keeps its traceback.

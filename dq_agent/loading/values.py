@@ -5,15 +5,17 @@ columns are noted, not checked."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dq_agent.config import Config
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.numbers import number_text
 from dq_agent.loading.timestamp import epoch_columns
 from dq_agent.result import Status
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 _ID_NAME = re.compile(
     r"^(id|idx|index|row|seq|sequence)$|(^|[_\s-])(id|idx|index|no|nr|number|seq)$", re.I
@@ -36,7 +38,7 @@ def find_values(
 ) -> tuple[list[str], list[str]]:
     """The value columns and, among them, the text columns that hold numbers (those a plain
     cast reads are added to `plain`)."""
-    min_share = config.structure_check.text_numeric_min_share
+    min_share = config.reading().text_numeric_min_share
     text_numeric: list[str] = []
     for n in names:
         if n in taken or schema[n] != pl.String:
