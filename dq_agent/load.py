@@ -62,7 +62,7 @@ class Dataset:
     files: list[Path]
     file_format: str
     raw: pl.LazyFrame
-    """The data as read: text columns stay text, so structure_check can count what fails to parse."""
+    """The data as read: text columns stay text, so the structure check can count what fails to parse."""
     frame: pl.LazyFrame
     """Normalised for the checks: time columns as UTC datetimes, numbers stored as text cast."""
     roles: Roles
@@ -78,7 +78,7 @@ class Dataset:
     inferred: list[Inference] = field(default_factory=list)
     """The roles, formats and layout loading guessed, each with the setting that fixes it."""
     load_notes: list[LoadNote] = field(default_factory=list)
-    """Structural facts loading found (reported by structure_check)."""
+    """Structural facts loading found (reported by the structure check)."""
     timestamp_formats: list[tuple[str, str]] = field(
         default_factory=lambda: list(TIMESTAMP_FORMATS)
     )

@@ -42,7 +42,7 @@ def guard_temporal(
 
     In columns without a role they become null (then they count as missing). The time-role
     columns in `roles` keep every value Polars can format: `_normalise` nulls the rest in
-    `frame`, and structure_check counts the difference as unparseable timestamps.
+    `frame`, and the structure check counts the difference as unparseable timestamps.
     """
     exprs = [
         (within_polars_range if name in roles else within_python_range)(pl.col(name), dtype).alias(

@@ -1,9 +1,9 @@
-"""What loading tells the report: notes for structure_check, and the guesses it made.
+"""What loading tells the report: notes for the structure check, and the guesses it made.
 
 Loading never guesses silently: each role, format or layout it inferred is an `Inference` that
 names the config key to set it, shown in the report header and in the JSON (`dataset.inferred`).
 What loading changed or could not use (a trailing delimiter, files with different columns, a
-time column it could not read) is a `LoadNote`, which structure_check reports as a finding.
+time column it could not read) is a `LoadNote`, which the structure check reports as a finding.
 """
 
 from __future__ import annotations

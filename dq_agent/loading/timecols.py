@@ -27,7 +27,7 @@ _SLASH = r"^\s*(\d{1,2})/(\d{1,2})/\d{4}"
 # Values that look like a date with a time of day, in whatever order and separators.
 _TIME_LIKE_VALUE = r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}[ T]+\d{1,2}:\d{2}"
 # A column named like a timestamp needs only a majority of parseable values (the rest are then
-# reported by structure_check); a column found by a looser hint needs most of them.
+# reported by the structure check); a column found by a looser hint needs most of them.
 PARSE_SHARE_NAMED = 0.5
 PARSE_SHARE_HINTED = 0.8
 

@@ -4,7 +4,7 @@ Files of one export drift: a column added one day, Float32 in one file and Float
 timestamps written as text in one and typed in another. Rather than refusing the set, the
 columns are unified (a column a file lacks is null there, numbers are widened to a common type,
 text and typed timestamps are both parsed to UTC) and each difference is a `LoadNote` that
-names the files, so structure_check reports it.
+names the files, so the structure check reports it.
 """
 
 from __future__ import annotations
