@@ -28,7 +28,8 @@ _COMMON_FORMATS: list[tuple[str, str]] = [
     ("day.month.year", "%d.%m.%Y %H:%M"),
     ("day.month.year", "%d.%m.%Y"),
 ]
-_SLASH_TIMES = ("%H:%M:%S%.f", "%H:%M")
+# 24-hour clock, and the 12-hour clock with AM/PM that US exports write.
+_SLASH_TIMES = ("%H:%M:%S%.f", "%H:%M", "%I:%M:%S %p", "%I:%M %p")
 DAY_FIRST = "day/month/year"
 MONTH_FIRST = "month/day/year"
 _SLASH_ORDER = {DAY_FIRST: "%d/%m/%Y", MONTH_FIRST: "%m/%d/%Y"}

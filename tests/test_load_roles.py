@@ -330,3 +330,17 @@ def test_typed_date_and_time_columns_in_parquet(tmp_path: Path) -> None:
     assert dataset.roles.entity == ["unit_no"]
     times = dataset.frame.select("day + clock").collect().to_series().to_list()
     assert times == [START, START, START + timedelta(minutes=1), START + timedelta(minutes=1)]
+
+
+def test_us_dates_with_a_12_hour_clock(tmp_path: Path) -> None:
+    lines = ["Date Time,Meter,kW"] + [
+        f"03/{13 + d}/2024 {h if h <= 12 else h - 12}:30 {'AM' if h < 12 else 'PM'},M1,{h}.5"
+        for d in range(2)
+        for h in (1, 11, 12, 13, 23)
+    ]
+    path = tmp_path / "us12.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    times = dataset.frame.select("Date Time").collect().to_series().to_list()
+    assert times[:5] == [datetime(2024, 3, 13, h, 30, tzinfo=UTC) for h in (1, 11, 12, 13, 23)]
+    assert times[-1] == datetime(2024, 3, 14, 23, 30, tzinfo=UTC)

@@ -16,7 +16,8 @@ from dq_agent.timeparse import (
 )
 
 TIMESTAMP_NAME = re.compile(
-    r"^(timestamp|time|ts|datetime|date_?time|event_?time|event_?ts|t|date|zeitstempel|zeit|datum)$",
+    r"^(time[_ -]?stamp|time|ts|datetime|date[_ -]?time|event[_ -]?time|event[_ -]?ts|t|date|"
+    r"zeitstempel|zeit|datum|uhrzeit)$",
     re.I,
 )
 TIMESTAMP_HINT = re.compile(r"(time|timestamp|date|datum|zeit|epoch|unix|_ts$|^ts_)", re.I)
