@@ -111,3 +111,13 @@ def test_every_dtype_loads(tmp_path: Path) -> None:
         "column info holds nested values (Struct({'fw': String, 'slot': Int64})): not checked",
         "column readings holds nested values (List(Float64)): not checked",
     ]
+
+
+def test_mixed_units_are_a_structure_finding(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "mixed.csv", "temperature", ["21.5 °C", "22.0 °C", "71.6 °F", "22.5 °C"])
+    result = run_check(plan_structure_check, path)
+    finding = next(f for f in result.findings if f.column == "temperature" and "units" in f.what)
+    assert finding.what == (
+        "column temperature mixes units (°C, °F): its numbers are compared as if they had one"
+    )
+    assert result.status is Status.WARN

@@ -52,6 +52,18 @@ def find_values(
                 )
             elif not decimal_comma:
                 plain.add(n)
+            if len(described.units) > 1:
+                # 21.5 °C next to 70.7 °F: the numbers are read, but they do not compare.
+                notes.append(
+                    LoadNote(
+                        what=f"column {n} mixes units ({', '.join(described.units)}): its "
+                        "numbers are compared as if they had one",
+                        label=f"mixed units in {n}",
+                        count=len(described.units),
+                        column=n,
+                        key="mixed_units",
+                    )
+                )
     nested = [n for n in names if isinstance(schema[n], pl.List | pl.Array | pl.Struct)]
     for n in nested:
         notes.append(
