@@ -16,6 +16,7 @@ from dq_agent.checks.delays import plan_delay_check
 from dq_agent.checks.structure import plan_structure_check
 from dq_agent.cli import app
 from dq_agent.config import Config
+from dq_agent.errors import InputError
 from dq_agent.load import load
 from dq_agent.loading.files import natural_key
 from dq_agent.result import Status
@@ -212,3 +213,26 @@ def test_unparseable_timestamps_name_their_file(tmp_path: Path) -> None:
     assert finding.examples == [
         {"row": 4, "value": "soon", "file": f"{tmp_path / 'day_2.csv'}: row 1"}
     ]
+
+
+def test_trailing_separator_on_data_lines_only(tmp_path: Path) -> None:
+    path = tmp_path / "rows_only.csv"
+    path.write_text(
+        "timestamp,device_id,temperature\n"
+        + "".join(f"2024-03-01T0{h}:00:00,d1,2{h}.5,\n" for h in range(4))
+    )
+    dataset = load(str(path), Config())
+    assert dataset.columns == ["timestamp", "device_id", "temperature"]
+    assert dataset.frame.select(pl.col("temperature").sum()).collect().item() == 88.0
+    (note,) = dataset.load_notes
+    assert note.key == "trailing_separator"
+
+
+def test_a_line_with_an_extra_value_is_still_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "ragged.csv"
+    lines = ["timestamp,device_id,temperature"]
+    lines += [f"2024-03-01T0{h}:00:00,d1,2{h}.5," for h in range(4)]
+    lines.append("2024-03-01T05:00:00,d1,25.5,oops,")
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match="more fields than the header"):
+        load(str(path), Config())

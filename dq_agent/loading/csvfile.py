@@ -46,7 +46,9 @@ class CsvLayout:
     header_names: list[str]
     """The names as written, blanks and repeats included (a trailing separator's blank not)."""
     trailing_separator: bool
-    """The header and every sampled data line end with the separator."""
+    """Every sampled data line ends with the separator (and so does the header, or the header
+    has one field fewer than the lines: `data_only_trailing`)."""
+    data_only_trailing: bool = False
 
 
 def read_head(file: Path, stdin: bytes | None = None) -> bytes:
@@ -102,8 +104,9 @@ def csv_layout(file: Path, separator: str, stdin: bytes | None = None) -> CsvLay
     lines = _lines(head)
     skipped = _comment_lines(lines)
     body = lines[skipped:]
-    # The last line of the head may be cut short: judge the complete ones.
-    sampled = [line for line in body[1:-1] if line.strip()] or [
+    # The last line of a head shorter than the file may be cut short: judge the complete ones.
+    complete = body[1:] if len(head) < _HEAD_BYTES else body[1:-1]
+    sampled = [line for line in complete if line.strip()] or [
         line for line in body[1:] if line.strip()
     ]
     first = body[0] if body else ""
@@ -118,7 +121,18 @@ def csv_layout(file: Path, separator: str, stdin: bytes | None = None) -> CsvLay
     trailing = trailing and len(names) > 1 and not names[-1]
     if trailing:
         names = names[:-1]
-    return CsvLayout(has_bom, skipped, names, trailing)
+        return CsvLayout(has_bom, skipped, names, True)
+    # The header without it, every line with it: one field more than the header on each line.
+    data_only = (
+        bool(sampled)
+        and bool(names)
+        and all(
+            line.rstrip("\r").endswith(separator)
+            and len(_header_names(line.rstrip("\r"), separator)) == len(names) + 1
+            for line in sampled
+        )
+    )
+    return CsvLayout(has_bom, skipped, names, data_only, data_only_trailing=data_only)
 
 
 def _header_names(line: str, separator: str) -> list[str]:
@@ -140,6 +154,18 @@ def read_csv_file(
 ) -> pl.DataFrame:
     """One file in memory, without its comment lines and its trailing separator's column."""
     source: Path | bytes = stdin if stdin is not None else file
+    header: dict[str, object] = {"skip_lines": layout.comment_lines}
+    if layout.data_only_trailing:
+        # The header names as Polars reads them (repeats renamed), plus one for the empty
+        # field after the last separator: a line with yet more fields still fails.
+        named = pl.scan_csv(
+            source, glob=False, separator=dialect.separator, skip_lines=layout.comment_lines
+        ).collect_schema()
+        header = {
+            "has_header": False,
+            "skip_lines": layout.comment_lines + 1,
+            "new_columns": [*named.names(), "__trailing_separator__"],
+        }
     frame = pl.scan_csv(
         source,
         # The files are already resolved: a "[" in a name is a character, not a glob.
@@ -152,7 +178,7 @@ def read_csv_file(
         # the run.
         infer_schema_length=None,
         try_parse_dates=False,
-        skip_lines=layout.comment_lines,
+        **header,  # type: ignore[arg-type]
     ).collect()
     if layout.trailing_separator and frame.width > 1:
         last = frame.columns[-1]

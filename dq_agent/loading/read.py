@@ -34,6 +34,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Polars messages that do not say what is wrong with the file, and what to say instead.
 _READ_ERROR_HINTS = {
     "found more fields than defined in 'Schema'": "a row has more fields than the header (ragged rows)",
+    # Read with the header's names plus a trailing separator's field: a line with more.
+    "does not match number of columns in file": "a row has more fields than the header (ragged rows)",
 }
 
 
