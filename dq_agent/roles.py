@@ -18,7 +18,6 @@ import polars as pl
 from dq_agent.errors import ConfigError
 from dq_agent.loading.entity import VARIABLE_NAME, EntityGuess, find_entity, is_candidate
 from dq_agent.loading.notes import Inference, LoadNote
-from dq_agent.loading.numbers import number_text
 from dq_agent.loading.timecols import PARSE_SHARE_NAMED, combined_expr, is_time_like, slash_order
 from dq_agent.loading.timestamp import (
     column_stats,
@@ -78,11 +77,6 @@ class Detection:
     notes: list[LoadNote] = field(default_factory=list)
 
 
-def numeric_share(sample: pl.DataFrame, name: str) -> float:
-    """Share of the non-null text values in `name` that parse as numbers."""
-    return number_text(sample, name, decimal_comma=False).share
-
-
 def _in_config(config: Config) -> str:
     return f" (in {config.source})" if config.source else ""
 
@@ -115,6 +109,13 @@ def detect_roles(
     config: Config,
     decimal_comma: bool = False,
 ) -> Detection:
+    """The roles of the columns of `raw` (configured ones as set, the rest found from the data),
+    the formats to read them with, and what was guessed or could not be read.
+
+    In order: ingest time by name; timestamp (`loading.timestamp`); entity by behaviour with
+    that timestamp (`loading.entity`); the order of slash dates, which needs the entity to judge
+    each series' steps; values (`loading.values`).
+    """
     names = list(schema.names())
     check_configured_columns(names, config)
     columns = config.columns
@@ -153,54 +154,19 @@ def detect_roles(
     time_parts = set(combined or ())
     ts_expr = _timestamp_expr(timestamp, combined)
 
-    entity: list[str]
-    guess: EntityGuess | None = None
     if columns.entity is not None:
-        entity = list(columns.entity)
+        entity, guess = list(columns.entity), None
     else:
-        taken = {timestamp, ingest, *time_parts}
-        candidates = [
-            n
-            for n in names
-            if n not in taken and is_candidate(schema[n]) and not _decimal_text(sample, schema, n)
-        ]
-        named = [n for n in candidates if _ENTITY_NAME.match(n)]
-        if ts_expr is not None:
-            guess = find_entity(raw, schema, ts_expr, candidates, named)
-        if guess is not None:
-            entity = guess.columns
-            inferred.append(Inference("entity", ", ".join(entity), guess.reason, "columns.entity"))
-        else:
-            entity = named
-            if entity:
-                inferred.append(
-                    Inference("entity", ", ".join(entity), "named like a device", "columns.entity")
-                )
+        entity, guess = _find_entity(raw, schema, sample, ts_expr, {timestamp, ingest, *time_parts})
+        if entity:
+            reason = guess.reason if guess is not None else "named like a device"
+            inferred.append(Inference("entity", ", ".join(entity), reason, "columns.entity"))
 
     formats = timestamp_formats(DAY_FIRST, columns.timestamp_format)
-    if (
-        columns.timestamp_format is None
-        and ts_expr is not None
-        and (combined is not None or schema[timestamp] == pl.String)  # type: ignore[index]
-    ):
+    text_time = combined is not None or (timestamp is not None and schema[timestamp] == pl.String)
+    if columns.timestamp_format is None and ts_expr is not None and text_time:
         shown = " + ".join(combined) if combined else str(timestamp)
-        order = slash_order(raw, ts_expr, entity, tz)
-        if order is not None:
-            formats = timestamp_formats(order.order)
-            inferred.append(
-                Inference("timestamp_format", order.order, order.reason, "columns.timestamp_format")
-            )
-            if not order.decided:
-                notes.append(
-                    LoadNote(
-                        what=f"dates in column {shown} read as {order.order}, but "
-                        f"{MONTH_FIRST} fits the data too (e.g. {order.example}); set "
-                        "columns.timestamp_format, e.g. '%m/%d/%Y %H:%M'",
-                        label=f"ambiguous date order in {shown}",
-                        column=shown,
-                        key="ambiguous_date_order",
-                    )
-                )
+        formats = _date_order(raw, ts_expr, entity, tz, shown, inferred, notes)
 
     notes += unreadable_time_columns(sample, schema, names, {timestamp, ingest, *time_parts}, tz)
     plain: set[str] = set()
@@ -236,6 +202,55 @@ def detect_roles(
         inferred=inferred,
         notes=notes,
     )
+
+
+def _find_entity(
+    raw: pl.LazyFrame,
+    schema: pl.Schema,
+    sample: pl.DataFrame,
+    ts_expr: pl.Expr | None,
+    taken: set[str | None],
+) -> tuple[list[str], EntityGuess | None]:
+    """The entity by behaviour (`loading.entity`), else the columns named like a device."""
+    candidates = [
+        n
+        for n in schema.names()
+        if n not in taken and is_candidate(schema[n]) and not _decimal_text(sample, schema, n)
+    ]
+    named = [n for n in candidates if _ENTITY_NAME.match(n)]
+    guess = find_entity(raw, schema, ts_expr, candidates, named) if ts_expr is not None else None
+    return (guess.columns, guess) if guess is not None else (named, None)
+
+
+def _date_order(
+    raw: pl.LazyFrame,
+    ts_expr: pl.Expr,
+    entity: list[str],
+    tz: str,
+    shown: str,
+    inferred: list[Inference],
+    notes: list[LoadNote],
+) -> list[tuple[str, str]]:
+    """The formats for a text timestamp: slash dates in the order the data has (`slash_order`),
+    said as an inference, and a note when both orders fit."""
+    order = slash_order(raw, ts_expr, entity, tz)
+    if order is None:
+        return timestamp_formats(DAY_FIRST)
+    inferred.append(
+        Inference("timestamp_format", order.order, order.reason, "columns.timestamp_format")
+    )
+    if not order.decided:
+        notes.append(
+            LoadNote(
+                what=f"dates in column {shown} read as {order.order}, but {MONTH_FIRST} fits the "
+                f"data too (e.g. {order.example}); set columns.timestamp_format, e.g. "
+                "'%m/%d/%Y %H:%M'",
+                label=f"ambiguous date order in {shown}",
+                column=shown,
+                key="ambiguous_date_order",
+            )
+        )
+    return timestamp_formats(order.order)
 
 
 def _decimal_text(sample: pl.DataFrame, schema: pl.Schema, name: str) -> bool:
