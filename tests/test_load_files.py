@@ -17,6 +17,7 @@ from dq_agent.checks.structure import plan_structure_check
 from dq_agent.cli import app
 from dq_agent.config import Config
 from dq_agent.errors import InputError
+from dq_agent.limits import csv_data_bytes
 from dq_agent.load import load
 from dq_agent.loading.files import natural_key
 from dq_agent.result import Status
@@ -236,3 +237,13 @@ def test_a_line_with_an_extra_value_is_still_an_input_error(tmp_path: Path) -> N
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match="more fields than the header"):
         load(str(path), Config())
+
+
+def test_memory_estimate_of_gzip_csv_uses_the_uncompressed_size(tmp_path: Path) -> None:
+    plain = tmp_path / "big.csv"
+    _day_file(plain, 1, rows=500)
+    packed = tmp_path / "big.csv.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert packed.stat().st_size < plain.stat().st_size
+    assert csv_data_bytes(packed) == plain.stat().st_size
+    assert csv_data_bytes(plain) == plain.stat().st_size
