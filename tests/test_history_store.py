@@ -379,6 +379,7 @@ def test_a_writer_that_waits_too_long_gets_a_clear_error(tmp_path: Path) -> None
         holder.close()
 
 
+@pytest.mark.slow
 def test_concurrent_writers_all_land(tmp_path: Path) -> None:
     """Several processes open the same fresh file at once (racing to create and migrate it)
     and each saves runs, opening the store per run like separate cron jobs."""
@@ -428,6 +429,7 @@ def test_concurrent_writers_all_land(tmp_path: Path) -> None:
         assert store.integrity_check() == "ok"
 
 
+@pytest.mark.slow
 def test_a_writer_killed_mid_write_leaves_only_whole_runs(tmp_path: Path) -> None:
     db, ready = tmp_path / "h.sqlite", tmp_path / "ready"
     script = tmp_path / "writer.py"
