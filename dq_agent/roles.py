@@ -38,7 +38,7 @@ _INGEST_NAME = re.compile(
 )
 _ENTITY_NAME = re.compile(
     r"^(device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
-    r"plant|well|turbine|pump|signal|channel|series)(_?(id|name|key|code|no|nr))?$",
+    r"plant|well|turbine|pump|signal|channel|series|serial|ger(ä|ae)t)([_ -]?(id|name|key|code|no|nr))?$",
     re.I,
 )
 ROLE_ROWS = 250_000

@@ -62,13 +62,13 @@ def test_integer_entity_and_a_code_column_are_not_values(tmp_path: Path) -> None
 
 
 def test_single_device_file_names_its_entity(tmp_path: Path) -> None:
-    lines = ["time,serial,temperature"] + [
+    lines = ["time,Kennung,temperature"] + [
         f"2024-03-04 10:{m:02d}:00,SN-001,{20 + m / 10}" for m in range(10)
     ]
     path = tmp_path / "one.csv"
     path.write_text("\n".join(lines) + "\n")
     dataset = load(str(path), Config())
-    assert dataset.roles.entity == ["serial"]
+    assert dataset.roles.entity == ["Kennung"]
     entity = next(i for i in dataset.inferred if i.role == "entity")
     assert entity.reason == "one value in a file whose timestamps are unique"
 
@@ -344,3 +344,17 @@ def test_us_dates_with_a_12_hour_clock(tmp_path: Path) -> None:
     times = dataset.frame.select("Date Time").collect().to_series().to_list()
     assert times[:5] == [datetime(2024, 3, 13, h, 30, tzinfo=UTC) for h in (1, 11, 12, 13, 23)]
     assert times[-1] == datetime(2024, 3, 14, 23, 30, tzinfo=UTC)
+
+
+def test_devices_reporting_at_their_own_times(tmp_path: Path) -> None:
+    # Irregular sampling: no two rows share a timestamp, so uniqueness cannot tell the entity.
+    lines = ["Time Stamp,Asset Label,Level"]
+    for i in range(60):
+        t = START + timedelta(seconds=37 * i + (i % 3))
+        lines.append(f"{t:%Y-%m-%d %H:%M:%S},tank-{i % 3},{50 + i % 5}.5")
+    path = tmp_path / "irregular.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    assert (dataset.roles.timestamp, dataset.roles.entity) == ("Time Stamp", ["Asset Label"])
+    entity = next(i for i in dataset.inferred if i.role == "entity")
+    assert entity.reason.startswith("named like a device, with few values for its rows")

@@ -72,6 +72,18 @@ def find_entity(
         # told by behaviour, so a device-like name decides.
         if named:
             return EntityGuess(list(named), "named like a device")
+        # Devices that report at their own times (irregular, on change): a column named like
+        # one with few values for its rows.
+        loose = [
+            c
+            for c in ranked
+            if ENTITY_NAME.search(c) and 1 < counts[c] <= MAX_DISTINCT_SHARE * rows
+        ]
+        if loose:
+            return EntityGuess(
+                [loose[0]],
+                "named like a device, with few values for its rows; timestamps alone are unique",
+            )
         single = [c for c in ranked if counts[c] == 1]
         named_or_text = [c for c in single if ENTITY_NAME.search(c) or not schema[c].is_integer()]
         if named_or_text:
