@@ -161,7 +161,13 @@ def to_utc(
     column, else each in the unit its magnitude suggests (seconds, milliseconds, microseconds).
     Pass the result through `within_python_range` before any value can reach Python.
     """
-    if unit is not None and (dtype.is_integer() or dtype.is_float()):
+    if unit is not None and dtype.is_float():
+        # Fractions of the unit count: 1709546400.25 s is a quarter second past.
+        microseconds = column * (1_000_000 / EPOCH_UNITS[unit])
+        return pl.from_epoch(
+            microseconds.round().cast(pl.Int64, strict=False), time_unit="us"
+        ).dt.replace_time_zone("UTC")
+    if unit is not None and dtype.is_integer():
         return (
             pl.from_epoch(column.cast(pl.Int64, strict=False), time_unit=_EPOCH_UNIT_NAMES[unit])
             .dt.cast_time_unit("us")

@@ -358,3 +358,16 @@ def test_devices_reporting_at_their_own_times(tmp_path: Path) -> None:
     assert (dataset.roles.timestamp, dataset.roles.entity) == ("Time Stamp", ["Asset Label"])
     entity = next(i for i in dataset.inferred if i.role == "entity")
     assert entity.reason.startswith("named like a device, with few values for its rows")
+
+
+def test_float_epoch_seconds_keep_their_fraction(tmp_path: Path) -> None:
+    base = START.timestamp()
+    frame = pl.DataFrame({"unix_time": [base + 0.25, base + 60.5, base + 120.75], "v": [1.0] * 3})
+    path = tmp_path / "f.parquet"
+    frame.write_parquet(path)
+    times = load(str(path), Config()).frame.select("unix_time").collect().to_series().to_list()
+    assert times == [
+        START + timedelta(milliseconds=250),
+        START + timedelta(seconds=60, milliseconds=500),
+        START + timedelta(seconds=120, milliseconds=750),
+    ]
