@@ -26,6 +26,7 @@ MISSING_SHARE = 0.005
 DUPLICATE_SHARE = 0.001
 BAD_TIME_SHARE = 0.002
 GAP_READINGS = 30
+GAP_LONGEST = 4
 STOP_SHARE = 0.25
 SENTINEL = -999.0
 UNREADABLE_TIME = "not a time"
@@ -259,26 +260,31 @@ def _shift_time(canon: Canon, rows: np.ndarray, by: pl.Expr | timedelta) -> pl.D
 
 
 def gap(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
-    """GAP_READINGS readings of one device missing mid-series (or, on a short series, its
-    later readings shifted by that many mean steps)."""
+    """One device silent mid-series for max(GAP_READINGS mean steps, GAP_LONGEST x its longest
+    step): beyond chance for regular, Poisson and report-on-change sampling alike. Its readings
+    in that window are removed; on a series too short for that, its later readings move later.
+    """
     device = _random_device(canon, rng, min_rows=4)
     rows = _device_rows(canon, device)
-    times = canon.frame[TIME].gather(pl.Series(rows)).to_list()
-    step = (times[-1] - times[0]) / max(rows.size - 1, 1)
-    middle = rows.size // 2
-    if rows.size >= 2 * GAP_READINGS:
-        gone = rows[middle : middle + GAP_READINGS]
-        keep = ~pl.Series(np.arange(canon.frame.height)).is_in(pl.Series(gone).implode())
+    times = canon.frame[TIME].gather(pl.Series(rows))
+    mean_step = (times[-1] - times[0]) / (rows.size - 1)
+    longest = times.diff().max()
+    assert isinstance(mean_step, timedelta) and isinstance(longest, timedelta)
+    window = max(mean_step * GAP_READINGS, longest * GAP_LONGEST)
+    start = times[rows.size // 2]
+    inside = rows[((times > start) & (times <= start + window)).to_numpy()]
+    if inside.size <= rows.size // 2 and start + window < times[-1]:
+        keep = ~pl.Series(np.arange(canon.frame.height)).is_in(pl.Series(inside).implode())
         frame = canon.frame.filter(keep)
     else:
-        frame = _shift_time(canon, rows[middle:], step * GAP_READINGS).sort(
+        frame = _shift_time(canon, rows[rows.size // 2 + 1 :], window).sort(
             [TIME, DEVICE], maintain_order=True
         )
     expect = Expectation(
         "delay_check",
         metrics=(("gap_count",),),
         entity=_entity(shape, device),
-        injected={"gaps": 1},
+        injected={"gaps": 1, "rows_removed": canon.frame.height - frame.height},
     )
     return replace(canon, frame=frame), expect
 
@@ -418,7 +424,12 @@ FAULTS: tuple[Fault, ...] = (
         "duplicate_check",
         conflicting_keys,
     ),
-    Fault("gap", f"{GAP_READINGS} readings of one device missing", "delay_check", gap),
+    Fault(
+        "gap",
+        f"one device silent for max({GAP_READINGS} mean steps, {GAP_LONGEST}x its longest step)",
+        "delay_check",
+        gap,
+    ),
     Fault("out_of_order", "2 readings of one device swapped", "delay_check", out_of_order),
     Fault(
         "stops_early",

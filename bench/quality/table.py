@@ -18,7 +18,7 @@ DIMENSIONS: tuple[tuple[str, Callable[[Shape], Any]], ...] = (
     ("layout", lambda s: s.layout),
     ("devices", lambda s: devices_bucket(s.devices)),
     ("rows", lambda s: rows_bucket(s.rows)),
-    ("readings per device", lambda s: s.readings),
+    ("devices x readings", lambda s: s.size_label),
     ("sampling", lambda s: s.sampling),
     ("interval (s)", lambda s: s.interval),
     ("timestamp format", lambda s: s.ts_format),
