@@ -14,11 +14,18 @@ import polars as pl
 import pytest
 
 from bench.quality.expect import Expectation, detected
-from bench.quality.faults import FAULTS, SPIKE, UNREADABLE_TIME, Fault
+from bench.quality.faults import FAULTS, SPIKE, UNREADABLE_TIME
 from bench.quality.generate import generate
 from bench.quality.render import render
 from bench.quality.runner import Job, build, plan
-from bench.quality.shapes import ENTITY_NAMES, MAX_ROWS, TS_FORMATS, Shape, draw_shapes
+from bench.quality.shapes import (
+    ENTITY_NAMES,
+    MAX_LONG_ROWS,
+    MAX_ROWS,
+    TS_FORMATS,
+    Shape,
+    draw_shapes,
+)
 
 WIDE = Shape(
     index=0,
@@ -40,12 +47,8 @@ LONG = replace(WIDE, layout="long", entity_name="Device ID", process="quantised"
 CLEAN_ROWS = 200  # 2 devices x 100 readings
 
 
-def fault(name: str) -> Fault:
-    return next(f for f in FAULTS if f.name == name)
-
-
 def written(shape: Shape, name: str | None, tmp_path: Path) -> tuple[pl.DataFrame, Expectation]:
-    job = Job(name or "clean", shape, fault(name) if name else None)
+    job = Job(name or "clean", shape)
     canon, expectation = build(job)
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = render(shape, canon, tmp_path)
@@ -156,7 +159,7 @@ def test_unreadable_timestamps_and_drifting_schema(tmp_path: Path) -> None:
     frame, expectation = written(WIDE, "bad_timestamps", tmp_path / "a")
     assert int((frame["timestamp"] == UNREADABLE_TIME).sum()) == expectation.at_least == 1
     split = replace(WIDE, split="files")
-    canon, _ = build(Job("schema_drift", split, fault("schema_drift")))
+    canon, _ = build(Job("schema_drift", split))
     path = render(split, canon, tmp_path)
     with_note = [p.name for p in path.iterdir() if "note" in pl.read_csv(p).columns]
     assert len(with_note) == 1
@@ -182,6 +185,7 @@ def test_shapes_cover_every_dimension_within_bounds() -> None:
     assert {s.ts_format for s in shapes} == set(TS_FORMATS)
     assert {s.entity_name for s in shapes} >= set(ENTITY_NAMES)
     assert all(10 <= s.rows <= MAX_ROWS and 1 <= s.devices <= 5000 for s in shapes)
+    assert all(s.rows <= MAX_LONG_ROWS for s in shapes if s.layout == "long")
     assert draw_shapes(300, seed=3) == shapes
     jobs = plan(shapes, per_fault=2)
     assert len([j for j in jobs if j.fault is not None]) == 2 * len(FAULTS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -36,6 +37,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--only",
         help=f"comma-separated kinds to run: {CLEAN}, " + ", ".join(f.name for f in FAULTS),
     )
+    parser.add_argument(
+        "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes"
+    )
     parser.add_argument("--cli", action="store_true", help="run dq-agent as a child process")
     parser.add_argument("--keep", type=Path, help="write the datasets here and keep them")
     parser.add_argument("--records", type=Path, help="write one JSON line per dataset here")
@@ -57,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             elapsed = time.perf_counter() - started
             print(f"  {done}/{total} in {elapsed:.0f} s", file=sys.stderr, flush=True)
 
-    records = list(run_jobs(jobs, args.cli, args.keep, progress))
+    records = list(run_jobs(jobs, args.cli, args.keep, progress, args.jobs))
     if args.records is not None:
         with args.records.open("w", encoding="utf-8") as out:
             for record in records:
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         f"## bench-quality, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"seed {args.seed}, {clean} clean shapes, up to {per_fault} datasets per fault, "
-        f"polars {pl.__version__}{', CLI' if args.cli else ''}",
+        f"polars {pl.__version__}, {args.jobs} worker(s){', CLI' if args.cli else ''}",
     ]
     print(render_all(records, time.perf_counter() - started, header))
     return 0

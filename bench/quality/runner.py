@@ -6,6 +6,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from bench.quality.render import render
 from bench.quality.shapes import Shape
 
 CLEAN = "clean"
+BY_NAME = {fault.name: fault for fault in FAULTS}
 # What a bug inside dq-agent raises (a PanicException is no Exception: named on purpose).
 CRASHES = (
     pl.exceptions.PolarsError,
@@ -63,9 +65,14 @@ class Record:
 
 @dataclass(frozen=True)
 class Job:
+    """A dataset to make and inspect; plain data, so worker processes can receive it."""
+
     kind: str
     shape: Shape
-    fault: Fault | None = None
+
+    @property
+    def fault(self) -> Fault | None:
+        return None if self.kind == CLEAN else BY_NAME[self.kind]
 
 
 def plan(shapes: list[Shape], per_fault: int, only: set[str] | None = None) -> list[Job]:
@@ -80,33 +87,54 @@ def plan(shapes: list[Shape], per_fault: int, only: set[str] | None = None) -> l
         start = (number * 37) % len(shapes)
         rotated = shapes[start:] + shapes[:start]
         picked = [s for s in rotated if fault.applies(s)][:per_fault]
-        jobs += [Job(fault.name, s, fault) for s in picked]
+        jobs += [Job(fault.name, s) for s in picked]
     return jobs
 
 
 def build(job: Job) -> tuple[Canon, Expectation | None]:
     canon = generate(job.shape)
-    if job.fault is None:
+    fault = job.fault
+    if fault is None:
         return canon, None
-    rng = np.random.default_rng([job.shape.seed, FAULTS.index(job.fault)])
-    return job.fault.inject(job.shape, canon, rng)
+    rng = np.random.default_rng([job.shape.seed, FAULTS.index(fault)])
+    return fault.inject(job.shape, canon, rng)
 
 
 def run_jobs(
-    jobs: list[Job], use_cli: bool, keep: Path | None, progress: Callable[[int, int], None]
+    jobs: list[Job],
+    use_cli: bool,
+    keep: Path | None,
+    progress: Callable[[int, int], None],
+    workers: int = 1,
 ) -> Iterator[Record]:
+    """Records in job order; with workers > 1, that many processes share the jobs."""
     root = keep or Path(tempfile.mkdtemp(prefix="dq-bench-quality-"))
+    tasks = [(number, job, root, use_cli, keep is None) for number, job in enumerate(jobs)]
     try:
-        for number, job in enumerate(jobs):
-            folder = root / f"{number:05d}-{job.kind}"
-            folder.mkdir(parents=True)
-            yield run_one(job, folder, use_cli)
-            if keep is None:
-                shutil.rmtree(folder)
-            progress(number + 1, len(jobs))
+        if workers <= 1:
+            results: Iterator[Record] = map(_task, tasks)
+            for done, record in enumerate(results, start=1):
+                progress(done, len(jobs))
+                yield record
+            return
+        with ProcessPoolExecutor(workers) as pool:
+            for done, record in enumerate(pool.map(_task, tasks, chunksize=2), start=1):
+                progress(done, len(jobs))
+                yield record
     finally:
         if keep is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _task(task: tuple[int, Job, Path, bool, bool]) -> Record:
+    number, job, root, use_cli, remove = task
+    folder = root / f"{number:05d}-{job.kind}"
+    folder.mkdir(parents=True)
+    try:
+        return run_one(job, folder, use_cli)
+    finally:
+        if remove:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_one(job: Job, folder: Path, use_cli: bool) -> Record:
