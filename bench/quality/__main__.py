@@ -23,7 +23,7 @@ from bench.quality.runner import CLEAN, plan, run_jobs
 from bench.quality.shapes import draw_shapes
 from bench.quality.table import render_all
 
-FULL = {"clean": 1000, "per_fault": 40}
+FULL = {"clean": 1000, "per_fault": 30}
 QUICK = {"clean": 120, "per_fault": 8}
 
 
@@ -32,7 +32,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a small sweep (about a minute)")
     parser.add_argument("--seed", type=int, default=11, help="the sweep is a function of it")
     parser.add_argument("--clean", type=int, help="clean datasets (default 1000, quick 120)")
-    parser.add_argument("--per-fault", type=int, help="datasets per fault (default 40, quick 8)")
+    parser.add_argument("--per-fault", type=int, help="datasets per fault (default 30, quick 8)")
     parser.add_argument(
         "--only",
         help=f"comma-separated kinds to run: {CLEAN}, " + ", ".join(f.name for f in FAULTS),

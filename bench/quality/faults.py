@@ -22,6 +22,7 @@ from bench.quality.shapes import Shape
 SPIKE = 1e6
 HUGE = 1e9
 MASKED_SIGMAS = 50.0
+MASKED_MIN_READINGS = 50
 MISSING_SHARE = 0.005
 DUPLICATE_SHARE = 0.001
 BAD_TIME_SHARE = 0.002
@@ -385,6 +386,8 @@ FAULTS: tuple[Fault, ...] = (
         f"{HUGE:g} plus median +/- {MASKED_SIGMAS:g} sd in one device",
         "outlier_check",
         masked_spikes,
+        # Masking needs a series long enough for its own statistics; small groups: `spike`.
+        lambda s: s.readings >= MASKED_MIN_READINGS,
     ),
     Fault(
         "nulls", f"{MISSING_SHARE:.1%} of one column null (>= 2)", "null_check", _missing("null")

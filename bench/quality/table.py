@@ -147,6 +147,8 @@ def missed_details(records: list[Record], limit: int = 3) -> list[str]:
         for r in missed[:limit]:
             s = r.shape
             check = r.expectation.check if r.expectation else ""
+            if check == "*":
+                check = next(iter(r.notes), "")
             said = (
                 r.notes.get(check, [f"{r.statuses.get(check, '?')}"])[0]
                 if r.verdict != "error"
