@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from dq_agent import runner
-from dq_agent.agent.trace import Trace
 from dq_agent.outcome import Audit
 from dq_agent.result import CheckResult, Source
 from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 import polars as pl
 
 from dq_agent.agent.pipeline import run_agent_inspection
-from dq_agent.agent.trace import Trace
 from dq_agent.checks.base import entity_key
 from dq_agent.config import Config
 from dq_agent.errors import InputError
@@ -19,6 +18,7 @@ from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
 from dq_agent.runner import run_tools
 from dq_agent.tools import register_detection_tools
+from dq_agent.trace import Trace
 
 StageCallback = Callable[[str], None]
 

@@ -22,7 +22,7 @@ from dq_agent.checks.nulls import plan_null_check
 from dq_agent.checks.outliers import plan_outlier_check
 from dq_agent.checks.structure import plan_structure_check
 from dq_agent.config import Config
-from dq_agent.errors import InputError
+from dq_agent.errors import ToolArgumentError, ToolRegistrationError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 
@@ -62,15 +62,6 @@ _CATALOGUE: list[tuple[str, str, PlanFunction]] = [
 ]
 
 DETECTION_TOOL_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _CATALOGUE)
-
-
-class ToolArgumentError(ValueError):
-    """Arguments a tool cannot take; the message names the valid choices (it is shown to a model)."""
-
-
-class ToolRegistrationError(InputError):
-    """A detection tool could not be registered: loud, because a missing registration would look
-    exactly like a model that skipped the tool."""
 
 
 @dataclass(frozen=True)

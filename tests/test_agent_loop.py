@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from dq_agent.agent.client import ModelClient, ModelUnavailableError
+from dq_agent.agent.client import ModelClient
 from dq_agent.agent.loop import AgentLoop
-from dq_agent.agent.trace import Trace
+from dq_agent.errors import ModelUnavailableError
+from dq_agent.trace import Trace
 from tests.fake_ollama import (
     FakeOllama,
     HttpError,

@@ -11,13 +11,13 @@ import pytest
 
 from dq_agent.agent import pipeline
 from dq_agent.agent.pipeline import AgentOutcome, run_agent_inspection
-from dq_agent.agent.trace import Trace
 from dq_agent.config import Config
 from dq_agent.errors import EXIT_AGENT, AgentUnavailableError
 from dq_agent.load import Dataset, load
 from dq_agent.result import OBSERVATION_MAX_CHARS, CheckResult, Source, Status, Verdict
 from dq_agent.runner import run_tools
 from dq_agent.tools import DETECTION_TOOL_NAMES, Tool, register_detection_tools
+from dq_agent.trace import Trace
 from tests.fake_ollama import (
     Die,
     ErrorMidStream,

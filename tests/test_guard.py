@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dq_agent.agent.trace import Trace
 from dq_agent.guard import complete, run_with_tool_guard
 from dq_agent.result import CheckResult, Source, Status
+from dq_agent.trace import Trace
 from tests.fake_ollama import ToolBench, tool_bench
 
 ALL = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]

@@ -12,18 +12,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dq_agent import runner
-from dq_agent.agent.client import ModelCallError, ModelClient, ModelUnavailableError
+from dq_agent.agent.client import ModelClient
 from dq_agent.agent.loop import AgentLoop, LoopResult
 from dq_agent.agent.prompting import prompt
-from dq_agent.agent.trace import Trace
 from dq_agent.config import Config
-from dq_agent.errors import AgentUnavailableError
+from dq_agent.errors import AgentUnavailableError, ModelCallError, ModelUnavailableError
 from dq_agent.guard import Guarded, run_with_tool_guard
 from dq_agent.load import Dataset
-from dq_agent.narrative_guard import review_narrative
+from dq_agent.narrative.guard import review_narrative
 from dq_agent.outcome import AgentInfo, Audit
 from dq_agent.result import CheckResult, Source, Status, verdict_of
 from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,12 @@
 """Run history: every run recorded in SQLite, skip-rate stats, today against the baseline."""
 
+from dq_agent.errors import HistoryError
 from dq_agent.history.baseline import ChangeRule, compare_with_baseline
 from dq_agent.history.migrations import SCHEMA_VERSION
 from dq_agent.history.paths import history_path
 from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
 from dq_agent.history.stats import HistoryStats, compute_stats
-from dq_agent.history.store import HistoryError, HistoryStore
+from dq_agent.history.store import HistoryStore
 from dq_agent.history.views import (
     history_json,
     history_renderable,

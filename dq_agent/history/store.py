@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from dq_agent.errors import EXIT_INPUT, DQAgentError
+from dq_agent.errors import HistoryError
 from dq_agent.history.fingerprint import Fingerprint
 from dq_agent.history.migrations import MIGRATIONS, SCHEMA_VERSION
 from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
@@ -27,12 +27,6 @@ from dq_agent.outcome import Inspection
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 30.0
 _OPEN_RETRIES = 6
-
-
-class HistoryError(DQAgentError):
-    """The history database cannot be opened, read or written."""
-
-    exit_code = EXIT_INPUT
 
 
 _RUN_COLUMNS = (
