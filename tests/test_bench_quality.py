@@ -173,6 +173,12 @@ def test_decimal_fault_writes_parquet_decimal(tmp_path: Path) -> None:
     assert frame[decimal[0]].null_count() == expectation.injected["cells"] == 2
 
 
+def test_decimal_fault_in_long_layout_makes_value_decimal(tmp_path: Path) -> None:
+    frame, expectation = written(LONG, "decimal_nulls", tmp_path)
+    assert isinstance(frame.schema["value"], pl.Decimal)
+    assert frame["value"].null_count() == expectation.injected["cells"] == 2
+
+
 def test_dst_fault_repeats_an_hour(tmp_path: Path) -> None:
     frame, _ = written(replace(WIDE, readings=300), "dst_local", tmp_path)
     ts = frame.select(pl.col("timestamp").str.to_datetime("%Y-%m-%dT%H:%M:%S"))["timestamp"]

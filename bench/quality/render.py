@@ -93,8 +93,11 @@ def to_table(shape: Shape, canon: Canon) -> pl.DataFrame:
     if shape.entity_name is not None:
         columns.append(entity_expr(shape).alias(shape.entity_name))
     parquet = is_parquet(shape, canon)
+    # Long: the sensors become one `value` column, Decimal when any of them is.
+    decimal = set(canon.sensors) if shape.layout == "long" and canon.decimal_columns else None
     for sensor in canon.sensors:
-        columns.append(_value_expr(canon, sensor, frame.height, parquet).alias(sensor))
+        expr = _value_expr(canon, sensor, parquet, decimal or canon.decimal_columns)
+        columns.append(expr.alias(sensor))
     extras = [c for c in canon.frame.columns if c not in (DEVICE, TIME, *canon.sensors)]
     for extra in extras:
         expr = pl.col(extra)
@@ -137,11 +140,11 @@ def _with_text(expr: pl.Expr, cells: dict[int, str]) -> pl.Expr:
     )
 
 
-def _value_expr(canon: Canon, sensor: str, rows: int, parquet: bool) -> pl.Expr:
+def _value_expr(canon: Canon, sensor: str, parquet: bool, decimal: set[str]) -> pl.Expr:
     x = pl.col(sensor)
     if sensor in canon.text_cells:
         return _with_text(x.cast(pl.String), canon.text_cells[sensor])
-    if sensor in canon.decimal_columns and parquet:
+    if sensor in decimal and parquet:
         return x.cast(pl.Decimal(15, 3))
     return x
 

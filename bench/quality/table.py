@@ -76,8 +76,9 @@ def per_check(records: list[Record]) -> list[str]:
     clean = [r for r in records if r.kind == CLEAN]
     checks = sorted({name for r in clean for name in r.statuses})
     lines = [
-        "| check | clean datasets not pass | share | warn | fail | error | skipped | most common alarms |",
-        "|---|---|---|---|---|---|---|---|",
+        "| check | clean datasets not pass | share | the only alarm | warn | fail | error | skipped "
+        "| most common alarms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for check in checks:
         statuses = Counter(r.statuses.get(check, "absent") for r in clean)
@@ -87,17 +88,23 @@ def per_check(records: list[Record]) -> list[str]:
             for r in alarms
         )
         common = "; ".join(f"{p} ({n})" for p, n in patterns.most_common(TOP_PATTERNS))
+        # Datasets that would pass if this check alone stopped alarming.
+        alone = sum(1 for r in alarms if _alarming(r) == [check])
         lines.append(
-            f"| {check} | {len(alarms)} | {_share(len(alarms), len(clean))} | "
+            f"| {check} | {len(alarms)} | {_share(len(alarms), len(clean))} | {alone} | "
             f"{statuses['warn']} | {statuses['fail']} | {statuses['error']} | "
             f"{statuses['skipped']} | {_escape(common)} |"
         )
     errors = Counter(pattern(r.error or "") for r in clean if r.verdict == "error")
     for text, n in errors.most_common(TOP_PATTERNS):
         lines.append(
-            f"| (refused/crashed) | {n} | {_share(n, len(clean))} | | | | | {_escape(text)} |"
+            f"| (refused/crashed) | {n} | {_share(n, len(clean))} | | | | | | {_escape(text)} |"
         )
     return [*lines, ""]
+
+
+def _alarming(record: Record) -> list[str]:
+    return [c for c, s in record.statuses.items() if s in ("warn", "fail", "error")]
 
 
 def per_fault(records: list[Record]) -> list[str]:
