@@ -78,6 +78,48 @@ def test_clean_long_file_is_variable_value(tmp_path: Path) -> None:
     assert (tenths == tenths.round(0)).all()
 
 
+@pytest.mark.parametrize(
+    ("dialect", "name", "marker"),
+    [
+        ("trailing_delimiter", "data.csv", ",\n"),
+        ("comment_line", "data.csv", "# exported"),
+        ("thousands_quoted", "data.csv", '"1,0'),
+        ("semicolon_comma", "data.csv", ";"),
+    ],
+)
+def test_csv_dialects(tmp_path: Path, dialect: str, name: str, marker: str) -> None:
+    shape = replace(WIDE, dialect=dialect)
+    path = render(shape, generate(shape), tmp_path)
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert path.name == name
+    assert marker in text
+    assert len(lines) == CLEAN_ROWS + 1 + (dialect == "comment_line")
+    if dialect == "trailing_delimiter":
+        assert all(line.endswith(",") for line in lines)
+    if dialect == "thousands_quoted":
+        # pressure is about 1013: every value carries a separator and is quoted.
+        assert text.count('"1,0') + text.count('"9') >= CLEAN_ROWS
+    if dialect == "semicolon_comma":
+        assert lines[0] == "timestamp;Gerät;temperature;pressure"
+        assert "," in lines[1].split(";")[2]
+
+
+def test_gzip_and_parquet_dialects(tmp_path: Path) -> None:
+    written_to = {}
+    for name, shape in {
+        "gzip": replace(WIDE, dialect="gzip"),
+        "float32": replace(WIDE, file_format="parquet", dialect="float32"),
+        "categorical": replace(WIDE, file_format="parquet", dialect="categorical"),
+    }.items():
+        (tmp_path / name).mkdir()
+        written_to[name] = render(shape, generate(shape), tmp_path / name)
+    assert written_to["gzip"].name == "data.csv.gz"
+    assert pl.read_csv(written_to["gzip"]).height == CLEAN_ROWS
+    assert pl.read_parquet(written_to["float32"]).schema["temperature"] == pl.Float32
+    assert pl.read_parquet(written_to["categorical"]).schema["Gerät"] == pl.Categorical
+
+
 def test_generation_is_deterministic() -> None:
     a, b = generate(WIDE).frame, generate(WIDE).frame
     assert a.equals(b)
@@ -164,6 +206,26 @@ def test_unreadable_timestamps_and_drifting_schema(tmp_path: Path) -> None:
     with_note = [p.name for p in path.iterdir() if "note" in pl.read_csv(p).columns]
     assert len(with_note) == 1
     assert len(list(path.iterdir())) == 12
+
+
+@pytest.mark.parametrize(
+    ("name", "column", "dtype"),
+    [("schema_float32", "temperature", pl.Float32), ("schema_string_time", "timestamp", pl.String)],
+)
+def test_one_odd_parquet_file(tmp_path: Path, name: str, column: str, dtype: pl.DataType) -> None:
+    split = replace(WIDE, split="files", file_format="parquet", ts_format="native")
+    canon, expectation = build(Job(name, split))
+    path = render(split, canon, tmp_path)
+    schemas = [pl.read_parquet_schema(p) for p in sorted(path.iterdir())]
+    assert sum(1 for schema in schemas if schema[column] == dtype) == 1
+    assert expectation is not None and expectation.words == (column,)
+
+
+def test_nested_column_in_parquet(tmp_path: Path) -> None:
+    shape = replace(WIDE, file_format="parquet")
+    canon, _ = build(Job("nested_column", shape))
+    frame = pl.read_parquet(render(shape, canon, tmp_path))
+    assert isinstance(frame.schema["meta"], pl.Struct)
 
 
 def test_decimal_fault_writes_parquet_decimal(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import polars as pl
 
 from bench.quality.expect import ANY_CHECK, Expectation
 from bench.quality.generate import DEVICE, TIME, Canon
-from bench.quality.render import SPLIT_FILES, entity_value
+from bench.quality.render import ODD_COLUMN, SPLIT_FILES, entity_value, time_column
 from bench.quality.shapes import Shape
 
 SPIKE = 1e6
@@ -32,7 +32,7 @@ STOP_SHARE = 0.25
 SENTINEL = -999.0
 UNREADABLE_TIME = "not a time"
 DST_CHANGE = datetime(2024, 10, 27, 1, 0, tzinfo=UTC)  # Europe/Berlin falls back 03:00 -> 02:00
-EXTRA_COLUMN = "note"
+NESTED_COLUMN = "meta"
 STRING_TIME_FORMATS = ("iso", "iso_z", "dmy", "us", "date_time")
 
 Injector = Callable[[Shape, Canon, np.random.Generator], tuple[Canon, Expectation]]
@@ -366,9 +366,22 @@ def dst_local(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Can
     return out, Expectation(ANY_CHECK, words=("DST", "daylight"), injected={"repeated_hours": 1})
 
 
-def schema_drift(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
-    out = replace(canon, extra_file_column=EXTRA_COLUMN)
-    return out, Expectation("structure_check", words=(EXTRA_COLUMN,), injected={"files": 1})
+def odd_file(how: str) -> Injector:
+    def inject(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
+        out = replace(canon, odd_file=how)
+        names = {
+            "extra_column": ODD_COLUMN,
+            "float32": _column(shape, canon.sensors[0]),
+            "string_time": time_column(shape),
+        }
+        return out, Expectation("structure_check", words=(names[how],), injected={"files": 1})
+
+    return inject
+
+
+def nested(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
+    out = replace(canon, nested_column=NESTED_COLUMN)
+    return out, Expectation("structure_check", words=(NESTED_COLUMN,), injected={"columns": 1})
 
 
 def _dst_applies(shape: Shape) -> bool:
@@ -458,9 +471,30 @@ FAULTS: tuple[Fault, ...] = (
     ),
     Fault(
         "schema_drift",
-        f"one of {SPLIT_FILES} files has an extra column",
+        f"one of {SPLIT_FILES} files has an extra column {ODD_COLUMN!r}",
         "structure_check",
-        schema_drift,
+        odd_file("extra_column"),
         lambda s: s.split == "files",
+    ),
+    Fault(
+        "schema_float32",
+        f"one of {SPLIT_FILES} Parquet files has its sensors as Float32",
+        "structure_check",
+        odd_file("float32"),
+        lambda s: s.split == "files" and s.file_format == "parquet" and s.dialect != "float32",
+    ),
+    Fault(
+        "schema_string_time",
+        f"one of {SPLIT_FILES} Parquet files has its timestamps as text",
+        "structure_check",
+        odd_file("string_time"),
+        lambda s: s.split == "files" and s.file_format == "parquet" and s.ts_format == "native",
+    ),
+    Fault(
+        "nested_column",
+        f"a struct column {NESTED_COLUMN!r} (Parquet)",
+        "structure_check",
+        nested,
+        lambda s: s.file_format == "parquet",
     ),
 )

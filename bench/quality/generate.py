@@ -45,8 +45,10 @@ class Canon:
     time_text: dict[int, str] = field(default_factory=dict)
     decimal_columns: set[str] = field(default_factory=set)
     local_timezone: str | None = None
-    # One of the split files gets this extra column.
-    extra_file_column: str | None = None
+    # One of the split files differs: "extra_column", "float32" (its sensors) or "string_time".
+    odd_file: str | None = None
+    # A nested (struct) column added to Parquet output.
+    nested_column: str | None = None
     force_parquet: bool = False
 
 

@@ -59,27 +59,70 @@ def is_parquet(shape: Shape, canon: Canon) -> bool:
 def render(shape: Shape, canon: Canon, folder: Path) -> Path:
     """Write the data under `folder`; the path to inspect (a file or a directory)."""
     table = to_table(shape, canon)
-    suffix = ".parquet" if is_parquet(shape, canon) else ".csv"
+    parquet = is_parquet(shape, canon)
+    suffix = ".parquet" if parquet else ".csv.gz" if shape.dialect == "gzip" else ".csv"
+    write = _write_parquet if parquet else _write_csv
     if shape.split == "single":
         path = folder / f"data{suffix}"
-        _write(table.drop(_ROW, "__part"), path, suffix)
+        write(table.drop(_ROW, "__part"), path, shape.dialect)
         return path
     target = folder / "data"
     target.mkdir()
     for part in range(SPLIT_FILES):
         piece = table.filter(pl.col("__part") == part).drop(_ROW, "__part")
-        if canon.extra_file_column is not None and part == SPLIT_FILES // 2:
-            piece = piece.with_columns(pl.lit("ok").alias(canon.extra_file_column))
+        if canon.odd_file is not None and part == SPLIT_FILES // 2:
+            piece = _odd(piece, canon.odd_file, canon.sensors)
         if piece.height:
-            _write(piece, target / f"day_{part + 1}{suffix}", suffix)
+            write(piece, target / f"day_{part + 1}{suffix}", shape.dialect)
     return target
 
 
-def _write(frame: pl.DataFrame, path: Path, suffix: str) -> None:
-    if suffix == ".parquet":
-        frame.write_parquet(path)
-    else:
-        frame.write_csv(path)
+ODD_COLUMN = "note"
+
+
+def _odd(piece: pl.DataFrame, how: str, sensors: list[str]) -> pl.DataFrame:
+    """The one file of a split whose schema differs from the others'."""
+    if how == "extra_column":
+        return piece.with_columns(pl.lit("ok").alias(ODD_COLUMN))
+    if how == "float32":
+        return piece.with_columns(
+            pl.col(c).cast(pl.Float32) for c in (*sensors, "value") if c in piece.columns
+        )
+    temporal = [c for c, t in piece.schema.items() if isinstance(t, pl.Datetime)]
+    return piece.with_columns(pl.col(c).dt.strftime("%Y-%m-%dT%H:%M:%S%.3fZ") for c in temporal)
+
+
+def _write_parquet(frame: pl.DataFrame, path: Path, dialect: str) -> None:
+    if dialect == "float32":
+        frame = frame.with_columns(pl.col(pl.Float64).cast(pl.Float32))
+    elif dialect == "categorical":
+        frame = frame.with_columns(pl.col(pl.String).cast(pl.Categorical))
+    frame.write_parquet(path)
+
+
+def _write_csv(frame: pl.DataFrame, path: Path, dialect: str) -> None:
+    """CSV as exporters write it: plain, European, with a comment line, a trailing
+    delimiter, quoted thousands separators, or gzip-compressed."""
+    if dialect == "gzip":
+        frame.write_csv(path, compression="gzip")
+        return
+    if dialect == "semicolon_comma":
+        frame.write_csv(path, separator=";", decimal_comma=True)
+        return
+    if dialect == "thousands_quoted":
+        frame = frame.with_columns(_thousands(pl.col(pl.Float64)))
+    text = frame.write_csv()
+    if dialect == "trailing_delimiter":
+        text = text.replace("\n", ",\n")
+    elif dialect == "comment_line":
+        text = "# exported by plant historian 4.2 (UTC)\n" + text
+    path.write_text(text, encoding="utf-8")
+
+
+def _thousands(x: pl.Expr) -> pl.Expr:
+    """1013.254 -> "1,013.254" (values below a million need one separator at most)."""
+    text = x.round(3).cast(pl.String)
+    return text.str.replace(r"^(-?\d+)(\d{3})(\.|$)", "${1},${2}${3}")
 
 
 def to_table(shape: Shape, canon: Canon) -> pl.DataFrame:
@@ -105,6 +148,12 @@ def to_table(shape: Shape, canon: Canon) -> pl.DataFrame:
             expr = expr.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
         columns.append(expr.alias(extra))
     table = frame.select(columns)
+    if canon.nested_column is not None and is_parquet(shape, canon):
+        table = table.with_columns(
+            pl.struct(pl.lit("2.1.0").alias("firmware"), pl.lit(True).alias("calibrated")).alias(
+                canon.nested_column
+            )
+        )
     if shape.layout == "long":
         table = _melt(table, canon.sensors)
     return table

@@ -19,6 +19,7 @@ from bench.quality.expect import Expectation, detected
 from bench.quality.faults import FAULTS, Fault
 from bench.quality.generate import Canon, generate
 from bench.quality.render import render
+from bench.quality.roles import roles_found, truth_of
 from bench.quality.shapes import Shape
 
 CLEAN = "clean"
@@ -48,6 +49,8 @@ class Record:
     detected: bool | None = None
     # Per check that did not pass: its summary and the first findings' "what".
     notes: dict[str, list[str]] = field(default_factory=dict)
+    # Clean runs: which roles were found as generated (roles.ROLE_KEYS).
+    roles: dict[str, bool] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +63,7 @@ class Record:
             "expected": self.expectation.describe() if self.expectation else None,
             "detected": self.detected,
             "notes": self.notes,
+            "roles": self.roles,
         }
 
 
@@ -147,11 +151,16 @@ def run_one(job: Job, folder: Path, use_cli: bool) -> Record:
     except CRASHES as exc:
         report = {"error": f"crash {type(exc).__name__}: {exc}", "exit_code": None}
     seconds = time.perf_counter() - started
-    return score(job, report, expectation, seconds)
+    roles = roles_found(report, truth_of(job.shape, canon)) if job.kind == CLEAN else {}
+    return score(job, report, expectation, seconds, roles)
 
 
 def score(
-    job: Job, report: dict[str, Any], expectation: Expectation | None, seconds: float
+    job: Job,
+    report: dict[str, Any],
+    expectation: Expectation | None,
+    seconds: float,
+    roles: dict[str, bool] | None = None,
 ) -> Record:
     checks = report.get("checks") or {}
     statuses = {name: str(result.get("status")) for name, result in checks.items()}
@@ -172,4 +181,5 @@ def score(
         expectation=expectation,
         detected=detected(report, expectation) if expectation is not None else None,
         notes=notes,
+        roles=roles or {},
     )

@@ -34,6 +34,15 @@ PROCESSES = ("ar1", "daily", "quantised", "student_t", "mixed")
 FILE_FORMATS = ("csv", "parquet")
 SPLITS = ("single", "files")
 EXTRAS = ("none", "status_codes", "ingest_time")
+CSV_DIALECTS = (
+    "plain",
+    "semicolon_comma",
+    "trailing_delimiter",
+    "comment_line",
+    "thousands_quoted",
+    "gzip",
+)
+PARQUET_DIALECTS = ("plain", "float32", "categorical")
 INTERVALS = (1, 10, 60, 300, 900, 3600)
 SENSORS = ("temperature", "pressure", "humidity", "vibration")
 
@@ -71,6 +80,8 @@ class Shape:
     file_format: str
     split: str
     extras: str
+    # How the file is written: CSV_DIALECTS or PARQUET_DIALECTS, by file format.
+    dialect: str = "plain"
 
     @property
     def rows(self) -> int:
@@ -128,6 +139,8 @@ def draw_shapes(count: int, seed: int) -> list[Shape]:
             ("split", SPLITS),
             ("extras", EXTRAS),
             ("interval", INTERVALS),
+            ("csv", CSV_DIALECTS),
+            ("parquet", PARQUET_DIALECTS),
         )
     }
     shapes = []
@@ -149,7 +162,8 @@ def draw_shapes(count: int, seed: int) -> list[Shape]:
             split=cycles["split"].next(),
             extras=cycles["extras"].next(),
         )
-        shapes.append(repair(shape, rng))
+        shape = repair(shape, rng)
+        shapes.append(replace(shape, dialect=cycles[shape.file_format].next()))
     return shapes
 
 

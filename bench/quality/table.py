@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bench.quality.faults import FAULTS
+from bench.quality.roles import ROLE_KEYS, ROLE_LABELS
 from bench.quality.runner import CLEAN, Record
 from bench.quality.shapes import Shape, devices_bucket, rows_bucket
 
@@ -26,6 +27,7 @@ DIMENSIONS: tuple[tuple[str, Callable[[Shape], Any]], ...] = (
     ("value process", lambda s: s.process),
     ("sensors", lambda s: s.sensors),
     ("file format", lambda s: s.file_format),
+    ("file dialect", lambda s: f"{s.file_format} {s.dialect}"),
     ("files", lambda s: s.split),
     ("extra columns", lambda s: s.extras),
 )
@@ -68,6 +70,34 @@ def per_dimension(records: list[Record]) -> list[str]:
             group = groups[value]
             bad = sum(1 for r in group if not_pass(r))
             lines.append(f"| {name} | {value} | {len(group)} | {bad} | {_share(bad, len(group))} |")
+    return [*lines, ""]
+
+
+ROLE_DIMENSIONS = ("layout", "timestamp format", "entity column", "file dialect", "extra columns")
+
+
+def roles_table(records: list[Record]) -> list[str]:
+    """How often the roles were found as generated, on clean data."""
+    clean = [r for r in records if r.kind == CLEAN and r.roles]
+    header = " | ".join(ROLE_LABELS[k] for k in ROLE_KEYS)
+    lines = [
+        f"| dimension | value | clean datasets | {header} |",
+        "|---|---|---|" + "---|" * len(ROLE_KEYS),
+    ]
+    overall = " | ".join(_share(sum(r.roles[k] for r in clean), len(clean)) for k in ROLE_KEYS)
+    lines.append(f"| all | | {len(clean)} | {overall} |")
+    for name, key in DIMENSIONS:
+        if name not in ROLE_DIMENSIONS:
+            continue
+        groups: dict[Any, list[Record]] = defaultdict(list)
+        for r in clean:
+            groups[key(r.shape)].append(r)
+        for value in sorted(groups, key=str):
+            group = groups[value]
+            cells = " | ".join(
+                _share(sum(r.roles[k] for r in group), len(group)) for k in ROLE_KEYS
+            )
+            lines.append(f"| {name} | {value} | {len(group)} | {cells} |")
     return [*lines, ""]
 
 
@@ -164,7 +194,7 @@ def missed_details(records: list[Record], limit: int = 3) -> list[str]:
             lines.append(
                 f"- {fault.name} on #{s.index} {s.layout} {s.size_label} {s.sampling} "
                 f"{s.interval}s {s.ts_format} entity={s.entity_name} {s.process} "
-                f"{s.file_format}/{s.split} {s.extras}: {check} {r.statuses.get(check, '')}: "
+                f"{s.file_format}/{s.split}/{s.dialect} {s.extras}: {check} {r.statuses.get(check, '')}: "
                 f"{(said or '')[:160]}"
             )
     return [*lines, ""] if lines else []
@@ -183,6 +213,9 @@ def render_all(records: Iterable[Record], seconds: float, header: list[str]) -> 
         "",
         *clean_summary(rows),
         *per_dimension(rows),
+        "### Clean data: roles found as generated",
+        "",
+        *roles_table(rows),
         "### Clean data: which checks raise the alarms",
         "",
         *per_check(rows),
