@@ -64,7 +64,7 @@ def render(shape: Shape, canon: Canon, folder: Path) -> Path:
     write = _write_parquet if parquet else _write_csv
     if shape.split == "single":
         path = folder / f"data{suffix}"
-        write(table.drop(_ROW, "__part"), path, shape.dialect)
+        write(table.drop(_ROW, "__part"), path, shape)
         return path
     target = folder / "data"
     target.mkdir()
@@ -73,7 +73,7 @@ def render(shape: Shape, canon: Canon, folder: Path) -> Path:
         if canon.odd_file is not None and part == SPLIT_FILES // 2:
             piece = _odd(piece, canon.odd_file, canon.sensors)
         if piece.height:
-            write(piece, target / f"day_{part + 1}{suffix}", shape.dialect)
+            write(piece, target / f"day_{part + 1}{suffix}", shape)
     return target
 
 
@@ -92,17 +92,24 @@ def _odd(piece: pl.DataFrame, how: str, sensors: list[str]) -> pl.DataFrame:
     return piece.with_columns(pl.col(c).dt.strftime("%Y-%m-%dT%H:%M:%S%.3fZ") for c in temporal)
 
 
-def _write_parquet(frame: pl.DataFrame, path: Path, dialect: str) -> None:
-    if dialect == "float32":
+def _write_parquet(frame: pl.DataFrame, path: Path, shape: Shape) -> None:
+    if shape.dialect == "float32":
         frame = frame.with_columns(pl.col(pl.Float64).cast(pl.Float32))
-    elif dialect == "categorical":
-        frame = frame.with_columns(pl.col(pl.String).cast(pl.Categorical))
+    elif shape.dialect == "categorical":
+        # Names as a dataframe library's category dtype writes them (dictionary-encoded).
+        names = [shape.entity_name, "variable"]
+        frame = frame.with_columns(
+            pl.col(c).cast(pl.Categorical)
+            for c, t in frame.schema.items()
+            if c in names and t == pl.String
+        )
     frame.write_parquet(path)
 
 
-def _write_csv(frame: pl.DataFrame, path: Path, dialect: str) -> None:
+def _write_csv(frame: pl.DataFrame, path: Path, shape: Shape) -> None:
     """CSV as exporters write it: plain, European, with a comment line, a trailing
     delimiter, quoted thousands separators, or gzip-compressed."""
+    dialect = shape.dialect
     if dialect == "gzip":
         frame.write_csv(path, compression="gzip")
         return

@@ -56,6 +56,20 @@ def clean_summary(records: list[Record]) -> list[str]:
         f"goal <= {FAR_GOAL:.1%}): {verdicts['warn']} WARN, {verdicts['fail']} FAIL, "
         f"{verdicts['error']} refused/crashed.",
         "",
+        *_silent_passes(clean),
+    ]
+
+
+def _silent_passes(clean: list[Record]) -> list[str]:
+    """PASS verdicts that rest on a role not found: a dimension was never really checked."""
+    passed = [r for r in clean if r.verdict == "pass" and r.roles]
+    if not passed:
+        return []
+    missing = {k: sum(1 for r in passed if not r.roles[k]) for k in ("timestamp", "sensors")}
+    return [
+        f"Of the {len(passed)} PASS verdicts, {missing['timestamp']} come without the time range "
+        f"read right and {missing['sensors']} with a sensor column not checked as a value.",
+        "",
     ]
 
 
