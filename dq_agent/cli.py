@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from dq_agent import __version__
+from dq_agent.checks.delays import AS_OF_KEY
 from dq_agent.commands import (
     InspectOptions,
     run_doctor_command,
@@ -161,7 +162,7 @@ def inspect(
         "agent.host": host,
         "agent.timeout_seconds": model_timeout,
         "agent.require": True if require_agent else None,
-        "delay_check.as_of": as_of,
+        AS_OF_KEY: as_of,
         "history.enabled": False if no_history else None,
         "limits.max_memory": max_memory,
     }

@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dq_agent import __version__
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.cli import app
 from tests.conftest import clean_frame
 
@@ -59,7 +60,7 @@ def test_json_contract_keys(clean_parquet: Path) -> None:
     assert report["dataset"]["rows"] == 720
     assert report["dataset"]["roles"]["entity"] == ["device_id"]
     assert set(report["dataset"]["time_range"]) == {"start", "end"}
-    tools = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+    tools = list(CHECK_NAMES)
     assert list(report["checks"]) == tools
     for tool in tools:
         check = report["checks"][tool]

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 import httpx
 import ollama
 
-from dq_agent.config import AgentConfig
 from dq_agent.errors import ModelCallError, ModelUnavailableError
+from dq_agent.settings import AgentConfig
 
 log = logging.getLogger(__name__)
 

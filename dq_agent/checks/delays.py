@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -53,12 +54,20 @@ from dq_agent.checks.delays_report import (
     STEP,
     TOOL,
     TS,
+    DelayCheckConfig,
     DelayFinisher,
     skipped,
 )
-from dq_agent.config import Config, DelayCheckConfig, parse_time
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
+from dq_agent.timeparse import parse_iso_time
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
+# The config key `--as-of` sets: one reference time for freshness and future rows.
+AS_OF_KEY = f"{TOOL}.as_of"
 
 # Columns of the queries only; the double underscore keeps them clear of real data columns.
 _GID = "__series_id"
@@ -78,7 +87,7 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
         raise ValueError(
             f"column {scope.column!r} does not exist; columns: {', '.join(dataset.columns)}"
         )
-    settings = config.delay_check
+    settings = config.section(DelayCheckConfig)
     as_of = parse_as_of(settings.as_of)
     has_ingest = dataset.roles.ingest_time is not None
     future_limit = as_of + timedelta(seconds=settings.future_tolerance_seconds)
@@ -114,11 +123,29 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     )
 
 
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Timing & delays",
+    description=(
+        "Check timing: gaps in sampling per entity, out-of-order and duplicate timestamps, "
+        "future timestamps, ingest latency and data freshness."
+    ),
+    settings=DelayCheckConfig,
+    plan=plan_delay_check,
+    metric_keys=("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows"),
+    baseline=(
+        BaselineMetric("gap_count", "count", "gap count"),
+        BaselineMetric("late_rows", "count", "late rows"),
+    ),
+    words=(r"delay\w*|gaps?|latenc\w*|late|timing|freshness|fresh|stale|out[- ]of[- ]order"),
+)
+
+
 def parse_as_of(value: str | None) -> datetime:
     """`delay_check.as_of` as an aware UTC datetime (a naive time is read as UTC); now if unset."""
     if value is None:
         return datetime.now(UTC)
-    parsed = parse_time(value)
+    parsed = parse_iso_time(value)
     if parsed is None:
         # Config files and the CLI are validated; this catches a value set in code.
         raise ValueError(

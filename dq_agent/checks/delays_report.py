@@ -7,16 +7,30 @@ the summary. The column names below are the contract between those queries and t
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
 from dq_agent.checks.base import iso, plural
-from dq_agent.config import DelayCheckConfig
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.settings import iso_time, non_negative, positive, setting
 
 TOOL = "delay_check"
+
+
+@dataclass
+class DelayCheckConfig:
+    expected_interval_seconds: float | None = setting(None, rule=positive)
+    gap_factor: float = setting(3.0, rule=positive)
+    late_threshold_seconds: float = setting(300.0, rule=non_negative)
+    max_age_seconds: float | None = setting(None, rule=positive)
+    future_tolerance_seconds: float = setting(300.0, rule=non_negative)
+    as_of: str | None = setting(None, rule=iso_time)
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
 
 # Columns of the collected frames; the double underscore keeps them clear of real data columns.
 ROW = "__file_row"

@@ -16,8 +16,8 @@ means disagreeing in that column only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -33,11 +33,23 @@ from dq_agent.checks.base import (
     series_rows,
     shown_value,
 )
-from dq_agent.config import Config
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.settings import non_negative, setting
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 TOOL = "duplicate_check"
+
+
+@dataclass
+class DuplicateCheckConfig:
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 _COPIES = "__copies"
@@ -66,13 +78,31 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
             _key_totals_by_entity(dataset, key_groups, ts),
             _key_examples(dataset, candidates, key, compared, ts),
         ]
-    settings = config.duplicate_check
+    settings = config.section(DuplicateCheckConfig)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return _result(dataset, frames, key, compared, settings.warn_at, settings.fail_at)
 
     # The series order is a window with gathers: in memory, not copied into a stream.
     return CheckPlan(TOOL, queries, finish, engine="in-memory")
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Duplicates",
+    description=(
+        "Count exact duplicate rows and duplicate keys (entity + timestamp), split into "
+        "identical repeats and conflicting readings."
+    ),
+    settings=DuplicateCheckConfig,
+    plan=plan_duplicate_check,
+    metric_keys=("exact_duplicate_rows", "duplicate_key_rows", "conflicting_key_rows"),
+    baseline=(
+        BaselineMetric("exact_duplicate_rows", "count", "exact duplicate rows"),
+        BaselineMetric("duplicate_key_rows", "count", "duplicate key rows"),
+    ),
+    words=r"duplicat\w*|dupes?",
+)
 
 
 def _compared_columns(columns: Sequence[str], key: Sequence[str], column: str | None) -> list[str]:

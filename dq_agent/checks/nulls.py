@@ -12,7 +12,8 @@ sort of the whole data.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -27,11 +28,27 @@ from dq_agent.checks.base import (
     series_rows,
     shown_value,
 )
-from dq_agent.config import Config
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.settings import non_negative, setting
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 TOOL = "null_check"
+
+
+@dataclass
+class NullCheckConfig:
+    markers: list[str] = field(
+        default_factory=lambda: ["", "NA", "N/A", "null", "NULL", "NaN", "nan"]
+    )
+    sentinels: list[float] = field(default_factory=lambda: [-999.0, -9999.0, -200.0])
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.05, rule=non_negative)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 _POSITION = "__position"
@@ -56,7 +73,7 @@ def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan
         ],
     )
     runs = _longest_runs(dataset, scope, columns)
-    settings = config.null_check
+    settings = config.section(NullCheckConfig)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         count_row = frames[0].row(0, named=True)
@@ -66,6 +83,25 @@ def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan
     # The counts stream; the series order is a window with gathers: in memory, not copied
     # into a stream.
     return CheckPlan(TOOL, [counts, runs], finish, engine=("streaming", "in-memory"))
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Missing values",
+    description=(
+        "Count missing values per column: nulls, NaN and sentinel numbers such as -999; "
+        "missing rate, fully empty columns, longest run of consecutive missing values."
+    ),
+    settings=NullCheckConfig,
+    plan=plan_null_check,
+    column_metric_keys=("null_count", "missing_count", "missing_rate"),
+    baseline=(
+        BaselineMetric(
+            "missing_rate", "rate", "missing rate", per_column=True, count_key="missing_count"
+        ),
+    ),
+    words=r"nulls?|missing|nan|null values|completeness",
+)
 
 
 def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:

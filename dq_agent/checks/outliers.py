@@ -16,18 +16,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dq_agent.checks.base import ROW, CheckPlan, Scope, entity_key, iso, plural
-from dq_agent.config import Config, OutlierCheckConfig
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.settings import choice, non_negative, positive, setting
 from dq_agent.timeparse import TIMESTAMP_DTYPE
 
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
 TOOL = "outlier_check"
+
+
+@dataclass
+class OutlierCheckConfig:
+    method: str = setting("sigma", rule=choice("sigma", "mad"))
+    sigma: float = setting(3.0, rule=positive)
+    min_group_size: int = setting(30, rule=positive)
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 MAX_GROUP_NAMES = 5
@@ -56,7 +71,7 @@ _METRIC_ORDER = (
 
 
 def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
-    settings = config.outlier_check
+    settings = config.section(OutlierCheckConfig)
     schema = dataset.frame.collect_schema()
     if scope.column is not None and scope.column not in schema:
         raise ValueError(
@@ -79,6 +94,24 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
         return _result(dataset, columns, frames[0], frames[1], settings)
 
     return CheckPlan(TOOL, queries, finish)
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Outliers",
+    description=(
+        "Find outliers per value column and per entity with the 3-sigma rule (or median/MAD)."
+    ),
+    settings=OutlierCheckConfig,
+    plan=plan_outlier_check,
+    column_metric_keys=("outlier_count",),
+    baseline=(
+        BaselineMetric(
+            "outlier_rate", "rate", "outlier rate", per_column=True, count_key="outlier_count"
+        ),
+    ),
+    words=r"outliers?|anomal\w*|spikes?",
+)
 
 
 def _skipped(

@@ -26,7 +26,7 @@ is kept; after each sentence with a problem come bracketed upper-case markers,
     ... found in column1. [UNSUPPORTED NAME: column1]
     ... is **VERIFIED**. [VERDICT CONFLICT: computed verdict is FAIL]
 a dimension left out is appended on its own line as
-    [ADDED BY GUARD] structure_check (pass): <its one-line summary>
+    [ADDED BY GUARD] <check name> (pass): <its one-line summary>
 and the text ends with "Verdict (computed by code): FAIL". Upper case is deliberate: Rich reads
 "[lower case ...]" as a markup tag and silently drops it, while an upper-case bracket prints as is.
 """
