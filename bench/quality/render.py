@@ -127,9 +127,11 @@ def _write_csv(frame: pl.DataFrame, path: Path, shape: Shape) -> None:
 
 
 def _thousands(x: pl.Expr) -> pl.Expr:
-    """1013.254 -> "1,013.254" (values below a million need one separator at most)."""
+    """1013.254 -> "1,013.254", 1e9 -> "1,000,000,000.0": one separator per pass."""
     text = x.round(3).cast(pl.String)
-    return text.str.replace(r"^(-?\d+)(\d{3})(\.|$)", "${1},${2}${3}")
+    for _ in range(3):
+        text = text.str.replace(r"^(-?\d+)(\d{3})([.,]|$)", "${1},${2}${3}")
+    return text
 
 
 def to_table(shape: Shape, canon: Canon) -> pl.DataFrame:

@@ -153,8 +153,9 @@ def _alarming(record: Record) -> list[str]:
 
 def per_fault(records: list[Record]) -> list[str]:
     lines = [
-        "| fault | size | expected check | datasets | reported | share | missed on (most common) |",
-        "|---|---|---|---|---|---|---|",
+        "| fault | size | expected check | datasets | reported | share | share of those read "
+        "| missed on (most common) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for fault in FAULTS:
         group = [r for r in records if r.kind == fault.name]
@@ -162,9 +163,12 @@ def per_fault(records: list[Record]) -> list[str]:
             continue
         hits = sum(1 for r in group if r.detected)
         missed = [r for r in group if not r.detected]
+        # Without the datasets dq-agent refused to read: detection once the data is loaded.
+        read = [r for r in group if r.verdict != "error"]
         lines.append(
             f"| {fault.name} | {fault.size} | {fault.check} | {len(group)} | {hits} | "
-            f"{_share(hits, len(group))} | {_escape(_missed_on(missed))} |"
+            f"{_share(hits, len(group))} | {_share(hits, len(read))} | "
+            f"{_escape(_missed_on(missed))} |"
         )
     return [*lines, ""]
 
@@ -195,6 +199,8 @@ def missed_details(records: list[Record], limit: int = 3) -> list[str]:
     lines: list[str] = []
     for fault in FAULTS:
         missed = [r for r in records if r.kind == fault.name and not r.detected]
+        # Misses on data that was read first: they say more than a refusal.
+        missed.sort(key=lambda r: r.verdict == "error")
         for r in missed[:limit]:
             s = r.shape
             check = r.expectation.check if r.expectation else ""
