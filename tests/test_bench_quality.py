@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -17,6 +18,7 @@ from bench.quality.expect import Expectation, detected
 from bench.quality.faults import FAULTS, SPIKE, UNREADABLE_TIME
 from bench.quality.generate import generate
 from bench.quality.render import render
+from bench.quality.roles import given_roles, roles_found, truth_of
 from bench.quality.runner import Job, build, plan
 from bench.quality.shapes import (
     ENTITY_NAMES,
@@ -257,6 +259,32 @@ def test_shapes_cover_every_dimension_within_bounds() -> None:
     assert draw_shapes(300, seed=3) == shapes
     jobs = plan(shapes, per_fault=2)
     assert len([j for j in jobs if j.fault is not None]) == 2 * len(FAULTS)
+
+
+def test_roles_given_name_the_generated_columns() -> None:
+    assert given_roles(LONG, generate(LONG)) == {
+        "columns.values": ["value"],
+        "columns.timestamp": "timestamp",
+        "columns.entity": ["Device ID", "variable"],
+    }
+    split_time = replace(WIDE, ts_format="date_time", extras="ingest_time")
+    settings = given_roles(split_time, generate(split_time))
+    assert "columns.timestamp" not in settings
+    assert settings["columns.ingest_time"] == "ingest_time"
+
+
+def test_roles_found_compares_with_the_truth() -> None:
+    truth = truth_of(WIDE, generate(WIDE))
+    roles: dict[str, Any] = {"entity": ["Gerät"], "values": ["temperature", "pressure"]}
+    span = {"start": truth.start.isoformat(), "end": truth.end.isoformat()}
+    report = {"dataset": {"roles": roles, "time_range": span}}
+    assert roles_found(report, truth) == dict.fromkeys(
+        ("timestamp", "entity", "sensors", "non_sensors"), True
+    )
+    roles["values"] = ["temperature", "pressure", "Gerät"]
+    span["start"] = "2023-01-01T00:00:00+00:00"
+    found = roles_found(report, truth)
+    assert not found["timestamp"] and not found["non_sensors"] and found["sensors"]
 
 
 def test_detection_needs_the_check_and_the_fault() -> None:

@@ -40,6 +40,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes"
     )
+    parser.add_argument(
+        "--roles-given",
+        action="store_true",
+        help="name timestamp, entity, values and ingest_time in the config: the checks alone",
+    )
     parser.add_argument("--cli", action="store_true", help="run dq-agent as a child process")
     parser.add_argument("--keep", type=Path, help="write the datasets here and keep them")
     parser.add_argument("--records", type=Path, help="write one JSON line per dataset here")
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             elapsed = time.perf_counter() - started
             print(f"  {done}/{total} in {elapsed:.0f} s", file=sys.stderr, flush=True)
 
-    records = list(run_jobs(jobs, args.cli, args.keep, progress, args.jobs))
+    records = list(run_jobs(jobs, args.cli, args.keep, progress, args.jobs, args.roles_given))
     if args.records is not None:
         with args.records.open("w", encoding="utf-8") as out:
             for record in records:
@@ -70,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         f"## bench-quality, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         f"seed {args.seed}, {clean} clean shapes, up to {per_fault} datasets per fault, "
-        f"polars {pl.__version__}, {args.jobs} worker(s){', CLI' if args.cli else ''}",
+        f"polars {pl.__version__}, {args.jobs} worker(s){', CLI' if args.cli else ''}"
+        f"{', roles given in the config' if args.roles_given else ''}",
     ]
     print(render_all(records, time.perf_counter() - started, header))
     return 0

@@ -73,3 +73,19 @@ def _near(text: Any, when: datetime) -> bool:
     if found.tzinfo is None:
         found = found.replace(tzinfo=when.tzinfo)
     return abs(found - when) <= _TOLERANCE
+
+
+def given_roles(shape: Shape, canon: Canon) -> dict[str, Any]:
+    """The roles as a user would set them in the config (`--roles-given`): the checks' own
+    behaviour, without role and format detection. Two timestamp columns cannot be named."""
+    settings: dict[str, Any] = {"columns.values": list(truth_of(shape, canon).sensors)}
+    if shape.ts_format != "date_time":
+        settings["columns.timestamp"] = time_column(shape)
+    entity = [shape.entity_name] if shape.entity_name else []
+    if shape.layout == "long":
+        entity.append("variable")
+    if entity:
+        settings["columns.entity"] = entity
+    if "ingest_time" in canon.frame.columns:
+        settings["columns.ingest_time"] = "ingest_time"
+    return settings

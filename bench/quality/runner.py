@@ -19,7 +19,7 @@ from bench.quality.expect import Expectation, detected
 from bench.quality.faults import FAULTS, Fault
 from bench.quality.generate import Canon, generate
 from bench.quality.render import render
-from bench.quality.roles import roles_found, truth_of
+from bench.quality.roles import given_roles, roles_found, truth_of
 from bench.quality.shapes import Shape
 
 CLEAN = "clean"
@@ -110,10 +110,13 @@ def run_jobs(
     keep: Path | None,
     progress: Callable[[int, int], None],
     workers: int = 1,
+    roles_given: bool = False,
 ) -> Iterator[Record]:
     """Records in job order; with workers > 1, that many processes share the jobs."""
     root = keep or Path(tempfile.mkdtemp(prefix="dq-bench-quality-"))
-    tasks = [(number, job, root, use_cli, keep is None) for number, job in enumerate(jobs)]
+    tasks = [
+        (number, job, root, use_cli, keep is None, roles_given) for number, job in enumerate(jobs)
+    ]
     try:
         if workers <= 1:
             results: Iterator[Record] = map(_task, tasks)
@@ -130,23 +133,24 @@ def run_jobs(
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _task(task: tuple[int, Job, Path, bool, bool]) -> Record:
-    number, job, root, use_cli, remove = task
+def _task(task: tuple[int, Job, Path, bool, bool, bool]) -> Record:
+    number, job, root, use_cli, remove, roles_given = task
     folder = root / f"{number:05d}-{job.kind}"
     folder.mkdir(parents=True)
     try:
-        return run_one(job, folder, use_cli)
+        return run_one(job, folder, use_cli, roles_given)
     finally:
         if remove:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_one(job: Job, folder: Path, use_cli: bool) -> Record:
+def run_one(job: Job, folder: Path, use_cli: bool, roles_given: bool = False) -> Record:
     canon, expectation = build(job)
     path = render(job.shape, canon, folder)
+    settings = given_roles(job.shape, canon) if roles_given else None
     started = time.perf_counter()
     try:
-        report = inspect_report(path, use_cli)
+        report = inspect_report(path, use_cli, settings)
     # A crash inside dq-agent is a result of the benchmark, not the end of it.
     except CRASHES as exc:
         report = {"error": f"crash {type(exc).__name__}: {exc}", "exit_code": None}
