@@ -69,6 +69,7 @@ def test_json_contract_keys(clean_parquet: Path) -> None:
     assert report["audit"] == {
         "expected_tools": tools,
         "called_tools": tools,
+        "called_after_push": [],
         "fallback_executed": [],
         "fallback_outputs": {},
     }
@@ -212,3 +213,60 @@ def test_trace_may_not_overwrite_input(clean_parquet: Path) -> None:
     assert code == 2
     assert "is the input file" in err
     assert clean_parquet.read_bytes() == before
+
+
+def test_a_check_that_errors_leaves_its_dimension_unchecked_and_exits_3(
+    clean_parquet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from dq_agent import tools
+    from dq_agent.checks.base import CheckPlan
+
+    broken_name = CHECK_NAMES[2]
+
+    def broken_plan(*_: object) -> CheckPlan:
+        def finish(_frames: object) -> object:
+            raise TypeError("a dtype this check cannot handle")
+
+        return CheckPlan(broken_name, [], finish)  # type: ignore[arg-type]
+
+    catalogue = tuple(
+        dataclasses.replace(spec, plan=broken_plan) if spec.name == broken_name else spec
+        for spec in tools.CATALOGUE
+    )
+    monkeypatch.setattr(tools, "CATALOGUE", catalogue)
+    code, out, err = run("inspect", str(clean_parquet), "--no-agent", "--format", "json")
+    assert code == 3, err
+    report = json.loads(out)
+    check = report["checks"][broken_name]
+    assert check["status"] == "error"
+    assert check["error"] == "TypeError: a dtype this check cannot handle"
+    # Every other dimension was still checked and passed.
+    others = {name: c["status"] for name, c in report["checks"].items() if name != broken_name}
+    assert others == dict.fromkeys(others, "pass") and len(others) == len(CHECK_NAMES) - 1
+
+
+def test_a_run_writes_its_history_under_the_isolated_home(
+    clean_parquet: Path, isolated_user_state: Path
+) -> None:
+    runner = CliRunner()
+    env = {k: v for k, v in ENV.items() if k != "DQ_AGENT_HISTORY"}
+    result = runner.invoke(app, ["inspect", str(clean_parquet), "--no-agent"], env=env)
+    assert result.exit_code == 0, result.stderr
+    assert (isolated_user_state / "dq-agent" / "history.sqlite").is_file()
+    assert Path.home() == isolated_user_state
+
+
+def test_the_cli_imports_no_heavy_library_before_a_command_runs() -> None:
+    # `--help` and `--version` stay fast: Polars, pyarrow, the Ollama client and Rich load only
+    # when a command does its work (the speed itself is measured by `make bench`).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dq_agent.cli; "
+        "print(sorted(m for m in ('polars', 'pyarrow', 'ollama', 'httpx', 'rich') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -50,7 +50,6 @@ from dq_agent.checks.delays_report import (
     OUT_OF_ORDER_TS,
     PREV,
     PREV_IN_FILE,
-    ROW,
     STEP,
     TOOL,
     TS,
@@ -83,10 +82,7 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
             "no timestamp column (set columns.timestamp to name one): delay_check does not apply"
         )
         return CheckPlan(TOOL, [], lambda frames: skipped(reason))
-    if scope.column is not None and scope.column not in dataset.columns:
-        raise ValueError(
-            f"column {scope.column!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
+    scope.check_column(dataset)
     settings = config.section(DelayCheckConfig)
     as_of = parse_as_of(settings.as_of)
     has_ingest = dataset.roles.ingest_time is not None
@@ -157,7 +153,7 @@ def parse_as_of(value: str | None) -> datetime:
 def _timing_frame(dataset: Dataset, scope: Scope, timestamp: str) -> pl.LazyFrame:
     """The scoped rows as (row index in the file, entity, timestamp[, ingest time])."""
     # The row index is taken before the scope filter so that examples name rows of the file.
-    indexed = replace(dataset, frame=dataset.frame.with_row_index(ROW))
+    indexed = replace(dataset, frame=dataset.frame.with_row_index(FILE_ROW))
     lf = scope.filter(indexed)
     roles = dataset.roles
     role_columns = {timestamp, roles.ingest_time, *roles.entity}
@@ -165,7 +161,7 @@ def _timing_frame(dataset: Dataset, scope: Scope, timestamp: str) -> pl.LazyFram
         lf = lf.filter(~dataset.missing(scope.column))
     key = entity_key(dataset)
     columns = [
-        pl.col(ROW),
+        pl.col(FILE_ROW),
         key if key is not None else pl.lit(None, dtype=pl.String).alias(ENTITY),
         pl.col(timestamp).alias(TS),
     ]
@@ -199,9 +195,17 @@ def _timed(dataset: Dataset, scope: Scope, timestamp: str) -> pl.Expr:
 def _series_names(dataset: Dataset, series: pl.LazyFrame) -> pl.LazyFrame:
     """Each series number (`SERIES`) with its entity."""
     key = entity_key(dataset)
-    entity = key if key is not None else pl.lit(None, dtype=pl.String).alias(ENTITY)
+    if key is None:
+        # One series without a name. (A literal gathered at the first row in time order fails
+        # when that row is not the file's first.)
+        return (
+            series.filter(pl.col(SERIES_START))
+            .with_columns(pl.lit(None, dtype=pl.String).alias(ENTITY))
+            .select(ENTITY)
+            .with_row_index(_GID, offset=1)
+        )
     starts = pl.col(ORDER).filter(pl.col(SERIES_START))
-    return series.select(entity.gather(starts)).with_row_index(_GID, offset=1)
+    return series.select(key.gather(starts)).with_row_index(_GID, offset=1)
 
 
 def _in_series_order(
@@ -289,12 +293,12 @@ def _backward_rows(
         _in_series_order(
             series,
             FILE_ORDER,
-            {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), ROW: row},
+            {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), FILE_ROW: row},
             timed,
         )
         .with_columns(_within_series(ts.shift(1)).alias(PREV_IN_FILE))
         .filter(ts < pl.col(PREV_IN_FILE))
-        .select(_GID, ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE)
+        .select(_GID, FILE_ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE)
         # Read by two queries: computed once.
         .cache()
     )
@@ -378,11 +382,11 @@ def _longest_gaps_query(gaps: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame
 def _out_of_order_query(backward: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
     """The first out-of-order rows of the file."""
     return (
-        backward.sort(ROW)
+        backward.sort(FILE_ROW)
         .head(MAX_EXAMPLES)
         .join(names, on=_GID, how="left")
-        .sort(ROW)
-        .select(ENTITY, ROW, OUT_OF_ORDER_TS, PREV_IN_FILE)
+        .sort(FILE_ROW)
+        .select(ENTITY, FILE_ROW, OUT_OF_ORDER_TS, PREV_IN_FILE)
     )
 
 
@@ -390,9 +394,9 @@ def _future_query(rows: pl.LazyFrame, future_limit: datetime) -> pl.LazyFrame:
     """The latest rows timestamped after the limit."""
     return (
         rows.filter(pl.col(TS) > future_limit)
-        .sort([TS, ROW], descending=[True, False])
+        .sort([TS, FILE_ROW], descending=[True, False])
         .head(MAX_EXAMPLES)
-        .select(ROW, ENTITY, TS)
+        .select(FILE_ROW, ENTITY, TS)
     )
 
 
@@ -401,7 +405,7 @@ def _late_query(rows: pl.LazyFrame, late_threshold: float) -> pl.LazyFrame:
     return (
         rows.with_columns(_latency_seconds().alias(LATENCY))
         .filter(pl.col(LATENCY) > late_threshold)
-        .sort([LATENCY, ROW], descending=[True, False])
+        .sort([LATENCY, FILE_ROW], descending=[True, False])
         .head(MAX_EXAMPLES)
-        .select(ROW, ENTITY, TS, INGEST, LATENCY)
+        .select(FILE_ROW, ENTITY, TS, INGEST, LATENCY)
     )

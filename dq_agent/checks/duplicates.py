@@ -29,13 +29,14 @@ from dq_agent.checks.base import (
     Scope,
     entity_key,
     iso,
+    missing_column_message,
     plural,
     series_rows,
     shown_value,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
 from dq_agent.settings import non_negative, setting
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ SPEC = CheckSpec(
 
 def _compared_columns(columns: Sequence[str], key: Sequence[str], column: str | None) -> list[str]:
     if column is not None and column not in columns:
-        raise ValueError(f"column {column!r} does not exist; columns: {', '.join(columns)}")
+        raise ValueError(missing_column_message(column, columns))
     if column is not None and column not in key:
         return [column]
     return [c for c in columns if c not in key]
@@ -287,7 +288,7 @@ def _result(
         findings += _key_findings(by_entity, examples, compared, key[-1])
     worst = max(exact, metrics["duplicate_key_rows"] or 0)
     status = status_from_thresholds(worst, rows, warn_at, fail_at)
-    severity = status if status in (Status.WARN, Status.FAIL) else Status.WARN
+    severity = at_least_warn(status)
     findings.sort(key=lambda item: (_KIND_ORDER[item[0]], -item[1].count, item[1].entity or ""))
     ordered = [replace(f, severity=severity) for _, f in findings[:MAX_FINDINGS]]
     return CheckResult(TOOL, status, _summary(metrics), metrics, ordered)

@@ -30,7 +30,15 @@ from dq_agent.checks.base import (
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import (
+    CheckResult,
+    Finding,
+    Status,
+    at_least_warn,
+    status_from_thresholds,
+    status_rank,
+    worst_status,
+)
 from dq_agent.settings import non_negative, setting
 
 if TYPE_CHECKING:
@@ -53,16 +61,11 @@ MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 _POSITION = "__position"
 _KEEP = "__keep"
-_SEVERITY_RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 
 
 def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+    scope.check_column(dataset)
     columns = scope.columns(dataset.columns)
-    unknown = [c for c in columns if c not in dataset.columns]
-    if unknown:
-        raise ValueError(
-            f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
     frame = scope.filter(dataset)
     counts = frame.select(
         pl.len().alias("rows"),
@@ -225,7 +228,7 @@ def _result(
                 _finding(dataset, name, per_column[name], rows, status, runs, index, has_time)
             )
 
-    findings.sort(key=lambda f: (-_SEVERITY_RANK[f.severity], -f.count, f.column or ""))
+    findings.sort(key=lambda f: (-status_rank(f.severity), -f.count, f.column or ""))
     empty_columns = [name for name, m in per_column.items() if m["empty"]]
     total_missing = sum(m["missing_count"] for m in per_column.values())
     metrics: dict[str, Any] = {
@@ -237,7 +240,7 @@ def _result(
         "sentinels": list(dataset.sentinels),
         "columns": per_column,
     }
-    status = max(statuses, key=_SEVERITY_RANK.__getitem__, default=Status.PASS)
+    status = worst_status(statuses)
     return CheckResult(
         TOOL, status, _summary(per_column, rows, empty_columns), metrics, findings[:MAX_FINDINGS]
     )
@@ -297,7 +300,7 @@ def _finding(
     return Finding(
         what=what,
         count=missing,
-        severity=status if status in (Status.WARN, Status.FAIL) else Status.WARN,
+        severity=at_least_warn(status),
         column=name,
         entity=run["entity"],
         start=run["start"],

@@ -24,7 +24,7 @@ import polars as pl
 from dq_agent.checks.base import ROW, CheckPlan, Scope, entity_key, iso, plural
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
 from dq_agent.settings import choice, non_negative, positive, setting
 from dq_agent.timeparse import TIMESTAMP_DTYPE
 
@@ -73,10 +73,7 @@ _METRIC_ORDER = (
 def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
     settings = config.section(OutlierCheckConfig)
     schema = dataset.frame.collect_schema()
-    if scope.column is not None and scope.column not in schema:
-        raise ValueError(
-            f"column {scope.column!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
+    scope.check_column(dataset)
     candidates = scope.columns(dataset.roles.values)
     columns = [c for c in candidates if schema[c].is_numeric()]
     if not columns:
@@ -276,7 +273,7 @@ def _result(
     status = status_from_thresholds(
         total_outliers, total_checked, settings.warn_at, settings.fail_at
     )
-    severity = status if status in (Status.WARN, Status.FAIL) else Status.WARN
+    severity = at_least_warn(status)
     findings.sort(
         key=lambda item: (-item[1].count, -item[0], item[1].column or "", item[1].entity or "")
     )

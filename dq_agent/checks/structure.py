@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope
+from dq_agent.checks.base import ROW, CheckPlan, Scope
 from dq_agent.checks.spec import CheckSpec
 from dq_agent.checks.structure_report import (
     MAX_EXAMPLES,
     REPLACEMENT_CHARACTER,
-    ROW,
     TOOL,
     ZONE_FAMILY,
     Columns,
@@ -56,12 +55,8 @@ _UNORDERED = (pl.Categorical, pl.Enum, pl.Object, pl.Null, pl.List, pl.Array, pl
 
 
 def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+    scope.check_column(dataset)
     scoped = scope.columns(dataset.columns)
-    unknown = [c for c in scoped if c not in dataset.columns]
-    if unknown:
-        raise ValueError(
-            f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
     columns = _select_columns(dataset, scope, scoped)
     queries = [_counts_query(dataset, scope, columns)]
     timestamp = columns.timestamp

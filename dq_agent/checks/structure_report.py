@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import plural, shown_value
+from dq_agent.checks.base import ROW, plural, shown_value
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status
 from dq_agent.settings import fraction, setting
@@ -32,8 +32,6 @@ MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 REPLACEMENT_CHARACTER = "\ufffd"
 ZONE_FAMILY = "iso8601+zone"
-# The row index in the file, a column of the collected timestamp examples.
-ROW = "__row"
 _UNPARSEABLE_MAJORITY = 0.5
 _DTYPE_ALIASES = {"utf8": "string", "str": "string", "float": "float64", "int": "int64"}
 

@@ -2,7 +2,7 @@
 
 from dq_agent.errors import HistoryError
 from dq_agent.history.baseline import ChangeRule, compare_with_baseline
-from dq_agent.history.migrations import SCHEMA_VERSION
+from dq_agent.history.migrations import DATABASE_VERSION
 from dq_agent.history.paths import history_path
 from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
 from dq_agent.history.stats import HistoryStats, compute_stats
@@ -17,7 +17,7 @@ from dq_agent.history.views import (
 )
 
 __all__ = [
-    "SCHEMA_VERSION",
+    "DATABASE_VERSION",
     "ChangeRule",
     "CheckRecord",
     "HistoryError",
