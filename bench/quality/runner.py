@@ -155,6 +155,9 @@ def run_one(job: Job, folder: Path, use_cli: bool, roles_given: bool = False) ->
     except CRASHES as exc:
         report = {"error": f"crash {type(exc).__name__}: {exc}", "exit_code": None}
     seconds = time.perf_counter() - started
+    if isinstance(report.get("error"), str):
+        # The temporary folder is noise in the tables: name the file as the dataset has it.
+        report["error"] = report["error"].replace(f"{folder}/", "")
     roles = roles_found(report, truth_of(job.shape, canon)) if job.kind == CLEAN else {}
     return score(job, report, expectation, seconds, roles)
 
