@@ -470,3 +470,25 @@ def test_a_file_without_entity_whose_first_row_is_not_the_earliest(tmp_path: Pat
     (result,) = run_plans([plan_delay_check(dataset, config, Scope())])
     assert result.status is not Status.ERROR, result.error
     assert result.metrics["out_of_order_rows"] == 1
+
+
+def test_report_on_change_sampling_is_irregular_not_gappy(tmp_path: Path) -> None:
+    """A reading each minute while the value moves, else a heartbeat every 20 minutes: one step
+    in four is 20 minutes, which is the logger's normal, not a gap. A 3-hour outage still is."""
+    rng = random.Random(4)
+
+    def on_change(outage: int) -> Path:
+        minute_now, rows = 0, []
+        for i in range(600):
+            minute_now += 20 if rng.random() < 0.25 else 1
+            if i == 300:
+                minute_now += outage
+            rows.append([minute(minute_now), "p", 1.0])
+        return write_csv(tmp_path / "change.csv", ["timestamp", "device_id", "value"], rows)
+
+    config = _config(as_of=iso_at(30 * 24 * 60))
+    clean = run_check(plan_delay_check, on_change(0), config)
+    assert clean.metrics["irregular_entities"] == 1
+    assert (clean.metrics["gap_count"], clean.status) == (0, Status.PASS)
+    outage = run_check(plan_delay_check, on_change(180), config)
+    assert outage.metrics["gap_count"] == 1

@@ -82,6 +82,9 @@ LONGEST_GAPS_KEPT = 10
 # Steps whose middle half spans more than this ratio are irregular sampling (exponential steps:
 # about 4.8; a regular logger with jitter: about 1.1).
 IRREGULAR_SPREAD = 1.5
+IRREGULAR_LONG_SHARE = 0.2
+# ... judged only on series with this many steps: a short series with two gaps is gappy.
+IRREGULAR_MIN_STEPS = 50
 
 
 def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
@@ -262,7 +265,9 @@ def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFra
     the step beyond which a step is a gap (`BOUND`).
 
     A series is irregular when its steps vary in their middle half (the 75th percentile more
-    than IRREGULAR_SPREAD times the 25th: random or report-on-change sampling). Its median step
+    than IRREGULAR_SPREAD times the 25th: random sampling) or more than IRREGULAR_LONG_SHARE of
+    them (of at least IRREGULAR_MIN_STEPS) are longer than `gap_factor` times the median
+    (report-on-change sampling). Its median step
     says little about a missing reading, so its gaps are judged against a high quantile of its
     own steps (`irregular_quantile`) instead: a regular series' long steps stay gaps however
     many there are, an irregular one's quiet spells are its normal."""
@@ -275,7 +280,13 @@ def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFra
     else:
         expected = positive.median().cast(pl.Float64)
         quartile = positive.quantile(0.25, interpolation="lower")
-        irregular = positive.quantile(0.75, interpolation="higher") > IRREGULAR_SPREAD * quartile
+        # Report-on-change sampling has a regular middle (a reading per step while the value
+        # moves) and many long quiet steps: more than IRREGULAR_LONG_SHARE of its steps are
+        # beyond the gap factor, which a regular logger's gaps hardly ever are.
+        long_share = (positive > settings.gap_factor * positive.median()).mean()
+        irregular = (
+            positive.quantile(0.75, interpolation="higher") > IRREGULAR_SPREAD * quartile
+        ) | ((long_share > IRREGULAR_LONG_SHARE) & (positive.len() >= IRREGULAR_MIN_STEPS))
         high = positive.quantile(settings.irregular_quantile, interpolation="higher")
         bound = settings.gap_factor * pl.when(irregular).then(high).otherwise(expected)
     return (

@@ -419,7 +419,14 @@ def _judged_groups(
             .then(_FLEET)
             .otherwise(_TOO_SMALL)
         )
-        spread = pl.when(big).then(own_spread).otherwise(pl.col(_stat("fleet", i)))
+        # A small group is judged by the fleet's spread, unless its own (robust, so a spike
+        # barely moves it) is wider: devices differ in noise, and a noisy one is not faulty.
+        robust_own = pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(
+            meanad * MEAN_ABS_TO_SIGMA
+        ) * _unbiased(n)
+        fleet = pl.col(_stat("fleet", i))
+        own_wider = ~big & (robust_own > fleet)
+        spread = pl.when(big).then(own_spread).when(own_wider).then(robust_own).otherwise(fleet)
         exprs += [
             n,
             route.cast(pl.Int8).alias(_stat("route", i)),
@@ -437,7 +444,10 @@ def _judged_groups(
             .then(pl.col(_stat("rho", i)))
             .otherwise(pl.col(_stat("fleet_rho", i)))
             .alias(_stat("rho", i)),
-            pl.when(big).then(n).otherwise(pl.col(_stat("fleet_n", i))).alias(_stat("spread_n", i)),
+            pl.when(big | own_wider)
+            .then(n)
+            .otherwise(pl.col(_stat("fleet_n", i)))
+            .alias(_stat("spread_n", i)),
             pl.when(big)
             .then(pl.max_horizontal(_local_spread(i), resolution))
             .otherwise(None)
