@@ -492,3 +492,27 @@ def test_report_on_change_sampling_is_irregular_not_gappy(tmp_path: Path) -> Non
     assert (clean.metrics["gap_count"], clean.status) == (0, Status.PASS)
     outage = run_check(plan_delay_check, on_change(180), config)
     assert outage.metrics["gap_count"] == 1
+
+
+def test_staggered_ends_are_no_stopped_devices_but_an_early_stop_is(tmp_path: Path) -> None:
+    """20 devices of 200 readings at random steps (mean 60 s) end at their own times; in a
+    fleet that ends together, one device silent for its last 4 hours has stopped."""
+    rng = random.Random(9)
+    rows = []
+    for device in range(20):
+        seconds = 0.0
+        for _ in range(200):
+            seconds += rng.expovariate(1 / 60)
+            rows.append(
+                [(T0 + timedelta(seconds=round(seconds))).isoformat(sep=" "), f"d{device}", 1.0]
+            )
+    path = write_csv(tmp_path / "staggered.csv", ["timestamp", "device_id", "value"], rows)
+    config = _config(as_of=iso_at(3 * 24 * 60))
+    assert run_check(plan_delay_check, path, config).metrics["stopped_entities"] == 0
+    together = [[minute(m), f"d{d}", 1.0] for d in range(20) for m in range(0, 1440, 5)]
+    together = [r for r in together if not (r[1] == "d7" and r[0] >= minute(1200))]
+    path = write_csv(tmp_path / "together.csv", ["timestamp", "device_id", "value"], together)
+    result = run_check(plan_delay_check, path, config)
+    assert result.metrics["stopped_entities"] == 1
+    stopped = next(f for f in result.findings if "stopped" in f.what)
+    assert stopped.entity == "d7"

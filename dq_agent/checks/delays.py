@@ -267,41 +267,70 @@ def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFra
     A series is irregular when its steps vary in their middle half (the 75th percentile more
     than IRREGULAR_SPREAD times the 25th: random sampling) or more than IRREGULAR_LONG_SHARE of
     them (of at least IRREGULAR_MIN_STEPS) are longer than `gap_factor` times the median
-    (report-on-change sampling). Its median step
+    (report-on-change sampling), or when most series of the data are irregular. Its median step
     says little about a missing reading, so its gaps are judged against a high quantile of its
     own steps (`irregular_quantile`) instead: a regular series' long steps stay gaps however
     many there are, an irregular one's quiet spells are its normal."""
     step = pl.col(STEP)
     positive = step.filter(step > 0)
+    aggregates = [
+        pl.len().alias("rows"),
+        pl.col(TS).max().alias("newest"),
+        (step == 0).sum().alias("duplicates"),
+    ]
     if settings.expected_interval_seconds is not None:
         expected = pl.lit(settings.expected_interval_seconds, dtype=pl.Float64)
-        irregular = pl.lit(False)
-        bound = settings.gap_factor * expected
-    else:
-        expected = positive.median().cast(pl.Float64)
-        quartile = positive.quantile(0.25, interpolation="lower")
-        # Report-on-change sampling has a regular middle (a reading per step while the value
-        # moves) and many long quiet steps: more than IRREGULAR_LONG_SHARE of its steps are
-        # beyond the gap factor, which a regular logger's gaps hardly ever are.
-        long_share = (positive > settings.gap_factor * positive.median()).mean()
-        irregular = (
-            positive.quantile(0.75, interpolation="higher") > IRREGULAR_SPREAD * quartile
-        ) | ((long_share > IRREGULAR_LONG_SHARE) & (positive.len() >= IRREGULAR_MIN_STEPS))
-        high = positive.quantile(settings.irregular_quantile, interpolation="higher")
-        bound = settings.gap_factor * pl.when(irregular).then(high).otherwise(expected)
+        return (
+            in_time.group_by(_GID)
+            .agg(
+                *aggregates,
+                expected.alias(EXPECTED),
+                pl.lit(False).alias(IRREGULAR),
+                (settings.gap_factor * expected).alias(BOUND),
+            )
+            .cache()
+        )
+    quartile = positive.quantile(0.25, interpolation="lower")
+    # Report-on-change sampling has a regular middle (a reading per step while the value
+    # moves) and many long quiet steps: more than IRREGULAR_LONG_SHARE of its steps are beyond
+    # the gap factor, which a regular logger's gaps hardly ever are.
+    long_share = (positive > settings.gap_factor * positive.median()).mean()
+    spread = pl.col(_SPREAD)
+    # A fleet samples one way: when most of its series vary, a short one whose few steps happen
+    # to look even is irregular too.
+    irregular = (
+        (spread > IRREGULAR_SPREAD)
+        | (spread.median() > IRREGULAR_SPREAD)
+        | ((pl.col(_LONG) > IRREGULAR_LONG_SHARE) & (pl.col(_STEPS) >= IRREGULAR_MIN_STEPS))
+    ).fill_null(False)
     return (
         in_time.group_by(_GID)
         .agg(
-            pl.len().alias("rows"),
-            pl.col(TS).max().alias("newest"),
-            (step == 0).sum().alias("duplicates"),
-            expected.alias(EXPECTED),
-            irregular.fill_null(False).alias(IRREGULAR),
-            bound.cast(pl.Float64).alias(BOUND),
+            *aggregates,
+            positive.median().cast(pl.Float64).alias(EXPECTED),
+            (positive.quantile(0.75, interpolation="higher") / quartile)
+            .cast(pl.Float64)
+            .alias(_SPREAD),
+            long_share.alias(_LONG),
+            positive.len().alias(_STEPS),
+            positive.quantile(settings.irregular_quantile, interpolation="higher")
+            .cast(pl.Float64)
+            .alias(_HIGH),
         )
+        .with_columns(irregular.alias(IRREGULAR))
+        .with_columns(
+            (
+                settings.gap_factor
+                * pl.when(pl.col(IRREGULAR)).then(pl.col(_HIGH)).otherwise(pl.col(EXPECTED))
+            ).alias(BOUND)
+        )
+        .drop(_SPREAD, _LONG, _STEPS, _HIGH)
         # Read by two queries: computed once.
         .cache()
     )
+
+
+_SPREAD, _LONG, _STEPS, _HIGH = "__step_spread", "__long_share", "__steps", "__high_step"
 
 
 def _gap_rows(
