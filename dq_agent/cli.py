@@ -112,8 +112,14 @@ def inspect(
         bool, typer.Option("--no-agent", help="Run every check directly, no model.")
     ] = False,
     output_format: Annotated[
-        str, typer.Option("--format", "-f", help="rich | json | markdown.")
+        str, typer.Option("--format", "-f", help="rich | json | markdown | junit.")
     ] = "rich",
+    junit_warn_as: Annotated[
+        str,
+        typer.Option(
+            "--junit-warn-as", help="In JUnit XML a warning is: pass (with a property) | failure."
+        ),
+    ] = "pass",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the report here (atomically).")
     ] = None,
@@ -175,6 +181,7 @@ def inspect(
         verbose=verbose,
         trace_file=trace,
         question=question,
+        junit_warn_as=junit_warn_as,
         overrides=overrides,
     )
     with errors_handled(debug):

@@ -37,11 +37,12 @@ from dq_agent.load import resolve_files
 from dq_agent.outcome import FAIL_ON_CHOICES, Inspection, exit_code_for
 from dq_agent.output import refuse_input_overwrite, write_atomic
 from dq_agent.report.json_report import render_json
+from dq_agent.report.junit import WARN_AS_CHOICES, render_junit
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain, render_rich
 from dq_agent.report.text import one_line
 
-FORMATS = ("rich", "json", "markdown")
+FORMATS = ("rich", "json", "markdown", "junit")
 
 
 @dataclass
@@ -55,6 +56,7 @@ class InspectOptions:
     verbose: bool = False
     trace_file: Path | None = None
     question: str | None = None
+    junit_warn_as: str = "pass"
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
@@ -73,9 +75,14 @@ def _progress(console: Console, enabled: bool) -> Iterator[Any]:
 
 
 def render(
-    inspection: Inspection, output_format: str, console: Console | None = None
+    inspection: Inspection,
+    output_format: str,
+    console: Console | None = None,
+    junit_warn_as: str = "pass",
 ) -> str | None:
     """The report in `output_format`; for `rich` with a console, printed and None returned."""
+    if output_format == "junit":
+        return render_junit(inspection, warn_as=junit_warn_as)
     if output_format == "json":
         return render_json(inspection)
     if output_format == "markdown":
@@ -174,6 +181,11 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
         raise UsageError(
             f"--format must be one of {', '.join(FORMATS)}, not {options.output_format!r}"
         )
+    if options.junit_warn_as not in WARN_AS_CHOICES:
+        raise UsageError(
+            f"--junit-warn-as must be one of {', '.join(WARN_AS_CHOICES)}, "
+            f"not {options.junit_warn_as!r}"
+        )
     if options.fail_on not in FAIL_ON_CHOICES:
         raise UsageError(
             f"--fail-on must be one of {', '.join(FAIL_ON_CHOICES)}, not {options.fail_on!r}"
@@ -207,7 +219,7 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     if config.history.enabled:
         _record(inspection, config, code, err)
     if options.output is not None:
-        text = render(inspection, options.output_format)
+        text = render(inspection, options.output_format, junit_warn_as=options.junit_warn_as)
         write_atomic(options.output, text or "")
         if not options.quiet:
             err.print(
@@ -220,6 +232,8 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
         if not options.quiet:
             render(inspection, "rich", out)
     else:
-        sys.stdout.write(render(inspection, options.output_format) or "")
+        sys.stdout.write(
+            render(inspection, options.output_format, junit_warn_as=options.junit_warn_as) or ""
+        )
         sys.stdout.flush()
     return code
