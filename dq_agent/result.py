@@ -105,6 +105,20 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Event:
+    """Problem rows of one kind on one entity (and column) within one time bucket, or one span
+    (a gap). The report builds its incidents and device-by-time grid from these; a check's
+    `events` are bounded (`events_complete` is False when some were left out)."""
+
+    kind: str
+    entity: str | None
+    column: str | None
+    start: datetime
+    end: datetime
+    count: int
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """The outcome of one detection tool."""
 
@@ -117,6 +131,8 @@ class CheckResult:
     duration_seconds: float = 0.0
     error: str | None = None
     suggestion: str | None = None
+    events: list[Event] = field(default_factory=list)
+    events_complete: bool = True
 
     @classmethod
     def failed(cls, tool: str, error: str, suggestion: str) -> CheckResult:

@@ -33,6 +33,7 @@ from dq_agent.checks.base import (
     series_rows,
     shown_value,
 )
+from dq_agent.checks.events import ENTITY, START, bounded, grain, point_events, with_events
 from dq_agent.config import Config
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
@@ -72,7 +73,18 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
         return _result(dataset, frames, key, compared, settings.warn_at, settings.fail_at)
 
     # The series order is a window with gathers: in memory, not copied into a stream.
-    return CheckPlan(TOOL, queries, finish, engine="in-memory")
+    plan = CheckPlan(TOOL, queries, finish, engine="in-memory")
+    grains = grain(dataset)
+    if ts is None or grains is None:
+        return plan
+    # Every row of a key that occurs more than once, per entity and time bucket.
+    events = point_events(
+        candidates.select(_entity_expr(dataset).alias(ENTITY), pl.col(ts).alias(START)),
+        grains,
+        "duplicate_key",
+        None,
+    )
+    return with_events(plan, bounded([events]), "in-memory")
 
 
 def _compared_columns(columns: Sequence[str], key: Sequence[str], column: str | None) -> list[str]:

@@ -27,6 +27,14 @@ from dq_agent.checks.base import (
     series_rows,
     shown_value,
 )
+from dq_agent.checks.events import (
+    ENTITY,
+    START,
+    bounded,
+    grain,
+    point_events,
+    with_events,
+)
 from dq_agent.config import Config
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
@@ -65,7 +73,32 @@ def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan
 
     # The counts stream; the series order is a window with gathers: in memory, not copied
     # into a stream.
-    return CheckPlan(TOOL, [counts, runs], finish, engine=("streaming", "in-memory"))
+    plan = CheckPlan(TOOL, [counts, runs], finish, engine=("streaming", "in-memory"))
+    return with_events(plan, _events(dataset, scope, columns), "streaming")
+
+
+def _events(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame | None:
+    """The missing values of each column, per entity and time bucket."""
+    grains = grain(dataset)
+    ts = dataset.roles.timestamp
+    if grains is None or ts is None:
+        return None
+    key = entity_key(dataset)
+    entity = key if key is not None else pl.lit(None, dtype=pl.String)
+    frame = scope.filter(dataset)
+    parts = [
+        point_events(
+            frame.filter(dataset.missing(name)).select(
+                entity.alias(ENTITY), pl.col(ts).alias(START)
+            ),
+            grains,
+            "missing",
+            name,
+        )
+        for name in columns
+        if name != ts
+    ]
+    return bounded(parts) if parts else None
 
 
 def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from dq_agent.checks.base import ROW, CheckPlan, Scope, entity_key, iso, plural
+from dq_agent.checks.events import ENTITY, START, bounded, grain, point_events, with_events
 from dq_agent.config import Config, OutlierCheckConfig
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
@@ -73,12 +74,28 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
         return CheckPlan(TOOL, [], _skipped(f"{reason}: nothing to check for outliers", settings))
     values = _values(dataset, scope, columns)
     stats = _group_stats(values, len(columns), settings).cache()
-    queries = [stats, _outlier_rows(values, stats, len(columns), settings)]
+    outliers = _outlier_rows(values, stats, len(columns), settings)
+    queries = [stats, outliers]
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return _result(dataset, columns, frames[0], frames[1], settings)
 
-    return CheckPlan(TOOL, queries, finish)
+    plan = CheckPlan(TOOL, queries, finish)
+    grains = grain(dataset)
+    if grains is None:
+        return plan
+    events = [
+        point_events(
+            outliers.filter(pl.col(_flag(i))).select(
+                pl.col(_ENTITY).alias(ENTITY), pl.col(_TIME).alias(START)
+            ),
+            grains,
+            "outlier",
+            name,
+        )
+        for i, name in enumerate(columns)
+    ]
+    return with_events(plan, bounded(events), "streaming")
 
 
 def _skipped(
