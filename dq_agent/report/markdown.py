@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 
 from dq_agent.outcome import Inspection
+from dq_agent.report.grid import build_grid
+from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
+from dq_agent.report.picture import Picture, span_text
 from dq_agent.report.text import format_example, one_line, safe
+from dq_agent.report.timeline import build_timeline
 from dq_agent.result import Status
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 MAX_FINDINGS_PER_CHECK = 5
+MAX_INCIDENTS = 8
+PICTURE_WIDTH = 100
 
 
 def md(value: object, limit: int = 300) -> str:
@@ -30,6 +36,7 @@ def render_markdown(inspection: Inspection) -> str:
     if info.time_start and info.time_end:
         lines.append(f"- Time range: {md(info.time_start)} to {md(info.time_end)}")
     lines += [f"- Audit: {md(audit_line(inspection))}", ""]
+    lines += _picture(inspection)
     lines += ["| Dimension | Status | Key figures | Source |", "|---|---|---|---|"]
     for result in inspection.checks.values():
         source = SOURCE_LABELS[result.source]
@@ -76,3 +83,47 @@ def render_markdown(inspection: Inspection) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _picture(inspection: Inspection) -> list[str]:
+    """The grid as a fenced block of glyphs, then the top incidents."""
+    timeline = build_timeline(inspection)
+    if timeline is None or timeline.events.is_empty():
+        return []
+    multi_day = timeline.buckets * timeline.width > 86400
+    picture = Picture(build_grid(timeline), inspection.dataset.entities)
+    # A backtick in a name could close the fence: none gets in.
+    block = [line.plain.rstrip().replace("`", "'") for line in picture.lines(PICTURE_WIDTH)]
+    incidents, total = build_incidents(timeline)
+    out = [
+        "## Where and when",
+        "",
+        "```text",
+        *block,
+        "```",
+        "",
+        f"## Top incidents ({total:,})",
+        "",
+    ]
+    shown = 0
+    for line in collapse(incidents)[:MAX_INCIDENTS]:
+        mark = "**FAIL**" if str(line.severity) == "fail" else "WARN"
+        if isinstance(line, Repeated):
+            places = ", ".join(
+                f"{md(m.entity, 40)} {span_text(m.start, m.end, multi_day)}"
+                for m in line.members[:6]
+            )
+            more = len(line.members) - min(len(line.members), 6)
+            out.append(
+                f"- {mark} {md(line.words())}: {places}" + (f", … {more} more" if more else "")
+            )
+            shown += len(line.members)
+        else:
+            out.append(
+                f"- {mark} **{md(line.entity, 40)}** {span_text(line.start, line.end, multi_day)}: "
+                f"{md(line.words())}"
+            )
+            shown += 1
+    if total > shown:
+        out.append(f"- … {total - shown:,} more incidents in the JSON report")
+    return [*out, ""]

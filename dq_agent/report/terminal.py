@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import io
+import re
+from datetime import datetime
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -12,8 +14,12 @@ from rich.table import Table
 from rich.text import Text
 
 from dq_agent.outcome import Inspection
+from dq_agent.report.grid import build_grid
+from dq_agent.report.incidents import build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
+from dq_agent.report.picture import Picture, incident_lines
 from dq_agent.report.text import compact_times, format_example, one_line, safe
+from dq_agent.report.timeline import build_timeline
 from dq_agent.result import CheckResult, Finding, Source, Status
 
 STATUS_STYLES = {
@@ -29,7 +35,10 @@ VERDICT_STYLES = {
     "fail": "bold white on red",
 }
 MAX_FINDINGS_PER_CHECK = 5
-MAX_EXAMPLES_PER_FINDING = 2
+MAX_EXAMPLES_PER_FINDING = 1
+MAX_PLACES = 4
+# A number with its unit (`2h 1m`, `15m`, `0.2%`): findings alike but for these are one kind.
+_NUMBER = re.compile(r"\d[\d,.]*(?:[dhms%]\b|%)?(?:\s+\d[\d,.]*[dhms]\b)*")
 
 
 def _header(inspection: Inspection) -> RenderableType:
@@ -78,7 +87,7 @@ def _dimension_table(inspection: Inspection) -> Table:
     return table
 
 
-def _finding_text(finding: Finding) -> Text:
+def _finding_text(finding: Finding, examples: int) -> Text:
     """`what` already carries its count when a check wrote it so; otherwise it is appended."""
     what = one_line(finding.what, 200)
     counted = f"{finding.count:,}" in what or str(finding.count) in what
@@ -86,27 +95,67 @@ def _finding_text(finding: Finding) -> Text:
     where = finding.where()
     if where:
         text.append(" (" + compact_times(one_line(where, 200)) + ")", style="dim")
-    for example in finding.examples[:MAX_EXAMPLES_PER_FINDING]:
+    for example in finding.examples[:examples]:
         text.append("\ne.g. " + format_example(example), style="dim")
     return text
 
 
+def _place(finding: Finding) -> str:
+    """Where a finding is, short: `dev-01 16:15`, or its column."""
+    parts = [one_line(finding.entity, 40)] if finding.entity else []
+    if finding.start:
+        try:
+            parts.append(datetime.fromisoformat(finding.start).strftime("%H:%M"))
+        except ValueError:
+            parts.append(one_line(finding.start, 40))
+    if not parts and finding.column:
+        parts.append(one_line(finding.column, 40))
+    return " ".join(parts) or "-"
+
+
+def _repeated_text(group: list[Finding], examples: int) -> Text:
+    """Findings of one shape (the same words but for the numbers) as one line with where."""
+    first = group[0]
+    what = one_line(first.what, 200)
+    same = all(f.what == first.what for f in group)
+    text = Text(f"{len(group)} × {what}" if same else f"{what} (+{len(group) - 1} alike)")
+    places = [_place(f) for f in group[:MAX_PLACES]]
+    more = len(group) - len(places)
+    text.append(": " + ", ".join(places) + (f", … {more} more" if more > 0 else ""), "dim")
+    for example in first.examples[:examples]:
+        text.append("\ne.g. " + format_example(example), style="dim")
+    return text
+
+
+def _grouped(findings: list[Finding]) -> list[list[Finding]]:
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for finding in findings:
+        shape = _NUMBER.sub("#", finding.what)
+        groups.setdefault((str(finding.severity), shape), []).append(finding)
+    return list(groups.values())
+
+
 def _findings(result: CheckResult) -> Table | None:
-    """One row per finding with a hanging indent, so wrapped lines stay under their marker."""
+    """One row per finding, or per group of alike findings, with a hanging indent, so wrapped
+    lines stay under their marker."""
     rows: list[tuple[Text, Text]] = []
     if result.status is Status.ERROR:
         rows.append((Text("✗", style="magenta"), Text(f"error: {one_line(result.error or '')}")))
         rows.append((Text(""), Text(f"what to do: {one_line(result.suggestion or '')}")))
     else:
-        for finding in result.findings[:MAX_FINDINGS_PER_CHECK]:
-            marker = "✗" if finding.severity is Status.FAIL else "!"
-            rows.append(
-                (
-                    Text(marker, style=STATUS_STYLES.get(finding.severity, "")),
-                    _finding_text(finding),
-                )
+        groups = _grouped(result.findings)
+        for index, group in enumerate(groups[:MAX_FINDINGS_PER_CHECK]):
+            severity = group[0].severity
+            marker = "✗" if severity is Status.FAIL else "!"
+            # One example per check, under its first finding: the incidents above say where.
+            examples = MAX_EXAMPLES_PER_FINDING if index == 0 else 0
+            text = (
+                _finding_text(group[0], examples)
+                if len(group) == 1
+                else _repeated_text(group, examples)
             )
-        hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
+            rows.append((Text(marker, style=STATUS_STYLES.get(severity, "")), text))
+        hidden = sum(len(g) for g in groups[MAX_FINDINGS_PER_CHECK:])
         if hidden > 0:
             rows.append((Text(""), Text(f"… {hidden} more (see --format json)", style="dim")))
     if not rows:
@@ -119,8 +168,33 @@ def _findings(result: CheckResult) -> Table | None:
     return grid
 
 
+def _picture(inspection: Inspection) -> list[RenderableType]:
+    """The device-by-time grid and the top incidents; nothing when the data has no time or no
+    check located a problem in time."""
+    timeline = build_timeline(inspection)
+    if timeline is None or timeline.events.is_empty():
+        return []
+    grid = build_grid(timeline)
+    incidents, total = build_incidents(timeline)
+    multi_day = timeline.buckets * timeline.width > 86400
+    table = Table.grid(padding=(0, 1))
+    table.add_column(width=1)
+    table.add_column(ratio=1)
+    for mark, line in incident_lines(collapse(incidents), total, multi_day):
+        table.add_row(mark, line)
+    title = Text("Top incidents", style="bold")
+    title.append(
+        f"  {total:,} in all: problems on one entity within adjacent time buckets", style="dim"
+    )
+    return [Picture(grid, inspection.dataset.entities), title, table]
+
+
 def build_report(inspection: Inspection) -> RenderableType:
-    parts: list[RenderableType] = [_header(inspection), _dimension_table(inspection)]
+    parts: list[RenderableType] = [
+        _header(inspection),
+        *_picture(inspection),
+        _dimension_table(inspection),
+    ]
     audit = Text("Audit: ", style="bold")
     audit.append(safe(audit_line(inspection)))
     if inspection.audit.fallback_executed:
