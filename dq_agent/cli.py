@@ -112,7 +112,7 @@ def inspect(
         bool, typer.Option("--no-agent", help="Run every check directly, no model.")
     ] = False,
     output_format: Annotated[
-        str, typer.Option("--format", "-f", help="rich | json | markdown | junit.")
+        str, typer.Option("--format", "-f", help="rich | json | markdown | junit | html.")
     ] = "rich",
     junit_warn_as: Annotated[
         str,

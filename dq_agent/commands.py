@@ -36,13 +36,14 @@ from dq_agent.inspection import inspect
 from dq_agent.load import resolve_files
 from dq_agent.outcome import FAIL_ON_CHOICES, Inspection, exit_code_for
 from dq_agent.output import refuse_input_overwrite, write_atomic
+from dq_agent.report.html import render_html
 from dq_agent.report.json_report import render_json
 from dq_agent.report.junit import WARN_AS_CHOICES, render_junit
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain, render_rich
 from dq_agent.report.text import one_line
 
-FORMATS = ("rich", "json", "markdown", "junit")
+FORMATS = ("rich", "json", "markdown", "junit", "html")
 
 
 @dataclass
@@ -81,6 +82,8 @@ def render(
     junit_warn_as: str = "pass",
 ) -> str | None:
     """The report in `output_format`; for `rich` with a console, printed and None returned."""
+    if output_format == "html":
+        return render_html(inspection)
     if output_format == "junit":
         return render_junit(inspection, warn_as=junit_warn_as)
     if output_format == "json":
