@@ -198,14 +198,18 @@ def history(
     stats: Annotated[
         bool, typer.Option("--stats", help="Per model and tool: call and skip rates.")
     ] = False,
+    trend: Annotated[
+        bool,
+        typer.Option("--trend", help="Key figures of PATH's last runs as sparklines (-n runs)."),
+    ] = False,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
     config: ConfigOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Show recorded runs, newest first, or skip-rate statistics (--stats)."""
+    """Show recorded runs, newest first, skip-rate statistics (--stats), or a trend (--trend)."""
     _setup_logging(debug, quiet=False, verbose=False)
     with errors_handled(debug):
-        code = run_history(path, last, stats, output_format, config)
+        code = run_history(path, last, stats, output_format, config, trend=trend)
     raise typer.Exit(code)
 
 

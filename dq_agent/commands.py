@@ -21,6 +21,7 @@ from dq_agent.config import Config, resolve
 from dq_agent.errors import UsageError
 from dq_agent.evaluate import evaluate_model, evaluations_json
 from dq_agent.history import (
+    DEFAULT_TREND_RUNS,
     HistoryError,
     HistoryStore,
     compare_with_baseline,
@@ -31,7 +32,11 @@ from dq_agent.history import (
     stats_json,
     stats_renderable,
     tool_table,
+    trend_json,
+    trend_renderable,
 )
+from dq_agent.history.records import dataset_key
+from dq_agent.history.trend import Trend, build_trend
 from dq_agent.inspection import inspect
 from dq_agent.load import resolve_files
 from dq_agent.outcome import FAIL_ON_CHOICES, Inspection, exit_code_for
@@ -80,10 +85,11 @@ def render(
     output_format: str,
     console: Console | None = None,
     junit_warn_as: str = "pass",
+    trend: Trend | None = None,
 ) -> str | None:
     """The report in `output_format`; for `rich` with a console, printed and None returned."""
     if output_format == "html":
-        return render_html(inspection)
+        return render_html(inspection, trend=trend)
     if output_format == "junit":
         return render_junit(inspection, warn_as=junit_warn_as)
     if output_format == "json":
@@ -96,9 +102,9 @@ def render(
     return render_plain(inspection)
 
 
-def _record(inspection: Inspection, config: Config, exit_code: int, err: Console) -> None:
-    """Compare with the baseline, then record the run. A broken history warns; it never fails the
-    inspection (the data was checked)."""
+def _record(inspection: Inspection, config: Config, exit_code: int, err: Console) -> Trend | None:
+    """Compare with the baseline, then record the run; the dataset's trend including it. A
+    broken history warns; it never fails the inspection (the data was checked)."""
     try:
         with HistoryStore.open(history_path(config.history)) as store:
             inspection.baseline = compare_with_baseline(
@@ -108,17 +114,28 @@ def _record(inspection: Inspection, config: Config, exit_code: int, err: Console
                 dataset_name=config.history.dataset_name,
             )
             store.save_run(inspection, exit_code, dataset_name=config.history.dataset_name)
+            key = dataset_key(inspection.dataset.path, config.history.dataset_name)
+            records = store.recent_runs(limit=DEFAULT_TREND_RUNS, dataset=key)
     except HistoryError as exc:
         err.print(
             f"dq-agent: warning: run not recorded: {exc.message}", markup=False, highlight=False
         )
+        return None
+    return build_trend(records, inspection.dataset.path) if len(records) > 1 else None
 
 
 def run_history(
-    path: str | None, last: int, stats: bool, output_format: str, config_file: Path | None = None
+    path: str | None,
+    last: int,
+    stats: bool,
+    output_format: str,
+    config_file: Path | None = None,
+    trend: bool = False,
 ) -> int:
     if output_format not in ("rich", "json"):
         raise UsageError(f"--format must be rich or json, not {output_format!r}")
+    if trend and (path is None or stats):
+        raise UsageError("--trend needs a dataset PATH (or name) and cannot go with --stats")
     config = resolve(config_file)
     database = history_path(config.history)
     if not database.exists():
@@ -127,6 +144,13 @@ def run_history(
         records = store.recent_runs(limit=None if stats else last, dataset=path)
     if path is not None and not records:
         raise UsageError(f"no recorded runs of {path}; `dq-agent history` lists every dataset")
+    if trend and path is not None:
+        series = build_trend(records, path)
+        if output_format == "json":
+            sys.stdout.write(trend_json(series) + "\n")
+        else:
+            Console().print(trend_renderable(series))
+        return 0
     if output_format == "json":
         sys.stdout.write(
             (stats_json(compute_stats(records)) if stats else history_json(records)) + "\n"
@@ -219,10 +243,11 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
         )
 
     code = exit_code_for(inspection, options.fail_on)
-    if config.history.enabled:
-        _record(inspection, config, code, err)
+    trend = _record(inspection, config, code, err) if config.history.enabled else None
     if options.output is not None:
-        text = render(inspection, options.output_format, junit_warn_as=options.junit_warn_as)
+        text = render(
+            inspection, options.output_format, junit_warn_as=options.junit_warn_as, trend=trend
+        )
         write_atomic(options.output, text or "")
         if not options.quiet:
             err.print(
@@ -236,7 +261,13 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
             render(inspection, "rich", out)
     else:
         sys.stdout.write(
-            render(inspection, options.output_format, junit_warn_as=options.junit_warn_as) or ""
+            render(
+                inspection,
+                options.output_format,
+                junit_warn_as=options.junit_warn_as,
+                trend=trend,
+            )
+            or ""
         )
         sys.stdout.flush()
     return code

@@ -6,6 +6,7 @@ from dq_agent.history.paths import history_path
 from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
 from dq_agent.history.stats import HistoryStats, compute_stats
 from dq_agent.history.store import HistoryError, HistoryStore
+from dq_agent.history.trend import DEFAULT_TREND_RUNS, Trend, build_trend
 from dq_agent.history.views import (
     history_json,
     history_renderable,
@@ -13,9 +14,12 @@ from dq_agent.history.views import (
     stats_json,
     stats_renderable,
     tool_table,
+    trend_json,
+    trend_renderable,
 )
 
 __all__ = [
+    "DEFAULT_TREND_RUNS",
     "SCHEMA_VERSION",
     "ChangeRule",
     "CheckRecord",
@@ -23,6 +27,8 @@ __all__ = [
     "HistoryStats",
     "HistoryStore",
     "RunRecord",
+    "Trend",
+    "build_trend",
     "compare_with_baseline",
     "compute_stats",
     "dataset_key",
@@ -33,4 +39,6 @@ __all__ = [
     "stats_json",
     "stats_renderable",
     "tool_table",
+    "trend_json",
+    "trend_renderable",
 ]

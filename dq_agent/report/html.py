@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dq_agent.history.trend import Trend
 from dq_agent.outcome import Inspection
 from dq_agent.report.grid import GLYPHS, LEVEL_WORDS, build_grid
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
 from dq_agent.report.picture import span_text
-from dq_agent.report.svg import LEVEL_COLOURS, fleet_bars, heatmap, text
+from dq_agent.report.svg import LEVEL_COLOURS, fleet_bars, heatmap, sparkline, text
 from dq_agent.report.text import compact_times, format_example
 from dq_agent.report.timeline import build_timeline
 from dq_agent.result import CheckResult, Source, Status
@@ -50,8 +51,8 @@ svg rect.bar{fill:#cf222e}svg polyline.spark{fill:none;stroke:#0969da;stroke-wid
 """ + "".join(f"svg rect.l{i}{{fill:{c}}}" for i, c in enumerate(LEVEL_COLOURS))
 
 
-def render_html(inspection: Inspection, trend: str = "") -> str:
-    """The page; `trend` is an already escaped HTML fragment (the history's sparklines)."""
+def render_html(inspection: Inspection, trend: Trend | None = None) -> str:
+    """The page; `trend` is the dataset's last runs from the history, when there are some."""
     info = inspection.dataset
     verdict = str(inspection.verdict)
     body = [
@@ -74,7 +75,7 @@ def render_html(inspection: Inspection, trend: str = "") -> str:
         + "</p>",
         *_agent(inspection),
         *_baseline(inspection),
-        *([f"<h2>Trend</h2>{trend}"] if trend else []),
+        *_trend(trend),
         "<h2>Findings</h2>",
         *[_check_section(result) for result in inspection.checks.values()],
         _footer(inspection),
@@ -243,6 +244,33 @@ def _baseline(inspection: Inspection) -> list[str]:
         out += [f"<li>{text(item.get('what', item), 300)}</li>" for item in baseline["findings"]]
         out.append("</ul>")
     return out
+
+
+_VERDICT_MARKS = {"pass": ("✓", "#1a7f37"), "warn": ("!", "#9a6700"), "fail": ("✗", "#cf222e")}
+
+
+def _trend(trend: Trend | None) -> list[str]:
+    if trend is None or len(trend.started) < 2:
+        return []
+    runs = len(trend.started)
+    verdicts = "".join(
+        f'<b style="color:{_VERDICT_MARKS.get(v, ("?", "#6e7781"))[1]}" title="{text(when)}: '
+        f'{text(v)}">{_VERDICT_MARKS.get(v, ("?", ""))[0]}</b>'
+        for v, when in zip(trend.verdicts, trend.started, strict=True)
+    )
+    rows = [
+        f"<h2>Trend: last {runs} runs</h2>",
+        "<table><tr><th>Figure</th><th>Runs (oldest left)</th><th>Today</th><th>Change</th></tr>",
+        f"<tr><td>verdict</td><td class=mono>{verdicts}</td>"
+        f"<td>{text(trend.verdicts[-1].upper())}</td><td></td></tr>",
+    ]
+    for series in trend.series:
+        rows.append(
+            f"<tr><td>{text(series.label, 120)}</td><td>{sparkline(series.values)}</td>"
+            f"<td>{text(series.shown(series.today))}</td><td>{text(series.change_text())}</td></tr>"
+        )
+    rows.append("</table>")
+    return rows
 
 
 def _footer(inspection: Inspection) -> str:
