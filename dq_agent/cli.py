@@ -16,6 +16,7 @@ from dq_agent.commands import (
     run_doctor_command,
     run_eval_model,
     run_history,
+    run_init,
     run_inspect,
 )
 from dq_agent.errors import EXIT_INTERRUPTED, DQAgentError
@@ -233,6 +234,28 @@ def eval_model(
     overrides = {"agent.model": model, "agent.host": host, "agent.timeout_seconds": model_timeout}
     with errors_handled(debug):
         code = run_eval_model(path, runs, no_sentinel, output_format, config, overrides)
+    raise typer.Exit(code)
+
+
+@app.command()
+def init(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH", help="A CSV or Parquet file, a glob, or a directory of Parquet files."
+        ),
+    ],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the YAML here (default: stdout).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output.")] = False,
+    config: ConfigOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Suggest a commented YAML config from the data at PATH: roles, interval, ranges, sentinels."""
+    _setup_logging(debug, quiet=False, verbose=False)
+    with errors_handled(debug):
+        code = run_init(path, output, force, config)
     raise typer.Exit(code)
 
 

@@ -47,6 +47,7 @@ from dq_agent.report.junit import WARN_AS_CHOICES, render_junit
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain, render_rich
 from dq_agent.report.text import one_line
+from dq_agent.suggest import render_suggestion, suggest
 
 FORMATS = ("rich", "json", "markdown", "junit", "html")
 
@@ -193,6 +194,30 @@ def run_eval_model(
                 compute_stats(evaluation.records).tools,
                 title=f"{config.agent.model}, {evaluation.label}: {len(evaluation.records)} runs",
             )
+        )
+    return 0
+
+
+def run_init(path: str, output: Path | None, force: bool, config_file: Path | None = None) -> int:
+    """Suggest a config from the data at `path`: to `output`, else to stdout."""
+    config = resolve(config_file)
+    if output is not None:
+        files, _ = resolve_files(path)
+        refuse_input_overwrite(output, files)
+        if output.exists() and not force:
+            raise UsageError(f"{output} exists: give --force to replace it")
+        if not output.resolve().parent.is_dir():
+            raise UsageError(f"cannot write {output}: its folder does not exist")
+    text = render_suggestion(suggest(path, config), config)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(output, text)
+        _stderr_console(quiet=False).print(
+            f"dq-agent: suggested config written to {output}; check it, then "
+            f"`dq-agent inspect {path} --config {output}`",
+            markup=False,
+            highlight=False,
         )
     return 0
 
