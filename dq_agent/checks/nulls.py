@@ -78,27 +78,31 @@ def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan
 
 
 def _events(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame | None:
-    """The missing values of each column, per entity and time bucket."""
+    """The missing values of each column, per entity and time bucket. One pass flags the rows
+    with any missing value; each column's events come from those few rows."""
     grains = grain(dataset)
     ts = dataset.roles.timestamp
     if grains is None or ts is None:
         return None
+    checked = [name for name in columns if name != ts]
+    if not checked:
+        return None
     key = entity_key(dataset)
     entity = key if key is not None else pl.lit(None, dtype=pl.String)
-    frame = scope.filter(dataset)
+    flags = [dataset.missing(name).alias(f"__missing{i}") for i, name in enumerate(checked)]
+    flagged = (
+        scope.filter(dataset)
+        .select(entity.alias(ENTITY), pl.col(ts).alias(START), *flags)
+        .filter(pl.any_horizontal(pl.col(f"__missing{i}") for i in range(len(checked))))
+        .cache()
+    )
     parts = [
         point_events(
-            frame.filter(dataset.missing(name)).select(
-                entity.alias(ENTITY), pl.col(ts).alias(START)
-            ),
-            grains,
-            "missing",
-            name,
+            flagged.filter(pl.col(f"__missing{i}")).select(ENTITY, START), grains, "missing", name
         )
-        for name in columns
-        if name != ts
+        for i, name in enumerate(checked)
     ]
-    return bounded(parts) if parts else None
+    return bounded(parts)
 
 
 def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:

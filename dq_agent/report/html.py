@@ -17,7 +17,7 @@ from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
 from dq_agent.report.picture import span_text
 from dq_agent.report.svg import LEVEL_COLOURS, fleet_bars, heatmap, sparkline, text
 from dq_agent.report.text import compact_times, format_example
-from dq_agent.report.timeline import build_timeline
+from dq_agent.report.timeline import NO_ENTITY, build_timeline
 from dq_agent.result import CheckResult, Source, Status
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -144,7 +144,8 @@ def _picture(inspection: Inspection) -> list[str]:
         mark = f'<span class="sev-{sev}">{sev.upper()}</span>'
         if isinstance(line, Repeated):
             places = ", ".join(
-                f"{text(m.entity, 40)} {span_text(m.start, m.end, multi_day)}"
+                (f"{text(m.entity, 40)} " if m.entity != NO_ENTITY else "")
+                + span_text(m.start, m.end, multi_day)
                 for m in line.members[:10]
             )
             more = len(line.members) - min(len(line.members), 10)

@@ -10,7 +10,7 @@ from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
 from dq_agent.report.picture import Picture, span_text
 from dq_agent.report.text import format_example, one_line, safe
-from dq_agent.report.timeline import build_timeline
+from dq_agent.report.timeline import NO_ENTITY, build_timeline
 from dq_agent.result import Status
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -110,7 +110,8 @@ def _picture(inspection: Inspection) -> list[str]:
         mark = "**FAIL**" if str(line.severity) == "fail" else "WARN"
         if isinstance(line, Repeated):
             places = ", ".join(
-                f"{md(m.entity, 40)} {span_text(m.start, m.end, multi_day)}"
+                (f"{md(m.entity, 40)} " if m.entity != NO_ENTITY else "")
+                + span_text(m.start, m.end, multi_day)
                 for m in line.members[:6]
             )
             more = len(line.members) - min(len(line.members), 6)

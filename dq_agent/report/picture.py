@@ -16,15 +16,15 @@ from rich.text import Text
 from dq_agent.report.grid import GLYPHS, LEVEL_WORDS, Grid, regroup
 from dq_agent.report.incidents import Incident, Repeated
 from dq_agent.report.text import one_line
+from dq_agent.report.timeline import NO_ENTITY
 
 LEVEL_STYLES = ("dim", "yellow", "dark_orange", "red", "bold magenta")
 SEVERITY_MARKS = {"fail": ("✗", "bold red"), "warn": ("!", "bold yellow")}
 MAX_TERMINAL_ROWS = 10
 MAX_INCIDENT_LINES = 7
 _LABEL_WIDTH = 12
-# Axis steps tried, in seconds: the first at least _AXIS_GAP characters apart is used.
-_AXIS_STEPS = (60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 604800)
-_AXIS_GAP = 8
+# Axis steps tried, in seconds: the first that leaves room for the labels is used.
+_AXIS_STEPS = (60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
 
 
 def clock(moment: datetime, multi_day: bool) -> str:
@@ -67,8 +67,9 @@ class Picture:
         multi_day = grid.buckets * grid.width > 86400
         total = f" of {self.entities:,}" if self.entities is not None else ""
         title = Text("Where and when", style="bold")
+        noun = "entity" if grid.affected == 1 and not total else "entities"
         title.append(
-            f"  {grid.affected:,}{total} entities with a problem · 1 character = "
+            f"  {grid.affected:,}{total} {noun} with a problem · 1 character = "
             f"{_per_char(seconds)} · UTC",
             style="dim",
         )
@@ -111,7 +112,9 @@ class Picture:
     def _axis(grid: Grid, factor: int, label_width: int, multi_day: bool) -> Text:
         seconds = factor * grid.width
         chars = math.ceil(grid.buckets / factor)
-        step = next((s for s in _AXIS_STEPS if s / seconds >= _AXIS_GAP), _AXIS_STEPS[-1])
+        # Labels at least their own width plus a little apart.
+        gap = len(clock(grid.start, multi_day)) + 3
+        step = next((s for s in _AXIS_STEPS if s / seconds >= gap), _AXIS_STEPS[-1])
         axis = [" "] * chars
         first = grid.start
         for i in range(chars):
@@ -133,7 +136,8 @@ def incident_lines(
         if isinstance(line, Repeated):
             text = Text(one_line(line.words(), 200) + ": ")
             places = [
-                f"{one_line(m.entity, 40)} {span_text(m.start, m.end, multi_day)}"
+                (f"{one_line(m.entity, 40)} " if m.entity != NO_ENTITY else "")
+                + span_text(m.start, m.end, multi_day)
                 for m in line.members[:4]
             ]
             more = len(line.members) - len(places)
