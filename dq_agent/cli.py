@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from dq_agent import __version__
+from dq_agent.checks.delays import AS_OF_KEY
 from dq_agent.commands import (
     InspectOptions,
     run_doctor_command,
@@ -24,8 +25,8 @@ from dq_agent.report.text import one_line
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 the verdict is below --fail-on; 1 it is at or above --fail-on; "
-    "2 bad invocation or configuration; 3 the input cannot be read, is empty, or nothing could "
-    "be checked; 4 the model could not be used and --require-agent was given; 130 interrupted."
+    "2 bad invocation or configuration; 3 the input cannot be read, is empty, or nothing or part "
+    "of it could be checked (a check errored); 4 the model could not be used and --require-agent was given; 130 interrupted."
 )
 
 
@@ -168,7 +169,7 @@ def inspect(
         "agent.host": host,
         "agent.timeout_seconds": model_timeout,
         "agent.require": True if require_agent else None,
-        "delay_check.as_of": as_of,
+        AS_OF_KEY: as_of,
         "history.enabled": False if no_history else None,
         "limits.max_memory": max_memory,
     }

@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.text import Text
 
 from dq_agent.agent.doctor import render_doctor, run_doctor
-from dq_agent.agent.trace import Trace
 from dq_agent.config import Config, resolve
 from dq_agent.errors import UsageError
 from dq_agent.evaluate import evaluate_model, evaluations_json
@@ -48,6 +47,7 @@ from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain, render_rich
 from dq_agent.report.text import one_line
 from dq_agent.suggest import render_suggestion, suggest
+from dq_agent.trace import Trace
 
 FORMATS = ("rich", "json", "markdown", "junit", "html")
 

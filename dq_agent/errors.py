@@ -43,6 +43,42 @@ class InputError(DQAgentError):
     exit_code = EXIT_INPUT
 
 
+class HistoryError(DQAgentError):
+    """The history database cannot be opened, read or written."""
+
+    exit_code = EXIT_INPUT
+
+
+class ToolRegistrationError(InputError):
+    """A detection tool could not be registered: loud, because a missing registration would look
+    exactly like a model that skipped the tool."""
+
+
+class ToolArgumentError(DQAgentError, ValueError):
+    """Arguments a tool cannot take; the message names the valid choices (it is shown to a model)."""
+
+
+class ModelCallError(DQAgentError):
+    """A model call failed for a reason outside the model's control (server, network, setup).
+
+    `kind` names the failure for the trace and the audit (`unreachable`, `timeout`, ...).
+    """
+
+    exit_code = EXIT_AGENT
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class ModelUnavailableError(ModelCallError):
+    """The model cannot be used for this run at all (pre-flight or first call failed)."""
+
+    @classmethod
+    def from_call_error(cls, error: ModelCallError) -> ModelUnavailableError:
+        return cls(error.kind, error.message)
+
+
 class AgentUnavailableError(DQAgentError):
     """The model could not be used and the user required it (`--require-agent`)."""
 

@@ -9,27 +9,16 @@ four lists every time, so the skip rate is a statistic rather than a guess.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
 from dq_agent import runner
-from dq_agent.agent.trace import Trace
 from dq_agent.outcome import Audit
 from dq_agent.result import CheckResult, Source
 from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 
 log = logging.getLogger(__name__)
-
-
-class Execution(Protocol):
-    """What an executor (the agent loop, or a stub) reports: the detection tools it ran."""
-
-    @property
-    def results(self) -> Mapping[str, CheckResult]: ...
-
-
-E = TypeVar("E", bound=Execution)
 
 
 @dataclass(frozen=True)
@@ -40,17 +29,10 @@ class Guarded:
     audit: Audit
 
 
-def run_with_tool_guard(
-    tools: Sequence[Tool], execute: Callable[[], E], *, trace: Trace | None = None
-) -> tuple[E, Guarded]:
-    """Run `execute` (the agent), then backfill every detection tool it did not run."""
-    execution = execute()
-    return execution, complete(tools, execution.results, trace=trace)
-
-
 def complete(
     tools: Sequence[Tool], executed: Mapping[str, CheckResult], *, trace: Trace | None = None
 ) -> Guarded:
+    """Every registered tool's result: `executed` (what the model ran) plus the backfill."""
     expected = [tool.name for tool in tools]
     assert expected, "no detection tools registered: the completeness check would pass vacuously"
     # Only a result that really ran counts: a tool that raised for the model is backfilled.

@@ -1,8 +1,10 @@
-"""The inspection pipeline: load -> tools -> agent (or direct) -> guard -> Inspection."""
+"""The inspection pipeline, the one execution path: load -> where the data lives -> tools ->
+agent (or direct) -> guard -> narrative review -> Inspection. Nothing else runs checks for a run."""
 
 from __future__ import annotations
 
 import copy
+import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -10,15 +12,18 @@ from datetime import UTC, datetime
 import polars as pl
 
 from dq_agent.agent.pipeline import run_agent_inspection
-from dq_agent.agent.trace import Trace
 from dq_agent.checks.base import entity_key
+from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
-from dq_agent.errors import InputError
+from dq_agent.errors import AgentUnavailableError, InputError, ModelUnavailableError
 from dq_agent.load import Dataset, load
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
-from dq_agent.runner import run_tools
+from dq_agent.runner import resident, run_tools
 from dq_agent.tools import register_detection_tools
+from dq_agent.trace import Trace
+
+log = logging.getLogger(__name__)
 
 StageCallback = Callable[[str], None]
 
@@ -67,10 +72,12 @@ def inspect(
     """Inspect the data at `path`: every dimension is checked, by the model or by code."""
     started_at = datetime.now(UTC)
     clock = time.perf_counter()
-    if config.delay_check.as_of is None:
+    timing = config.section(DelayCheckConfig)
+    if timing.as_of is None:
         # One reference time for the whole run, recorded in the report: "now" when it started.
         config = copy.deepcopy(config)
-        config.delay_check.as_of = started_at.isoformat(timespec="seconds")
+        timing = config.section(DelayCheckConfig)
+        timing.as_of = started_at.isoformat(timespec="seconds")
     timings: dict[str, float] = {}
 
     on_stage(f"Loading {path}")
@@ -80,18 +87,26 @@ def inspect(
     if info.rows == 0:
         raise InputError(f"{path} has no data rows: nothing to check")
 
+    # Where the data lives for the run: read into memory once, shared by every check.
+    dataset = resident(dataset)
     tools = register_detection_tools(dataset, config)
     checks_started = time.perf_counter()
+    outcome = None
+    agent = AgentInfo(status="disabled", model=None, mode="none")
     if config.agent.enabled:
         on_stage(f"Inspecting with {config.agent.model}")
-        outcome = run_agent_inspection(tools, dataset, config, question=question, trace=trace)
-        checks, audit, agent = outcome.checks, outcome.audit, outcome.agent
-    else:
-        on_stage("Running the five checks")
+        try:
+            outcome = run_agent_inspection(tools, dataset, config, question=question, trace=trace)
+        except ModelUnavailableError as exc:
+            agent = _unavailable(exc, config, trace)
+    if outcome is None:
+        on_stage(f"Running the {len(tools)} checks")
         checks = run_tools(tools, Source.DIRECT)
         names = [tool.name for tool in tools]
+        # Every tool ran, by code: the audit says so, and `agent.mode == "none"` says no model chose.
         audit = Audit(expected_tools=names, called_tools=names)
-        agent = AgentInfo(status="disabled", model=None, mode="none")
+    else:
+        checks, audit, agent = outcome.checks, outcome.audit, outcome.agent
     timings["checks_seconds"] = time.perf_counter() - checks_started
     timings["total_seconds"] = time.perf_counter() - clock
     return Inspection(
@@ -102,5 +117,17 @@ def inspect(
         timings=timings,
         # Microseconds: overlapping cron runs must not share a start time (baseline exclusion).
         started_at=started_at.isoformat(timespec="microseconds"),
-        as_of=config.delay_check.as_of,
+        as_of=timing.as_of,
     )
+
+
+def _unavailable(exc: ModelUnavailableError, config: Config, trace: Trace | None) -> AgentInfo:
+    """The model could not be used at all: the direct path, unless the user required the model."""
+    if config.agent.require:
+        raise AgentUnavailableError(
+            f"{exc.message} (the run needs the model: no direct fallback)"
+        ) from exc
+    log.warning("model unavailable, every tool runs directly: %s", exc.message)
+    if trace is not None:
+        trace.emit("unavailable", kind=exc.kind, error=exc.message)
+    return AgentInfo(status="unavailable", model=config.agent.model, mode="none", error=exc.message)

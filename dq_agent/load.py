@@ -14,14 +14,17 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.config import Config
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.limits import check_memory_budget, parse_size
 from dq_agent.roles import Roles, detect_roles
 from dq_agent.timeparse import to_utc, within_polars_range, within_python_range
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 SAMPLE_ROWS = 10_000
 # What reading odd bytes can raise. A Rust panic inside Polars surfaces as PanicException, a
@@ -51,7 +54,7 @@ class Dataset:
     files: list[Path]
     file_format: str
     raw: pl.LazyFrame
-    """The data as read: text columns stay text, so structure_check can count what fails to parse."""
+    """The data as read: text columns stay text, so the structure check can count what fails to parse."""
     frame: pl.LazyFrame
     """Normalised for the checks: time columns as UTC datetimes, numbers stored as text cast."""
     roles: Roles
@@ -120,7 +123,7 @@ def load(path: str, config: Config) -> Dataset:
     if len(schema) == 0:
         raise InputError(f"{path} has no columns: nothing to check")
     roles, text_numeric = detect_roles(
-        schema, sample, config.columns, config.structure_check.text_numeric_min_share
+        schema, sample, config.columns, config.reading().text_numeric_min_share
     )
     _check_timezone(config.columns.timezone)
     raw = _guard_temporal(raw, schema, (roles.timestamp, roles.ingest_time))
@@ -143,7 +146,7 @@ def load(path: str, config: Config) -> Dataset:
         text_numeric_columns=text_numeric,
         header_names=header_names or list(schema.names()),
         has_bom=has_bom,
-        sentinels=list(config.null_check.sentinels),
+        sentinels=list(config.reading().sentinels),
     )
 
 
@@ -231,7 +234,7 @@ def _read_csv(files: list[Path], config: Config, dialect: CsvDialect) -> pl.Lazy
                 # The files are already resolved: a "[" in a name is a character, not a glob.
                 glob=False,
                 encoding="utf8-lossy",
-                null_values=list(config.null_check.markers),
+                null_values=list(config.reading().missing_markers),
                 # Inference over the whole file: a float after thousands of integers must not
                 # kill the run.
                 infer_schema_length=None,
@@ -302,7 +305,7 @@ def _guard_temporal(
 
     In columns without a role they become null (then they count as missing). The time-role
     columns in `roles` keep every value Polars can format: `_normalise` nulls the rest in
-    `frame`, and structure_check counts the difference as unparseable timestamps.
+    `frame`, and the structure check counts the difference as unparseable timestamps.
     """
     exprs = [
         (within_polars_range if name in roles else within_python_range)(pl.col(name), dtype).alias(

@@ -109,6 +109,10 @@ class Inspection:
         """True when no dimension produced a real result (all errored or were skipped)."""
         return all(c.status in (Status.ERROR, Status.SKIPPED) for c in self.checks.values())
 
+    def unchecked(self) -> list[str]:
+        """The checks that errored: their dimension of the data was not checked."""
+        return [name for name, c in self.checks.items() if c.status is Status.ERROR]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
@@ -128,8 +132,9 @@ FAIL_ON_CHOICES = ("warn", "fail", "never")
 
 
 def exit_code_for(inspection: Inspection, fail_on: str) -> int:
-    """The exit-code contract: 3 when nothing could be checked, 1 at or above --fail-on, else 0."""
-    if inspection.nothing_checked():
+    """The exit-code contract: 3 when nothing or part of the data could not be checked (a check
+    errored), 1 at or above --fail-on, else 0."""
+    if inspection.nothing_checked() or inspection.unchecked():
         return EXIT_INPUT
     if fail_on == "never":
         return EXIT_OK

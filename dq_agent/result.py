@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from enum import StrEnum
@@ -206,6 +207,24 @@ def verdict_of(results: list[CheckResult]) -> Verdict:
 
 def verdict_rank(verdict: Verdict) -> int:
     return _VERDICT_RANK[verdict]
+
+
+_STATUS_RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
+
+
+def status_rank(status: Status) -> int:
+    """Severity of a check status among pass < warn < fail (skipped and error rank as pass)."""
+    return _STATUS_RANK.get(status, 0)
+
+
+def worst_status(statuses: Iterable[Status]) -> Status:
+    """The most severe of `statuses` (pass < warn < fail); pass when there are none."""
+    return max(statuses, key=status_rank, default=Status.PASS)
+
+
+def at_least_warn(status: Status) -> Status:
+    """A finding's severity: fail stays fail, anything else is a warning."""
+    return Status.FAIL if status is Status.FAIL else Status.WARN
 
 
 def status_from_thresholds(

@@ -11,8 +11,8 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.config import ColumnsConfig
 from dq_agent.errors import ConfigError
+from dq_agent.settings import ColumnsConfig
 from dq_agent.timeparse import parse_text_timestamps
 
 _TIMESTAMP_NAME = re.compile(
@@ -31,7 +31,7 @@ _ENTITY_NAME = re.compile(
     re.I,
 )
 # A column named like a timestamp needs only a majority of parseable values (the rest are then
-# reported by structure_check); a column found by a looser hint needs most of them.
+# reported by the structure check); a column found by a looser hint needs most of them.
 _PARSE_SHARE_NAMED = 0.5
 _PARSE_SHARE_HINTED = 0.8
 

@@ -3,7 +3,7 @@
 Used for `--no-agent` runs and by the guard to backfill the tools a model skipped. A tool that
 fails becomes a structured `{error, suggestion}` result: the report still has every dimension.
 
-The normalised frame is read into memory once for the run (`in_memory`): every check reads
+The pipeline reads the normalised frame into memory once for the run (`resident`): every check reads
 every row, so the data is decoded and normalised (text numbers parsed, times converted) once
 instead of once per check and per query, and the checks' windows and gathers work on it in
 place. At 10M sensor rows (six columns) that copy is about 0.55 GB; the checks then need about
@@ -52,7 +52,7 @@ def run_tools(tools: Sequence[Tool], source: Source = Source.DIRECT) -> dict[str
     """Run `tools` with default arguments; results keyed by tool name, in the given order."""
     plans: list[CheckPlan] = []
     results: dict[str, CheckResult] = {}
-    for tool in in_memory(tools):
+    for tool in tools:
         try:
             plans.append(tool.plan())
         except CHECK_FAILURES as exc:
@@ -74,21 +74,9 @@ def run_tools(tools: Sequence[Tool], source: Source = Source.DIRECT) -> dict[str
     return {tool.name: replace(results[tool.name], source=source) for tool in tools}
 
 
-def in_memory(tools: Sequence[Tool]) -> list[Tool]:
-    """The tools bound to their dataset with the normalised frame read into memory, once per
-    dataset. If reading fails, a tool keeps the lazy frame, so each check still fails or succeeds
-    on its own."""
-    datasets: dict[int, Dataset] = {}
-    bound: list[Tool] = []
-    for tool in tools:
-        key = id(tool.dataset)
-        if key not in datasets:
-            datasets[key] = _with_frame_in_memory(tool.dataset)
-        bound.append(replace(tool, dataset=datasets[key]))
-    return bound
-
-
-def _with_frame_in_memory(dataset: Dataset) -> Dataset:
+def resident(dataset: Dataset) -> Dataset:
+    """The dataset with its normalised frame read into memory, once for the run. If reading
+    fails, the lazy frame stays, so each check still fails or succeeds on its own."""
     try:
         frame = dataset.frame.collect()
     except CHECK_FAILURES:

@@ -1,4 +1,4 @@
-"""Parsing text timestamps: the formats we accept, shared by the loader and structure_check."""
+"""Parsing text timestamps: the formats we accept, shared by the loader and the structure check."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 # Accepted text formats, most specific first; each label names a format family so that
-# structure_check can report a column that mixes them. Naive times are read in the configured
+# the structure check can report a column that mixes them. Naive times are read in the configured
 # zone; times with an offset are converted, so every parsed timestamp is UTC.
 TIMESTAMP_FORMATS: list[tuple[str, str]] = [
     ("iso8601+zone", "%Y-%m-%dT%H:%M:%S%.f%#z"),
@@ -125,3 +125,16 @@ def _convert_to_utc(column: pl.Expr, dtype: pl.DataType, timezone: str) -> pl.Ex
             .dt.replace_time_zone("UTC")
         )
     return pl.lit(None, dtype=TIMESTAMP_DTYPE)
+
+
+def parse_iso_time(text: object) -> datetime | None:
+    """An ISO 8601 time (config, CLI, tool arguments) as an aware UTC datetime; naive times are
+    UTC. None when `text` is not one: the caller says what was expected where."""
+    if isinstance(text, datetime):
+        parsed = text
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -8,69 +8,24 @@ registration would look exactly like a model that skipped the tool.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope, run_plans
-from dq_agent.checks.delays import plan_delay_check
-from dq_agent.checks.duplicates import plan_duplicate_check
-from dq_agent.checks.nulls import plan_null_check
-from dq_agent.checks.outliers import plan_outlier_check
-from dq_agent.checks.structure import plan_structure_check
+from dq_agent.catalogue import CATALOGUE, CHECK_NAMES
+from dq_agent.checks.base import CheckPlan, Scope, missing_column_message, run_plans
+from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
-from dq_agent.errors import InputError
+from dq_agent.errors import ToolArgumentError, ToolRegistrationError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
+from dq_agent.timeparse import parse_iso_time
 
-PlanFunction = Callable[[Dataset, Config, Scope], CheckPlan]
-
-# Registration order is report order. Descriptions are what a model reads: short and concrete.
-_CATALOGUE: list[tuple[str, str, PlanFunction]] = [
-    (
-        "null_check",
-        "Count missing values per column: nulls, NaN and sentinel numbers such as -999; "
-        "missing rate, fully empty columns, longest run of consecutive missing values.",
-        plan_null_check,
-    ),
-    (
-        "duplicate_check",
-        "Count exact duplicate rows and duplicate keys (entity + timestamp), split into "
-        "identical repeats and conflicting readings.",
-        plan_duplicate_check,
-    ),
-    (
-        "outlier_check",
-        "Find outliers per value column and per entity with the 3-sigma rule (or median/MAD).",
-        plan_outlier_check,
-    ),
-    (
-        "delay_check",
-        "Check timing: gaps in sampling per entity, out-of-order and duplicate timestamps, "
-        "future timestamps, ingest latency and data freshness.",
-        plan_delay_check,
-    ),
-    (
-        "structure_check",
-        "Check the schema: expected and unexpected columns, dtypes, numbers stored as text, "
-        "unparseable timestamps, encoding problems, blank or duplicated names, constant columns.",
-        plan_structure_check,
-    ),
-]
-
-DETECTION_TOOL_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _CATALOGUE)
-
-
-class ToolArgumentError(ValueError):
-    """Arguments a tool cannot take; the message names the valid choices (it is shown to a model)."""
-
-
-class ToolRegistrationError(InputError):
-    """A detection tool could not be registered: loud, because a missing registration would look
-    exactly like a model that skipped the tool."""
+# The detection tools in report order, as the catalogue declares them.
+DETECTION_TOOL_NAMES: tuple[str, ...] = CHECK_NAMES
 
 
 @dataclass(frozen=True)
@@ -104,9 +59,7 @@ class Tool:
         values = {k: v for k, v in arguments.items() if v not in (None, "", "all", "*")}
         column = values.get("column")
         if column is not None and column not in self.dataset.columns:
-            raise ToolArgumentError(
-                f"column {column!r} does not exist; columns: {', '.join(self.dataset.columns)}"
-            )
+            raise ToolArgumentError(missing_column_message(column, self.dataset.columns))
         entity = values.get("entity")
         if entity is not None and not self.dataset.roles.entity:
             raise ToolArgumentError("this dataset has no entity column; call without 'entity'")
@@ -129,15 +82,13 @@ class Tool:
 
 
 def _parse_time(value: Any, name: str) -> datetime | None:
+    """A naive UTC time for a Scope (the checks compare with UTC timestamps)."""
     if value is None:
         return None
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        raise ToolArgumentError(
-            f"{name} must be an ISO 8601 time such as 2024-01-31T00:00:00"
-        ) from None
-    return parsed if parsed.tzinfo is None else parsed.astimezone(UTC).replace(tzinfo=None)
+    parsed = parse_iso_time(value)
+    if parsed is None:
+        raise ToolArgumentError(f"{name} must be an ISO 8601 time such as 2024-01-31T00:00:00")
+    return parsed.replace(tzinfo=None)
 
 
 def _parameters(dataset: Dataset) -> dict[str, Any]:
@@ -165,12 +116,13 @@ def _parameters(dataset: Dataset) -> dict[str, Any]:
 
 
 def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
-    """The five detection tools bound to `dataset` and `config`, in report order."""
+    """The catalogue's detection tools bound to `dataset` and `config`, in report order."""
     tools: list[Tool] = []
     parameters = _parameters(dataset)
-    for name, description, plan_function in _CATALOGUE:
+    for spec in CATALOGUE:
+        name = spec.name
         try:
-            tool = Tool(name, description, parameters, dataset, config, plan_function)
+            tool = Tool(name, spec.description, parameters, dataset, config, spec.plan)
             tool.plan()  # building the plan validates the tool against this dataset; nothing is collected
         except (pl.exceptions.PolarsError, ValueError, KeyError, TypeError) as exc:
             raise ToolRegistrationError(f"detection tool {name} failed to register: {exc}") from exc

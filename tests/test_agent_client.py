@@ -6,14 +6,9 @@ import logging
 
 import pytest
 
-from dq_agent.agent.client import (
-    ModelCallError,
-    ModelClient,
-    ModelUnavailableError,
-    ToolCall,
-    normalise_host,
-)
+from dq_agent.agent.client import ModelClient, ToolCall, normalise_host
 from dq_agent.config import AgentConfig
+from dq_agent.errors import ModelCallError, ModelUnavailableError
 from tests.fake_ollama import (
     Die,
     ErrorMidStream,

@@ -7,8 +7,8 @@ from pathlib import Path
 from dq_agent.agent.client import ToolCall
 from dq_agent.agent.dispatch import EXECUTED, FAILED, REJECTED, REPEATED, SENTINEL, Dispatcher
 from dq_agent.agent.sentinel import Sentinel
-from dq_agent.agent.trace import Trace
 from dq_agent.result import Source
+from dq_agent.trace import Trace
 from tests.fake_ollama import ToolBench, tool_bench
 
 

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from dq_agent.agent.client import ModelClient, ModelUnavailableError
+from dq_agent.agent.client import ModelClient
 from dq_agent.agent.loop import AgentLoop
-from dq_agent.agent.trace import Trace
+from dq_agent.catalogue import CHECK_NAMES
+from dq_agent.errors import ModelUnavailableError
+from dq_agent.trace import Trace
 from tests.fake_ollama import (
     FakeOllama,
     HttpError,
@@ -21,7 +23,7 @@ from tests.fake_ollama import (
     verify,
 )
 
-ALL = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+ALL = list(CHECK_NAMES)
 
 
 def loop_for(fake: FakeOllama, bench: ToolBench, **options: Any) -> AgentLoop:

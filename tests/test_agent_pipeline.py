@@ -11,13 +11,13 @@ import pytest
 
 from dq_agent.agent import pipeline
 from dq_agent.agent.pipeline import AgentOutcome, run_agent_inspection
-from dq_agent.agent.trace import Trace
 from dq_agent.config import Config
-from dq_agent.errors import EXIT_AGENT, AgentUnavailableError
+from dq_agent.errors import ModelUnavailableError
 from dq_agent.load import Dataset, load
 from dq_agent.result import OBSERVATION_MAX_CHARS, CheckResult, Source, Status, Verdict
 from dq_agent.runner import run_tools
 from dq_agent.tools import DETECTION_TOOL_NAMES, Tool, register_detection_tools
+from dq_agent.trace import Trace
 from tests.fake_ollama import (
     Die,
     ErrorMidStream,
@@ -434,62 +434,43 @@ def test_server_refusing_tools_without_capabilities_switches_to_react(tmp_path: 
 # -- infrastructure ---------------------------------------------------------------------------
 
 
-def assert_direct(outcome: AgentOutcome) -> None:
-    assert outcome.agent.status == "unavailable"
-    assert outcome.agent.mode == "none"
-    assert sources(outcome) == dict.fromkeys(ALL, Source.DIRECT)
-    assert outcome.audit.expected_tools == ALL
-    assert (
-        outcome.audit.called_tools == ALL
-    )  # run directly, by code: agent.mode says no model chose
-    assert outcome.audit.fallback_executed == []
-    assert outcome.agent.narrative is None
+def assert_unavailable(fake: FakeOllama, bench: ToolBench, **settings: Any) -> str:
+    """The model cannot be used: no check ran for it, and the inspection takes the direct path
+    (tests/test_reliability_faults.py runs that end to end)."""
+    with pytest.raises(ModelUnavailableError) as raised:
+        inspect(fake, bench, **settings)
+    assert bench.executions == dict.fromkeys(ALL, 0)
+    return raised.value.message
 
 
-def test_model_not_pulled_runs_every_tool_directly(
-    bench: ToolBench, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_model_not_pulled_is_unavailable(bench: ToolBench) -> None:
     with FakeOllama([]) as fake:
-        outcome, _ = inspect(fake, bench, model="llama3.1:8b")
-    assert_direct(outcome)
-    assert outcome.agent.error == "model llama3.1:8b is not pulled: run `ollama pull llama3.1:8b`"
+        error = assert_unavailable(fake, bench, model="llama3.1:8b")
+    assert error == "model llama3.1:8b is not pulled: run `ollama pull llama3.1:8b`"
     assert fake.chat_requests == []
-    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and "ollama pull llama3.1:8b" in warnings[0].getMessage()
 
 
-def test_model_not_pulled_with_require_agent_exits_4(bench: ToolBench) -> None:
-    with FakeOllama([]) as fake, pytest.raises(AgentUnavailableError) as raised:
-        inspect(fake, bench, model="llama3.1:8b", require=True)
-    assert raised.value.exit_code == EXIT_AGENT
-    assert "ollama pull llama3.1:8b" in raised.value.message
-
-
-def test_server_down_runs_every_tool_directly(bench: ToolBench) -> None:
+def test_server_down_is_unavailable(bench: ToolBench) -> None:
     fake = FakeOllama([]).start()
     fake.stop()
-    outcome, _ = inspect(fake, bench)
-    assert_direct(outcome)
-    assert outcome.agent.error is not None
-    assert outcome.agent.error.startswith(f"Ollama is not reachable at {fake.url}")
+    error = assert_unavailable(fake, bench)
+    assert error.startswith(f"Ollama is not reachable at {fake.url}")
 
 
-def test_server_hanging_past_the_timeout_runs_every_tool_directly(bench: ToolBench) -> None:
+def test_server_hanging_past_the_timeout_is_unavailable(bench: ToolBench) -> None:
     started = time.monotonic()
     with FakeOllama([Hang(5.0)]) as fake:
-        outcome, _ = inspect(fake, bench, timeout_seconds=0.3)
+        error = assert_unavailable(fake, bench, timeout_seconds=0.3)
     assert time.monotonic() - started < 3.0
-    assert_direct(outcome)
-    assert outcome.agent.error == (
+    assert error == (
         "model qwen2.5:7b did not answer within 0.3 s: raise --model-timeout or use a smaller model"
     )
 
 
-def test_garbage_from_the_server_runs_every_tool_directly(bench: ToolBench) -> None:
+def test_garbage_from_the_server_is_unavailable(bench: ToolBench) -> None:
     with FakeOllama([Garbage()]) as fake:
-        outcome, _ = inspect(fake, bench)
-    assert_direct(outcome)
-    assert "could not be read" in (outcome.agent.error or "")
+        error = assert_unavailable(fake, bench)
+    assert "could not be read" in error
 
 
 def test_server_dying_mid_run_leaves_the_rest_to_the_guard(bench: ToolBench) -> None:
@@ -551,14 +532,6 @@ def test_merge_switched_off_appends_without_a_call(bench: ToolBench) -> None:
         outcome, _ = inspect(fake, bench, fallback_merge=False)
     assert len(fake.chat_requests) == 3
     assert outcome.agent.merge == "appended"
-
-
-def test_agent_disabled_runs_directly_without_contacting_a_server(bench: ToolBench) -> None:
-    bench.config.agent.enabled = False
-    bench.config.agent.host = "http://127.0.0.1:9"
-    outcome = run_agent_inspection(bench.tools, bench.dataset, bench.config)
-    assert outcome.agent.status == "disabled"
-    assert sources(outcome) == dict.fromkeys(ALL, Source.DIRECT)
 
 
 # -- the narrative review hook ------------------------------------------------------------------

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dq_agent.agent.trace import Trace
 from dq_agent.errors import UsageError
+from dq_agent.trace import Trace
 
 
 def console() -> tuple[Console, io.StringIO]:

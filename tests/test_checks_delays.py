@@ -390,3 +390,18 @@ def test_an_entity_scope_still_names_rows_of_the_file(tmp_path: Path) -> None:
     assert result.metrics["out_of_order_rows"] == 1
     (order,) = result.findings
     assert [(e["row"], e["entity"]) for e in order.examples] == [(15, "y")]
+
+
+def test_a_file_without_entity_whose_first_row_is_not_the_earliest(tmp_path: Path) -> None:
+    # Regression: the unnamed series' name was gathered at the earliest row's index (2 here)
+    # from a one-row literal: "gather indices are out of bounds", the check errored.
+    path = tmp_path / "late_first.csv"
+    path.write_text(
+        "timestamp,v\n2024-01-01T00:02:00,1\n2024-01-01T00:03:00,2\n2024-01-01T00:00:00,3\n",
+        encoding="utf-8",
+    )
+    config = _config()
+    dataset = load(str(path), config)
+    (result,) = run_plans([plan_delay_check(dataset, config, Scope())])
+    assert result.status is not Status.ERROR, result.error
+    assert result.metrics["out_of_order_rows"] == 1

@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dq_agent import __version__
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.cli import app
 from tests.conftest import clean_frame
 
@@ -59,7 +60,7 @@ def test_json_contract_keys(clean_parquet: Path) -> None:
     assert report["dataset"]["rows"] == 720
     assert report["dataset"]["roles"]["entity"] == ["device_id"]
     assert set(report["dataset"]["time_range"]) == {"start", "end"}
-    tools = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+    tools = list(CHECK_NAMES)
     assert list(report["checks"]) == tools
     for tool in tools:
         check = report["checks"][tool]
@@ -211,3 +212,35 @@ def test_trace_may_not_overwrite_input(clean_parquet: Path) -> None:
     assert code == 2
     assert "is the input file" in err
     assert clean_parquet.read_bytes() == before
+
+
+def test_a_check_that_errors_leaves_its_dimension_unchecked_and_exits_3(
+    clean_parquet: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    from dq_agent import tools
+    from dq_agent.checks.base import CheckPlan
+
+    broken_name = CHECK_NAMES[2]
+
+    def broken_plan(*_: object) -> CheckPlan:
+        def finish(_frames: object) -> object:
+            raise TypeError("a dtype this check cannot handle")
+
+        return CheckPlan(broken_name, [], finish)  # type: ignore[arg-type]
+
+    catalogue = tuple(
+        dataclasses.replace(spec, plan=broken_plan) if spec.name == broken_name else spec
+        for spec in tools.CATALOGUE
+    )
+    monkeypatch.setattr(tools, "CATALOGUE", catalogue)
+    code, out, err = run("inspect", str(clean_parquet), "--no-agent", "--format", "json")
+    assert code == 3, err
+    report = json.loads(out)
+    check = report["checks"][broken_name]
+    assert check["status"] == "error"
+    assert check["error"] == "TypeError: a dtype this check cannot handle"
+    # Every other dimension was still checked and passed.
+    others = {name: c["status"] for name, c in report["checks"].items() if name != broken_name}
+    assert others == dict.fromkeys(others, "pass") and len(others) == len(CHECK_NAMES) - 1

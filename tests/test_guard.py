@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from dq_agent.agent.trace import Trace
-from dq_agent.guard import complete, run_with_tool_guard
+from dq_agent.guard import Guarded, complete
 from dq_agent.result import CheckResult, Source, Status
+from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 from tests.fake_ollama import ToolBench, tool_bench
 
 ALL = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
@@ -24,6 +26,14 @@ class StubRun:
 
 def ran(*names: str) -> StubRun:
     return StubRun({n: CheckResult(n, Status.PASS, f"{n} ran", source=Source.AGENT) for n in names})
+
+
+def run_with_tool_guard(
+    tools: list[Tool], execute: Callable[[], StubRun], trace: Trace | None = None
+) -> tuple[StubRun, Guarded]:
+    """What the pipeline does: the executor (the agent loop) runs, then the guard completes."""
+    run = execute()
+    return run, complete(tools, run.results, trace=trace)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from dq_agent.config import HistoryConfig
 from dq_agent.history.fingerprint import data_files, fingerprint_of
-from dq_agent.history.migrations import SCHEMA_VERSION
+from dq_agent.history.migrations import DATABASE_VERSION
 from dq_agent.history.paths import history_path
 from dq_agent.history.records import RunRecord, dataset_key
 from dq_agent.history.store import HistoryError, HistoryStore
@@ -198,7 +198,7 @@ def test_duration_is_the_recorded_total_else_the_sum_of_stages() -> None:
 def test_open_creates_directory_and_file_with_current_schema_in_wal(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "dir" / "history.sqlite"
     with HistoryStore.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 2
+        assert store.schema_version == DATABASE_VERSION == 2
         assert store.integrity_check() == "ok"
     connection = sqlite3.connect(path)
     assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -324,7 +324,7 @@ def test_migrates_a_version_1_database_written_by_hand(tmp_path: Path) -> None:
     connection.close()
 
     with HistoryStore.open(path) as store:
-        assert store.schema_version == SCHEMA_VERSION
+        assert store.schema_version == DATABASE_VERSION
         (old,) = store.recent_runs()
         assert (old.id, old.dataset_key, old.fingerprint, old.narrative_checks) == (
             1,
@@ -339,14 +339,14 @@ def test_migrates_a_version_1_database_written_by_hand(tmp_path: Path) -> None:
         assert new_id == 2
         assert store.recent_runs()[0].fingerprint is not None
     with HistoryStore.open(path) as store:  # reopening an up-to-date file changes nothing
-        assert store.schema_version == SCHEMA_VERSION
+        assert store.schema_version == DATABASE_VERSION
         assert len(store.recent_runs()) == 2
 
 
 def test_refuses_a_database_from_a_newer_dq_agent(tmp_path: Path) -> None:
     path = tmp_path / "future.sqlite"
     connection = sqlite3.connect(path)
-    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    connection.execute(f"PRAGMA user_version = {DATABASE_VERSION + 1}")
     connection.close()
     with pytest.raises(HistoryError, match="newer than this dq-agent"):
         HistoryStore.open(path)

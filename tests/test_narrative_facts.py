@@ -9,7 +9,7 @@ import pytest
 
 from dq_agent.config import Config
 from dq_agent.load import Dataset, load
-from dq_agent.narrative.facts import Facts, build_fact_book, build_facts
+from dq_agent.narrative.facts import Facts, build_fact_book
 from dq_agent.narrative.figures import find_figures
 from dq_agent.result import CheckResult, Finding, Status
 
@@ -66,7 +66,7 @@ def checks() -> dict[str, CheckResult]:
 
 @pytest.fixture
 def facts(checks: dict[str, CheckResult], dataset: Dataset) -> Facts:
-    return build_facts(checks, dataset)
+    return build_fact_book(checks, dataset).whole
 
 
 def _supported(facts: Facts, text: str) -> list[bool]:
@@ -146,7 +146,7 @@ def test_the_dataset_gives_column_counts_and_sentinels(facts: Facts) -> None:
 def test_a_boolean_is_not_a_figure(dataset: Dataset) -> None:
     flags = {"structure_check": CheckResult("structure_check", Status.PASS, "ok", {"bom": True})}
 
-    assert _supported(build_facts(flags, dataset), "1") == [False]
+    assert _supported(build_fact_book(flags, dataset).whole, "1") == [False]
 
 
 def test_a_sentence_about_a_check_takes_its_figures_from_that_check(

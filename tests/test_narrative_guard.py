@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from dq_agent.config import Config
-from dq_agent.errors import AgentUnavailableError
+from dq_agent.errors import AgentUnavailableError, ModelCallError, ModelUnavailableError
 from dq_agent.load import Dataset, load
-from dq_agent.narrative_guard import check_narrative, repair_prompt, review_narrative
+from dq_agent.narrative.guard import check_narrative, repair_prompt, review_narrative
 from dq_agent.result import CheckResult, Finding, Status, Verdict
 
 EXAMPLE = (
@@ -330,9 +330,10 @@ def test_a_rewrite_that_drops_a_dimension_is_completed_by_the_guard(
 @pytest.mark.parametrize(
     "error",
     [
-        ConnectionError("refused"),
-        TimeoutError("timed out"),
-        RuntimeError("bad reply"),
+        # What the agent's asker raises (issue 9: no catch-all RuntimeError in the guard).
+        ModelCallError("unreachable", "refused"),
+        ModelCallError("timeout", "timed out"),
+        ModelUnavailableError("server_error", "bad reply"),
         AgentUnavailableError("model gone"),
     ],
 )

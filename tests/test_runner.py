@@ -11,7 +11,7 @@ import polars as pl
 from dq_agent.config import Config
 from dq_agent.load import load
 from dq_agent.result import Source, Status
-from dq_agent.runner import in_memory, run_tools
+from dq_agent.runner import resident, run_tools
 from dq_agent.tools import DETECTION_TOOL_NAMES, register_detection_tools
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "sensors.parquet"
@@ -20,7 +20,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "sensors.parquet"
 def test_the_frame_is_read_into_memory_once_for_all_tools() -> None:
     config = Config()
     dataset = load(str(SAMPLE), config)
-    bound = in_memory(register_detection_tools(dataset, config))
+    bound = register_detection_tools(resident(dataset), config)
     assert [t.name for t in bound] == list(DETECTION_TOOL_NAMES)
     shared = bound[0].dataset
     assert all(t.dataset is shared for t in bound)
@@ -37,7 +37,7 @@ def test_a_frame_that_cannot_be_read_stays_lazy_and_its_checks_fail_alone() -> N
     # Casting text that is not a number to an integer fails when collected, not before.
     broken = dataset.frame.with_columns(pl.col("device_id").cast(pl.Int64).alias("humidity"))
     tools = register_detection_tools(replace(dataset, frame=broken), config)
-    assert in_memory(tools)[0].dataset.frame is broken
+    assert resident(replace(dataset, frame=broken)).frame is broken
     results = run_tools(tools)
     assert list(results) == list(DETECTION_TOOL_NAMES)
     assert results["null_check"].status is Status.ERROR

@@ -18,34 +18,14 @@ from urllib.parse import urlsplit
 import httpx
 import ollama
 
-from dq_agent.config import AgentConfig
+from dq_agent.errors import ModelCallError, ModelUnavailableError
+from dq_agent.settings import AgentConfig
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 11434
 # Ollama silently drops the oldest messages beyond num_ctx: warn before that happens.
 CONTEXT_WARNING_SHARE = 0.9
-
-
-class ModelCallError(RuntimeError):
-    """A model call failed for a reason outside the model's control (server, network, setup).
-
-    A RuntimeError, so callers of an `ask_model` callable (the narrative guard) can survive it
-    without importing the agent.
-    """
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-
-class ModelUnavailableError(ModelCallError):
-    """The model cannot be used for this run at all (pre-flight or first call failed)."""
-
-    @classmethod
-    def from_call_error(cls, error: ModelCallError) -> ModelUnavailableError:
-        return cls(error.kind, error.message)
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ from typing import Any
 
 from dq_agent.agent.client import ToolCall
 from dq_agent.agent.sentinel import SENTINEL_NAME, Sentinel, SentinelVerdict
-from dq_agent.agent.trace import Trace
+from dq_agent.errors import ToolArgumentError
 from dq_agent.result import CheckResult, Source
 from dq_agent.runner import CHECK_FAILURES, failure_result
-from dq_agent.tools import Tool, ToolArgumentError
+from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 
 MAX_IDENTICAL_IN_A_ROW = 2
 _OBSERVATION_PREVIEW = 160

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field, replace
 from rich.console import Console
 from rich.markup import escape
 
-from dq_agent.agent.client import ModelCallError, ModelClient, ModelFacts
+from dq_agent.agent.client import ModelClient, ModelFacts
 from dq_agent.config import Config
-from dq_agent.errors import EXIT_AGENT, EXIT_OK
+from dq_agent.errors import EXIT_AGENT, EXIT_OK, ModelCallError
 
 OK = "ok"
 WARN = "warn"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dq_agent.agent.client import ModelCallError, ModelClient, ModelReply, ModelUnavailableError
+from dq_agent.agent.client import ModelClient, ModelReply
 from dq_agent.agent.dispatch import Dispatcher
 from dq_agent.agent.prompting import prompt, sentinel_position, system_prompt, task_prompt
 from dq_agent.agent.react import (
@@ -26,10 +26,11 @@ from dq_agent.agent.react import (
     visible_part,
 )
 from dq_agent.agent.sentinel import NOT_READY, READY, SENTINEL_SCHEMA, Sentinel
-from dq_agent.agent.trace import Trace
+from dq_agent.errors import ModelCallError, ModelUnavailableError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 
 MODE_TOOLS = "tools"
 MODE_REACT = "react"

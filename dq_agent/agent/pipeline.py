@@ -1,8 +1,9 @@
 """The agent's part of an inspection: pre-flight, the loop, the guard, the merge, the review.
 
-`run_agent_inspection` always returns every registered dimension. A model that cannot be used
-gives a direct run (`agent.status = unavailable`, one warning) unless the user required the
-agent; a model that fails mid-run leaves the rest to the guard. The verdict is never the model's.
+`run_agent_inspection` returns every registered dimension once the model has started: a model
+that fails mid-run leaves the rest to the guard. A model that cannot be used at all raises
+`ModelUnavailableError` before any check ran, and the inspection takes the direct path. The
+verdict is never the model's.
 """
 
 from __future__ import annotations
@@ -11,19 +12,18 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dq_agent import runner
-from dq_agent.agent.client import ModelCallError, ModelClient, ModelUnavailableError
+from dq_agent.agent.client import ModelClient
 from dq_agent.agent.loop import AgentLoop, LoopResult
 from dq_agent.agent.prompting import prompt
-from dq_agent.agent.trace import Trace
 from dq_agent.config import Config
-from dq_agent.errors import AgentUnavailableError
-from dq_agent.guard import Guarded, run_with_tool_guard
+from dq_agent.errors import ModelCallError
+from dq_agent.guard import Guarded, complete
 from dq_agent.load import Dataset
-from dq_agent.narrative_guard import review_narrative
+from dq_agent.narrative.guard import review_narrative
 from dq_agent.outcome import AgentInfo, Audit
-from dq_agent.result import CheckResult, Source, Status, verdict_of
+from dq_agent.result import CheckResult, Status, verdict_of
 from dq_agent.tools import Tool
+from dq_agent.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -54,37 +54,28 @@ def run_agent_inspection(
     trace = trace or Trace()
     settings = config.agent
     info = AgentInfo(status="ok", model=settings.model, mode="none")
-    if not settings.enabled:
-        info.status = "disabled"
-        return _direct(tools, info)
-    try:
-        model = ModelClient(settings)
-    except ModelUnavailableError as exc:
-        return _unavailable(tools, info, exc, config, trace)
-    with model:
-        try:
-            facts = model.preflight()
-            loop = AgentLoop(
-                model,
-                tools,
-                dataset,
-                react=facts.supports_tools is False,
-                max_steps=settings.max_steps,
-                max_sentinel_rounds=settings.max_sentinel_rounds,
-                question=question,
-                trace=trace,
-                use_sentinel=settings.sentinel,
-            )
-            trace.emit(
-                "preflight",
-                model=model.model,
-                host=model.host,
-                mode=loop.mode,
-                capabilities=facts.capabilities,
-            )
-            run, guarded = run_with_tool_guard(tools, loop.run, trace=trace)
-        except ModelUnavailableError as exc:
-            return _unavailable(tools, info, exc, config, trace)
+    with ModelClient(settings) as model:
+        facts = model.preflight()
+        loop = AgentLoop(
+            model,
+            tools,
+            dataset,
+            react=facts.supports_tools is False,
+            max_steps=settings.max_steps,
+            max_sentinel_rounds=settings.max_sentinel_rounds,
+            question=question,
+            trace=trace,
+            use_sentinel=settings.sentinel,
+        )
+        trace.emit(
+            "preflight",
+            model=model.model,
+            host=model.host,
+            mode=loop.mode,
+            capabilities=facts.capabilities,
+        )
+        run = loop.run()
+        guarded = complete(tools, run.results, trace=trace)
         _account(info, run)
         alive = run.error is None
         ask = _asker(model, info) if alive else None
@@ -93,28 +84,6 @@ def run_agent_inspection(
         )
         _review(info, guarded.checks, dataset, ask)
     return AgentOutcome(guarded.checks, guarded.audit, info)
-
-
-def _unavailable(
-    tools: Sequence[Tool], info: AgentInfo, exc: ModelCallError, config: Config, trace: Trace
-) -> AgentOutcome:
-    if config.agent.require:
-        raise AgentUnavailableError(
-            f"{exc.message} (the run needs the model: no direct fallback)"
-        ) from exc
-    log.warning("model unavailable, every tool runs directly: %s", exc.message)
-    trace.emit("unavailable", kind=exc.kind, error=exc.message)
-    info.status = "unavailable"
-    info.error = exc.message
-    return _direct(tools, info)
-
-
-def _direct(tools: Sequence[Tool], info: AgentInfo) -> AgentOutcome:
-    checks = runner.run_tools(tools, Source.DIRECT)
-    info.mode = "none"
-    names = [t.name for t in tools]
-    # Every tool ran, by code: the audit says so, and `agent.mode == "none"` says no model chose.
-    return AgentOutcome(checks, Audit(expected_tools=names, called_tools=names), info)
 
 
 def _account(info: AgentInfo, run: LoopResult) -> None:

@@ -30,6 +30,10 @@ TIME_IN_ORDER = "__time_in_order"
 SERIES_START = "__series_start"
 
 
+def missing_column_message(column: str, columns: Sequence[str]) -> str:
+    return f"column {column!r} does not exist; columns: {', '.join(columns)}"
+
+
 @dataclass(frozen=True)
 class Scope:
     """Optional narrowing of a check; every field defaults to the whole dataset."""
@@ -38,6 +42,11 @@ class Scope:
     entity: str | None = None
     start: datetime | None = None
     end: datetime | None = None
+
+    def check_column(self, dataset: Dataset) -> None:
+        """Raise ValueError (naming the columns) when the scope names a column not in the data."""
+        if self.column is not None and self.column not in dataset.columns:
+            raise ValueError(missing_column_message(self.column, dataset.columns))
 
     def columns(self, candidates: Sequence[str]) -> list[str]:
         return [self.column] if self.column is not None else list(candidates)

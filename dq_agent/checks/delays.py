@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -49,10 +50,10 @@ from dq_agent.checks.delays_report import (
     OUT_OF_ORDER_TS,
     PREV,
     PREV_IN_FILE,
-    ROW,
     STEP,
     TOOL,
     TS,
+    DelayCheckConfig,
     DelayFinisher,
     skipped,
 )
@@ -65,9 +66,16 @@ from dq_agent.checks.events import (
     span_events,
     with_events,
 )
-from dq_agent.config import Config, DelayCheckConfig, parse_time
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
+from dq_agent.timeparse import parse_iso_time
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
+# The config key `--as-of` sets: one reference time for freshness and future rows.
+AS_OF_KEY = f"{TOOL}.as_of"
 
 # Columns of the queries only; the double underscore keeps them clear of real data columns.
 _GID = "__series_id"
@@ -83,11 +91,8 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
             "no timestamp column (set columns.timestamp to name one): delay_check does not apply"
         )
         return CheckPlan(TOOL, [], lambda frames: skipped(reason))
-    if scope.column is not None and scope.column not in dataset.columns:
-        raise ValueError(
-            f"column {scope.column!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
-    settings = config.delay_check
+    scope.check_column(dataset)
+    settings = config.section(DelayCheckConfig)
     as_of = parse_as_of(settings.as_of)
     has_ingest = dataset.roles.ingest_time is not None
     future_limit = as_of + timedelta(seconds=settings.future_tolerance_seconds)
@@ -156,11 +161,29 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     return with_events(plan, bounded(events), "in-memory")
 
 
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Timing & delays",
+    description=(
+        "Check timing: gaps in sampling per entity, out-of-order and duplicate timestamps, "
+        "future timestamps, ingest latency and data freshness."
+    ),
+    settings=DelayCheckConfig,
+    plan=plan_delay_check,
+    metric_keys=("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows"),
+    baseline=(
+        BaselineMetric("gap_count", "count", "gap count"),
+        BaselineMetric("late_rows", "count", "late rows"),
+    ),
+    words=(r"delay\w*|gaps?|latenc\w*|late|timing|freshness|fresh|stale|out[- ]of[- ]order"),
+)
+
+
 def parse_as_of(value: str | None) -> datetime:
     """`delay_check.as_of` as an aware UTC datetime (a naive time is read as UTC); now if unset."""
     if value is None:
         return datetime.now(UTC)
-    parsed = parse_time(value)
+    parsed = parse_iso_time(value)
     if parsed is None:
         # Config files and the CLI are validated; this catches a value set in code.
         raise ValueError(
@@ -172,7 +195,7 @@ def parse_as_of(value: str | None) -> datetime:
 def _timing_frame(dataset: Dataset, scope: Scope, timestamp: str) -> pl.LazyFrame:
     """The scoped rows as (row index in the file, entity, timestamp[, ingest time])."""
     # The row index is taken before the scope filter so that examples name rows of the file.
-    indexed = replace(dataset, frame=dataset.frame.with_row_index(ROW))
+    indexed = replace(dataset, frame=dataset.frame.with_row_index(FILE_ROW))
     lf = scope.filter(indexed)
     roles = dataset.roles
     role_columns = {timestamp, roles.ingest_time, *roles.entity}
@@ -180,7 +203,7 @@ def _timing_frame(dataset: Dataset, scope: Scope, timestamp: str) -> pl.LazyFram
         lf = lf.filter(~dataset.missing(scope.column))
     key = entity_key(dataset)
     columns = [
-        pl.col(ROW),
+        pl.col(FILE_ROW),
         key if key is not None else pl.lit(None, dtype=pl.String).alias(ENTITY),
         pl.col(timestamp).alias(TS),
     ]
@@ -214,9 +237,17 @@ def _timed(dataset: Dataset, scope: Scope, timestamp: str) -> pl.Expr:
 def _series_names(dataset: Dataset, series: pl.LazyFrame) -> pl.LazyFrame:
     """Each series number (`SERIES`) with its entity."""
     key = entity_key(dataset)
-    entity = key if key is not None else pl.lit(None, dtype=pl.String).alias(ENTITY)
+    if key is None:
+        # One series without a name. (A literal gathered at the first row in time order fails
+        # when that row is not the file's first.)
+        return (
+            series.filter(pl.col(SERIES_START))
+            .with_columns(pl.lit(None, dtype=pl.String).alias(ENTITY))
+            .select(ENTITY)
+            .with_row_index(_GID, offset=1)
+        )
     starts = pl.col(ORDER).filter(pl.col(SERIES_START))
-    return series.select(entity.gather(starts)).with_row_index(_GID, offset=1)
+    return series.select(key.gather(starts)).with_row_index(_GID, offset=1)
 
 
 def _in_series_order(
@@ -304,12 +335,12 @@ def _backward_rows(
         _in_series_order(
             series,
             FILE_ORDER,
-            {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), ROW: row},
+            {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), FILE_ROW: row},
             timed,
         )
         .with_columns(_within_series(ts.shift(1)).alias(PREV_IN_FILE))
         .filter(ts < pl.col(PREV_IN_FILE))
-        .select(_GID, ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE)
+        .select(_GID, FILE_ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE)
         # Read by two queries: computed once.
         .cache()
     )
@@ -393,11 +424,11 @@ def _longest_gaps_query(gaps: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame
 def _out_of_order_query(backward: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyFrame:
     """The first out-of-order rows of the file."""
     return (
-        backward.sort(ROW)
+        backward.sort(FILE_ROW)
         .head(MAX_EXAMPLES)
         .join(names, on=_GID, how="left")
-        .sort(ROW)
-        .select(ENTITY, ROW, OUT_OF_ORDER_TS, PREV_IN_FILE)
+        .sort(FILE_ROW)
+        .select(ENTITY, FILE_ROW, OUT_OF_ORDER_TS, PREV_IN_FILE)
     )
 
 
@@ -405,9 +436,9 @@ def _future_query(rows: pl.LazyFrame, future_limit: datetime) -> pl.LazyFrame:
     """The latest rows timestamped after the limit."""
     return (
         rows.filter(pl.col(TS) > future_limit)
-        .sort([TS, ROW], descending=[True, False])
+        .sort([TS, FILE_ROW], descending=[True, False])
         .head(MAX_EXAMPLES)
-        .select(ROW, ENTITY, TS)
+        .select(FILE_ROW, ENTITY, TS)
     )
 
 
@@ -416,7 +447,7 @@ def _late_query(rows: pl.LazyFrame, late_threshold: float) -> pl.LazyFrame:
     return (
         rows.with_columns(_latency_seconds().alias(LATENCY))
         .filter(pl.col(LATENCY) > late_threshold)
-        .sort([LATENCY, ROW], descending=[True, False])
+        .sort([LATENCY, FILE_ROW], descending=[True, False])
         .head(MAX_EXAMPLES)
-        .select(ROW, ENTITY, TS, INGEST, LATENCY)
+        .select(FILE_ROW, ENTITY, TS, INGEST, LATENCY)
     )

@@ -7,19 +7,40 @@ the summary. The column names below are the contract between those queries and t
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import iso, plural
-from dq_agent.config import DelayCheckConfig
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.checks.base import FILE_ROW, iso, plural
+from dq_agent.result import (
+    CheckResult,
+    Finding,
+    Status,
+    at_least_warn,
+    status_from_thresholds,
+    status_rank,
+    worst_status,
+)
+from dq_agent.settings import iso_time, non_negative, positive, setting
 
 TOOL = "delay_check"
 
+
+@dataclass
+class DelayCheckConfig:
+    expected_interval_seconds: float | None = setting(None, rule=positive)
+    gap_factor: float = setting(3.0, rule=positive)
+    late_threshold_seconds: float = setting(300.0, rule=non_negative)
+    max_age_seconds: float | None = setting(None, rule=positive)
+    future_tolerance_seconds: float = setting(300.0, rule=non_negative)
+    as_of: str | None = setting(None, rule=iso_time)
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
 # Columns of the collected frames; the double underscore keeps them clear of real data columns.
-ROW = "__file_row"
 ENTITY = "__entity"
 TS = "__ts"
 INGEST = "__ingest"
@@ -35,7 +56,6 @@ MAX_EXAMPLES = 5
 MAX_FINDINGS = 20
 
 _REQUIRED_METRICS = ("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows")
-_SEVERITY_ORDER = {Status.FAIL: 0, Status.WARN: 1}
 
 
 def human_duration(seconds: float) -> str:
@@ -101,7 +121,7 @@ class DelayFinisher:
             for name in ("gap_count", "out_of_order_rows", "late_rows", "future_rows")
         }
         stale = bool(metrics["stale"]) or bool(metrics["stale_entities"])
-        status = max(statuses.values(), key=_status_rank)
+        status = worst_status(statuses.values())
         if stale and status is Status.PASS:
             status = Status.WARN
         findings = self._findings(metrics, statuses)
@@ -176,7 +196,7 @@ class DelayFinisher:
         )
         findings = leaders + gap_findings[1:]
         # Stable: within one severity, each kind of problem leads before the other gaps.
-        findings.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity, 2))
+        findings.sort(key=lambda f: -status_rank(f.severity))
         return findings[:MAX_FINDINGS]
 
     def _gap_findings(self, severity: Status) -> list[Finding]:
@@ -213,7 +233,7 @@ class DelayFinisher:
                         f"longest {human_duration(entity['max_gap'])}"
                     ),
                     count=entity["gaps"],
-                    severity=_at_least_warn(severity),
+                    severity=at_least_warn(severity),
                     entity=key,
                     start=iso(entity["max_gap_start"]),
                     end=iso(entity["max_gap_end"]),
@@ -228,7 +248,7 @@ class DelayFinisher:
             return []
         examples = [
             {
-                "row": r[ROW],
+                "row": r[FILE_ROW],
                 "entity": r[ENTITY],
                 "timestamp": iso(r[OUT_OF_ORDER_TS]),
                 "previous_timestamp": iso(r[PREV_IN_FILE]),
@@ -243,7 +263,7 @@ class DelayFinisher:
                     "of the same entity in file order"
                 ),
                 count=count,
-                severity=_at_least_warn(severity),
+                severity=at_least_warn(severity),
                 entity=first.get("entity") if self._single_entity(self.out_of_order) else None,
                 start=first.get("timestamp"),
                 examples=examples,
@@ -256,7 +276,7 @@ class DelayFinisher:
             return []
         examples = [
             {
-                "row": r[ROW],
+                "row": r[FILE_ROW],
                 "entity": r[ENTITY],
                 "timestamp": iso(r[TS]),
                 "ingest_time": iso(r[INGEST]),
@@ -272,7 +292,7 @@ class DelayFinisher:
                     f"(max latency {human_duration(metrics['latency_max_seconds'])})"
                 ),
                 count=count,
-                severity=_at_least_warn(severity),
+                severity=at_least_warn(severity),
                 entity=examples[0]["entity"]
                 if examples and self._single_entity(self.late)
                 else None,
@@ -285,7 +305,7 @@ class DelayFinisher:
         if not count:
             return []
         examples = [
-            {"row": r[ROW], "entity": r[ENTITY], "timestamp": iso(r[TS])}
+            {"row": r[FILE_ROW], "entity": r[ENTITY], "timestamp": iso(r[TS])}
             for r in self.future.iter_rows(named=True)
         ]
         latest = examples[0]["timestamp"] if examples else None
@@ -297,7 +317,7 @@ class DelayFinisher:
                     f"after {metrics['as_of']}"
                 ),
                 count=count,
-                severity=_at_least_warn(severity),
+                severity=at_least_warn(severity),
                 entity=examples[0]["entity"]
                 if examples and self._single_entity(self.future)
                 else None,
@@ -373,11 +393,3 @@ class DelayFinisher:
         if metrics["null_timestamps"]:
             parts.append(f"{metrics['null_timestamps']} rows without timestamp skipped")
         return f"{metrics['timed_rows']} timed rows: " + ", ".join(parts)
-
-
-def _status_rank(status: Status) -> int:
-    return {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}.get(status, 0)
-
-
-def _at_least_warn(status: Status) -> Status:
-    return Status.FAIL if status is Status.FAIL else Status.WARN

@@ -16,8 +16,8 @@ means disagreeing in that column only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -29,16 +29,29 @@ from dq_agent.checks.base import (
     Scope,
     entity_key,
     iso,
+    missing_column_message,
     plural,
     series_rows,
     shown_value,
 )
 from dq_agent.checks.events import ENTITY, START, bounded, grain, point_events, with_events
-from dq_agent.config import Config
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
+from dq_agent.settings import non_negative, setting
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 TOOL = "duplicate_check"
+
+
+@dataclass
+class DuplicateCheckConfig:
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 _COPIES = "__copies"
@@ -67,7 +80,7 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
             _key_totals_by_entity(dataset, key_groups, ts),
             _key_examples(dataset, candidates, key, compared, ts),
         ]
-    settings = config.duplicate_check
+    settings = config.section(DuplicateCheckConfig)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return _result(dataset, frames, key, compared, settings.warn_at, settings.fail_at)
@@ -87,9 +100,27 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     return with_events(plan, bounded([events]), "in-memory")
 
 
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Duplicates",
+    description=(
+        "Count exact duplicate rows and duplicate keys (entity + timestamp), split into "
+        "identical repeats and conflicting readings."
+    ),
+    settings=DuplicateCheckConfig,
+    plan=plan_duplicate_check,
+    metric_keys=("exact_duplicate_rows", "duplicate_key_rows", "conflicting_key_rows"),
+    baseline=(
+        BaselineMetric("exact_duplicate_rows", "count", "exact duplicate rows"),
+        BaselineMetric("duplicate_key_rows", "count", "duplicate key rows"),
+    ),
+    words=r"duplicat\w*|dupes?",
+)
+
+
 def _compared_columns(columns: Sequence[str], key: Sequence[str], column: str | None) -> list[str]:
     if column is not None and column not in columns:
-        raise ValueError(f"column {column!r} does not exist; columns: {', '.join(columns)}")
+        raise ValueError(missing_column_message(column, columns))
     if column is not None and column not in key:
         return [column]
     return [c for c in columns if c not in key]
@@ -269,7 +300,7 @@ def _result(
         findings += _key_findings(by_entity, examples, compared, key[-1])
     worst = max(exact, metrics["duplicate_key_rows"] or 0)
     status = status_from_thresholds(worst, rows, warn_at, fail_at)
-    severity = status if status in (Status.WARN, Status.FAIL) else Status.WARN
+    severity = at_least_warn(status)
     findings.sort(key=lambda item: (_KIND_ORDER[item[0]], -item[1].count, item[1].entity or ""))
     ordered = [replace(f, severity=severity) for _, f in findings[:MAX_FINDINGS]]
     return CheckResult(TOOL, status, _summary(metrics), metrics, ordered)

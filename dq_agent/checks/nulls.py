@@ -12,7 +12,8 @@ sort of the whole data.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -35,25 +36,44 @@ from dq_agent.checks.events import (
     point_events,
     with_events,
 )
-from dq_agent.config import Config
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import (
+    CheckResult,
+    Finding,
+    Status,
+    at_least_warn,
+    status_from_thresholds,
+    status_rank,
+    worst_status,
+)
+from dq_agent.settings import non_negative, setting
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 TOOL = "null_check"
+
+
+@dataclass
+class NullCheckConfig:
+    markers: list[str] = field(
+        default_factory=lambda: ["", "NA", "N/A", "null", "NULL", "NaN", "nan"]
+    )
+    sentinels: list[float] = field(default_factory=lambda: [-999.0, -9999.0, -200.0])
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.05, rule=non_negative)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 _POSITION = "__position"
 _KEEP = "__keep"
-_SEVERITY_RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 
 
 def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+    scope.check_column(dataset)
     columns = scope.columns(dataset.columns)
-    unknown = [c for c in columns if c not in dataset.columns]
-    if unknown:
-        raise ValueError(
-            f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
     frame = scope.filter(dataset)
     counts = frame.select(
         pl.len().alias("rows"),
@@ -64,7 +84,7 @@ def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan
         ],
     )
     runs = _longest_runs(dataset, scope, columns)
-    settings = config.null_check
+    settings = config.section(NullCheckConfig)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         count_row = frames[0].row(0, named=True)
@@ -103,6 +123,25 @@ def _events(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFr
         for i, name in enumerate(checked)
     ]
     return bounded(parts)
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Missing values",
+    description=(
+        "Count missing values per column: nulls, NaN and sentinel numbers such as -999; "
+        "missing rate, fully empty columns, longest run of consecutive missing values."
+    ),
+    settings=NullCheckConfig,
+    plan=plan_null_check,
+    column_metric_keys=("null_count", "missing_count", "missing_rate"),
+    baseline=(
+        BaselineMetric(
+            "missing_rate", "rate", "missing rate", per_column=True, count_key="missing_count"
+        ),
+    ),
+    words=r"nulls?|missing|nan|null values|completeness",
+)
 
 
 def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:
@@ -226,7 +265,7 @@ def _result(
                 _finding(dataset, name, per_column[name], rows, status, runs, index, has_time)
             )
 
-    findings.sort(key=lambda f: (-_SEVERITY_RANK[f.severity], -f.count, f.column or ""))
+    findings.sort(key=lambda f: (-status_rank(f.severity), -f.count, f.column or ""))
     empty_columns = [name for name, m in per_column.items() if m["empty"]]
     total_missing = sum(m["missing_count"] for m in per_column.values())
     metrics: dict[str, Any] = {
@@ -238,7 +277,7 @@ def _result(
         "sentinels": list(dataset.sentinels),
         "columns": per_column,
     }
-    status = max(statuses, key=_SEVERITY_RANK.__getitem__, default=Status.PASS)
+    status = worst_status(statuses)
     return CheckResult(
         TOOL, status, _summary(per_column, rows, empty_columns), metrics, findings[:MAX_FINDINGS]
     )
@@ -298,7 +337,7 @@ def _finding(
     return Finding(
         what=what,
         count=missing,
-        severity=status if status in (Status.WARN, Status.FAIL) else Status.WARN,
+        severity=at_least_warn(status),
         column=name,
         entity=run["entity"],
         start=run["start"],

@@ -16,19 +16,34 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dq_agent.checks.base import ROW, CheckPlan, Scope, entity_key, iso, plural
 from dq_agent.checks.events import ENTITY, START, bounded, grain, point_events, with_events
-from dq_agent.config import Config, OutlierCheckConfig
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
+from dq_agent.settings import choice, non_negative, positive, setting
 from dq_agent.timeparse import TIMESTAMP_DTYPE
 
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
 TOOL = "outlier_check"
+
+
+@dataclass
+class OutlierCheckConfig:
+    method: str = setting("sigma", rule=choice("sigma", "mad"))
+    sigma: float = setting(3.0, rule=positive)
+    min_group_size: int = setting(30, rule=positive)
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 MAX_GROUP_NAMES = 5
@@ -57,12 +72,9 @@ _METRIC_ORDER = (
 
 
 def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
-    settings = config.outlier_check
+    settings = config.section(OutlierCheckConfig)
     schema = dataset.frame.collect_schema()
-    if scope.column is not None and scope.column not in schema:
-        raise ValueError(
-            f"column {scope.column!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
+    scope.check_column(dataset)
     candidates = scope.columns(dataset.roles.values)
     columns = [c for c in candidates if schema[c].is_numeric()]
     if not columns:
@@ -96,6 +108,24 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
         for i, name in enumerate(columns)
     ]
     return with_events(plan, bounded(events), "streaming")
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Outliers",
+    description=(
+        "Find outliers per value column and per entity with the 3-sigma rule (or median/MAD)."
+    ),
+    settings=OutlierCheckConfig,
+    plan=plan_outlier_check,
+    column_metric_keys=("outlier_count",),
+    baseline=(
+        BaselineMetric(
+            "outlier_rate", "rate", "outlier rate", per_column=True, count_key="outlier_count"
+        ),
+    ),
+    words=r"outliers?|anomal\w*|spikes?",
+)
 
 
 def _skipped(
@@ -260,7 +290,7 @@ def _result(
     status = status_from_thresholds(
         total_outliers, total_checked, settings.warn_at, settings.fail_at
     )
-    severity = status if status in (Status.WARN, Status.FAIL) else Status.WARN
+    severity = at_least_warn(status)
     findings.sort(
         key=lambda item: (-item[1].count, -item[0], item[1].column or "", item[1].entity or "")
     )

@@ -21,20 +21,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope
+from dq_agent.checks.base import ROW, CheckPlan, Scope
+from dq_agent.checks.spec import CheckSpec
 from dq_agent.checks.structure_report import (
     MAX_EXAMPLES,
     REPLACEMENT_CHARACTER,
-    ROW,
     TOOL,
     ZONE_FAMILY,
     Columns,
+    StructureCheckConfig,
     StructureReport,
 )
-from dq_agent.config import Config
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 
@@ -42,6 +43,9 @@ from dq_agent.result import CheckResult
 # loader's formats. `format_family_exprs` gives the same answer but rebuilds every earlier format's
 # parse inside each family (about 5x the parsing); see `format_family` below.
 from dq_agent.timeparse import TIMESTAMP_FORMATS, _parse_one
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
 
 # Examples are drawn from the first matching values only, so a column that is all bad stays cheap.
 _EXAMPLE_POOL = 1_000
@@ -51,12 +55,8 @@ _UNORDERED = (pl.Categorical, pl.Enum, pl.Object, pl.Null, pl.List, pl.Array, pl
 
 
 def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+    scope.check_column(dataset)
     scoped = scope.columns(dataset.columns)
-    unknown = [c for c in scoped if c not in dataset.columns]
-    if unknown:
-        raise ValueError(
-            f"column {unknown[0]!r} does not exist; columns: {', '.join(dataset.columns)}"
-        )
     columns = _select_columns(dataset, scope, scoped)
     queries = [_counts_query(dataset, scope, columns)]
     timestamp = columns.timestamp
@@ -67,7 +67,7 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
             queries.append(_text_timestamp_query(frame, timestamp, config.columns.timezone))
         else:
             queries.append(_typed_timestamp_query(frame, timestamp))
-    settings = config.structure_check
+    settings = config.section(StructureCheckConfig)
     whole = scope.entity is None and scope.start is None and scope.end is None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -78,6 +78,26 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
         return builder.result()
 
     return CheckPlan(TOOL, queries, finish)
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Structure",
+    description=(
+        "Check the schema: expected and unexpected columns, dtypes, numbers stored as text, "
+        "unparseable timestamps, encoding problems, blank or duplicated names, constant columns."
+    ),
+    settings=StructureCheckConfig,
+    plan=plan_structure_check,
+    metric_keys=(
+        "missing_columns",
+        "unexpected_columns",
+        "unparseable_timestamps",
+        "text_numeric_columns",
+        "invalid_utf8_values",
+    ),
+    words=r"structur\w*|schemas?|(?:column|data) types?|dtypes?|encoding",
+)
 
 
 def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Columns:

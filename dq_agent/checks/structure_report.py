@@ -7,23 +7,31 @@ facts (columns, header, BOM) that need no query: the metrics, the findings and t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import plural, shown_value
-from dq_agent.config import StructureCheckConfig
+from dq_agent.checks.base import ROW, plural, shown_value
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status
+from dq_agent.settings import fraction, setting
 
 TOOL = "structure_check"
+
+
+@dataclass
+class StructureCheckConfig:
+    expected_columns: list[str] | None = None
+    allow_unexpected: bool = True
+    dtypes: dict[str, str] = field(default_factory=dict)
+    text_numeric_min_share: float = setting(0.8, rule=fraction)
+
+
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 REPLACEMENT_CHARACTER = "\ufffd"
 ZONE_FAMILY = "iso8601+zone"
-# The row index in the file, a column of the collected timestamp examples.
-ROW = "__row"
 _UNPARSEABLE_MAJORITY = 0.5
 _DTYPE_ALIASES = {"utf8": "string", "str": "string", "float": "float64", "int": "int64"}
 

@@ -1,11 +1,12 @@
 """Run history: every run recorded in SQLite, skip-rate stats, today against the baseline."""
 
+from dq_agent.errors import HistoryError
 from dq_agent.history.baseline import ChangeRule, compare_with_baseline
-from dq_agent.history.migrations import SCHEMA_VERSION
+from dq_agent.history.migrations import DATABASE_VERSION
 from dq_agent.history.paths import history_path
 from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
 from dq_agent.history.stats import HistoryStats, compute_stats
-from dq_agent.history.store import HistoryError, HistoryStore
+from dq_agent.history.store import HistoryStore
 from dq_agent.history.trend import DEFAULT_TREND_RUNS, Trend, build_trend
 from dq_agent.history.views import (
     history_json,
@@ -19,8 +20,8 @@ from dq_agent.history.views import (
 )
 
 __all__ = [
+    "DATABASE_VERSION",
     "DEFAULT_TREND_RUNS",
-    "SCHEMA_VERSION",
     "ChangeRule",
     "CheckRecord",
     "HistoryError",

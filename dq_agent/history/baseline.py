@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from dq_agent.catalogue import CATALOGUE, spec_of
 from dq_agent.history.records import RunRecord, dataset_key
 from dq_agent.history.store import HistoryStore
 from dq_agent.outcome import Inspection
@@ -55,16 +56,18 @@ class KeyMetric:
 
 
 # (tool, metrics.columns.<col>.<rate>, label suffix, metrics.columns.<col>.<count behind it>).
-_PER_COLUMN_RATES = (
-    ("null_check", "missing_rate", "missing rate", "missing_count"),
-    ("outlier_check", "outlier_rate", "outlier rate", "outlier_count"),
+_PER_COLUMN_RATES = tuple(
+    (spec.name, metric.key, metric.label, metric.count_key)
+    for spec in CATALOGUE
+    for metric in spec.baseline
+    if metric.per_column
 )
-# (tool, metrics.<name>, label): counts for the whole dataset.
-_COUNTS = (
-    ("duplicate_check", "exact_duplicate_rows", "exact duplicate rows"),
-    ("duplicate_check", "duplicate_key_rows", "duplicate key rows"),
-    ("delay_check", "gap_count", "gap count"),
-    ("delay_check", "late_rows", "late rows"),
+# (tool, metrics.<name>, label): figures for the whole dataset.
+_COUNTS = tuple(
+    (spec.name, metric.key, metric.label)
+    for spec in CATALOGUE
+    for metric in spec.baseline
+    if not metric.per_column
 )
 
 
@@ -78,7 +81,7 @@ def key_metrics(metrics_by_tool: Mapping[str, Mapping[str, Any]]) -> dict[KeyMet
     for tool, name, label in _COUNTS:
         value = _number(metrics_by_tool.get(tool, {}).get(name))
         if value is not None:
-            found[KeyMetric(tool, name, None, "count", label)] = value
+            found[KeyMetric(tool, name, None, _kind(tool, name), label)] = value
     return found
 
 
@@ -87,10 +90,17 @@ def rate_counts(metrics_by_tool: Mapping[str, Mapping[str, Any]]) -> dict[KeyMet
     count_keys = {(tool, name): count for tool, name, _, count in _PER_COLUMN_RATES}
     found: dict[KeyMetric, int] = {}
     for metric, values in _column_metrics(metrics_by_tool):
-        count = _number(values.get(count_keys[(metric.tool, metric.name)]))
+        count_key = count_keys[(metric.tool, metric.name)]
+        count = _number(values.get(count_key)) if count_key is not None else None
         if count is not None:
             found[metric] = round(count)
     return found
+
+
+def _kind(tool: str, name: str) -> str:
+    spec = spec_of(tool)
+    kinds = {m.key: m.kind for m in spec.baseline} if spec is not None else {}
+    return kinds.get(name, "count")
 
 
 def _column_metrics(

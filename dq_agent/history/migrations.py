@@ -76,4 +76,4 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
 )
-SCHEMA_VERSION = len(MIGRATIONS)
+DATABASE_VERSION = len(MIGRATIONS)

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from dq_agent.config import HistoryConfig
+from dq_agent.settings import HistoryConfig
 
 HISTORY_FILE_NAME = "history.sqlite"
 APP_DIR_NAME = "dq-agent"

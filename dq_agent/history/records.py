@@ -85,10 +85,6 @@ class RunRecord:
         """Whether a model drove this run (only such runs say anything about skipping)."""
         return self.agent_status is not None and self.agent_status not in NO_AGENT_STATUSES
 
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
     @classmethod
     def from_inspection(
         cls,

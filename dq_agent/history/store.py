@@ -19,20 +19,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from dq_agent.errors import EXIT_INPUT, DQAgentError
+from dq_agent.errors import HistoryError
 from dq_agent.history.fingerprint import Fingerprint
-from dq_agent.history.migrations import MIGRATIONS, SCHEMA_VERSION
+from dq_agent.history.migrations import DATABASE_VERSION, MIGRATIONS
 from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
 from dq_agent.outcome import Inspection
 
 DEFAULT_BUSY_TIMEOUT_SECONDS = 30.0
 _OPEN_RETRIES = 6
-
-
-class HistoryError(DQAgentError):
-    """The history database cannot be opened, read or written."""
-
-    exit_code = EXIT_INPUT
 
 
 _RUN_COLUMNS = (
@@ -267,15 +261,15 @@ class HistoryStore:
 
     def _migrate(self) -> None:
         connection = self._connection
-        if _user_version(connection) == SCHEMA_VERSION:
+        if _user_version(connection) == DATABASE_VERSION:
             return
         with _write_transaction(connection):
             # Read again under the write lock: a concurrent run may have migrated meanwhile.
             version = _user_version(connection)
-            if version > SCHEMA_VERSION:
+            if version > DATABASE_VERSION:
                 raise HistoryError(
                     f"history database {self.path} has schema version {version}, newer than this "
-                    f"dq-agent knows ({SCHEMA_VERSION}); upgrade dq-agent or set history.path"
+                    f"dq-agent knows ({DATABASE_VERSION}); upgrade dq-agent or set history.path"
                 )
             for migration in MIGRATIONS[version:]:
                 for statement in migration.statements:

@@ -278,8 +278,3 @@ def build_fact_book(checks: Mapping[str, CheckResult], dataset: Dataset) -> Fact
             durations=tuple(sorted(own.durations)),
         )
     return FactBook(whole, by_tool)
-
-
-def build_facts(checks: Mapping[str, CheckResult], dataset: Dataset) -> Facts:
-    """The facts of the whole inspection: every check's results and the dataset."""
-    return build_fact_book(checks, dataset).whole

@@ -10,31 +10,50 @@ from __future__ import annotations
 
 import re
 
-from dq_agent.tools import DETECTION_TOOL_NAMES
+from dq_agent.agent.sentinel import SENTINEL_NAME
+from dq_agent.catalogue import CHECK_NAMES, spec_of
 
-SENTINEL_TOOL = "verify_result"
-
-# How a narrative addresses each dimension: the tool name or its plain words.
-_DIMENSION_WORDS: dict[str, str] = {
-    "null_check": r"nulls?|missing|nan|null values|completeness",
-    "duplicate_check": r"duplicat\w*|dupes?",
-    "outlier_check": r"outliers?|anomal\w*|spikes?",
-    "delay_check": r"delay\w*|gaps?|latenc\w*|late|timing|freshness|fresh|stale|out[- ]of[- ]order",
-    "structure_check": r"structur\w*|schemas?|(?:column|data) types?|dtypes?|encoding",
-}
+# Number words a narrative may use to count checks ("three of the five checks").
+_NUMBER_WORDS = [
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
+_FEWER_THAN_ALL = "|".join([r"\d+", *_NUMBER_WORDS[: len(CHECK_NAMES) - 1]])
+_ALL = "|".join([r"\d+", _NUMBER_WORDS[len(CHECK_NAMES) - 1]])
 
 
 def dimension_pattern(tool: str) -> re.Pattern[str]:
     """Words that address `tool`'s dimension: its name ("Null Check") or plain words ("missing")."""
     stem = tool.removesuffix("_check")
     by_name = re.escape(tool).replace("_", r"[\s_-]?")
-    words = _DIMENSION_WORDS.get(tool, re.escape(stem).replace("_", r"[\s_-]?"))
+    spec = spec_of(tool)
+    words = (
+        spec.words if spec is not None and spec.words else re.escape(stem).replace("_", r"[\s_-]?")
+    )
     return re.compile(rf"\b(?:{by_name}|{words})\b", re.IGNORECASE)
 
 
 def is_dimension_word(word: str) -> bool:
-    """True for a word that names a dimension of the five tools ("missing", "schema", "gaps")."""
-    return any(dimension_pattern(tool).fullmatch(word) for tool in DETECTION_TOOL_NAMES)
+    """True for a word that names a dimension of the checks ("missing", "schema", "gaps")."""
+    return any(dimension_pattern(tool).fullmatch(word) for tool in CHECK_NAMES)
 
 
 # Verdict words. "warn" is left out on purpose: the issue defines a conflict only between the
@@ -48,7 +67,7 @@ NEGATIVE_VERDICT = re.compile(r"\b(?:fail(?:s|ed|ing|ures?)?|poor|bad)\b", re.IG
 NEGATION = re.compile(r"\b(?:not|never|no|cannot|without|nor|neither)\b|n't\b", re.IGNORECASE)
 # "3 of 5 checks passed" speaks of a subset, not of the data as a whole.
 SUBSET_OF_CHECKS = re.compile(
-    r"\b(?:\d+|one|two|three|four)\s+(?:of\s+(?:the\s+)?(?:\d+|five)\s+)?"
+    rf"\b(?:{_FEWER_THAN_ALL})\s+(?:of\s+(?:the\s+)?(?:{_ALL})\s+)?"
     r"(?:checks|tools|dimensions)\b",
     re.IGNORECASE,
 )
@@ -70,8 +89,8 @@ _STANDARD_TOKENS = (
 
 NOT_DATA_NAMES: frozenset[str] = frozenset(
     {
-        *DETECTION_TOOL_NAMES,
-        SENTINEL_TOOL,
+        *CHECK_NAMES,
+        SENTINEL_NAME,
         *_DTYPE_NAMES.split(),
         *_STANDARD_TOKENS.split(),
     }

@@ -15,7 +15,6 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.report.labels import format_duration
 from dq_agent.report.timeline import SEVERITY_RANK, Timeline
 from dq_agent.result import Status
 
@@ -98,7 +97,7 @@ def format_span(seconds: float) -> str:
     if hours == 0:
         return f"{minutes}m"
     if hours >= 48:
-        return format_duration(total)
+        return f"{total / 86400:.1f} d"
     return f"{hours}h {minutes}m" if minutes else f"{hours}h"
 
 

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
+from dq_agent.catalogue import label_of
 from dq_agent.outcome import Inspection
 from dq_agent.result import Source
-
-DIMENSION_NAMES = {
-    "null_check": "Missing values",
-    "duplicate_check": "Duplicates",
-    "outlier_check": "Outliers",
-    "delay_check": "Timing & delays",
-    "structure_check": "Structure",
-}
 
 SOURCE_LABELS = {
     Source.AGENT: "agent",
@@ -21,7 +14,7 @@ SOURCE_LABELS = {
 
 
 def dimension_name(tool: str) -> str:
-    return DIMENSION_NAMES.get(tool, tool)
+    return label_of(tool)
 
 
 def audit_line(inspection: Inspection) -> str:
@@ -36,16 +29,3 @@ def audit_line(inspection: Inspection) -> str:
         f"expected {len(audit.expected_tools)}, called by the model {len(audit.called_tools)}, "
         f"backfilled: {backfilled}"
     )
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = float(seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
