@@ -127,7 +127,11 @@ def build_incidents(timeline: Timeline) -> tuple[list[Incident], int]:
             gap_seconds.sum().alias("seconds"),
             pl.col("severity").max(),
         )
-        .sort(["incident", "severity", "count"], descending=[False, True, True])
+        .sort(
+            ["incident", "severity", "count", "check", "kind", "column"],
+            descending=[False, True, True, False, False, False],
+            nulls_last=True,
+        )
     )
     heads = (
         grouped.group_by("incident")

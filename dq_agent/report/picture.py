@@ -34,7 +34,8 @@ def clock(moment: datetime, multi_day: bool) -> str:
 def span_text(start: datetime, end: datetime, multi_day: bool) -> str:
     if start == end:
         return clock(start, multi_day)
-    return f"{clock(start, multi_day)}–{clock(end, multi_day)}"
+    same_day = start.date() == end.date()
+    return f"{clock(start, multi_day)}–{clock(end, multi_day and not same_day)}"
 
 
 def _per_char(seconds: int) -> str:
@@ -75,7 +76,7 @@ class Picture:
         )
         if not grid.complete:
             title.append(" · some events left out (too many)", style="yellow")
-        out = [title, self._fleet(grid, factor, label_width)]
+        out = [title, self._fleet(grid, factor, label_width, self.entities)]
         for label, row in zip(labels, grid.rows, strict=False):
             line = Text(label.ljust(label_width) + " ")
             for level in regroup(row.levels, factor):
@@ -90,21 +91,34 @@ class Picture:
             legend.append(GLYPHS[level], style=LEVEL_STYLES[level])
             legend.append(f" {word}  ", style="dim")
         out.append(legend)
+        if self._fleet_total(grid, self.entities) > 9:
+            out.append(
+                Text(
+                    " " * (label_width + 1) + "fleet: share of the entities with a problem, "
+                    "░ up to 25%  ▒ 50%  ▓ 75%  █ more",
+                    style="dim",
+                )
+            )
         return out
 
     @staticmethod
-    def _fleet(grid: Grid, factor: int, label_width: int) -> Text:
-        """Entities with a problem per character: a digit up to 9, then the glyph scale by share."""
+    def _fleet_total(grid: Grid, entities: int | None) -> int:
+        return max(entities or 0, grid.affected, 1)
+
+    @classmethod
+    def _fleet(cls, grid: Grid, factor: int, label_width: int, entities: int | None) -> Text:
+        """Entities with a problem per character: a digit when there are at most 9 entities,
+        else the glyph scale by their share (up to a quarter, a half, three quarters, more)."""
         counts = regroup(grid.fleet, factor)
         line = Text("fleet".ljust(label_width) + " ", style="bold")
-        most = max(grid.affected, 1)
+        total = cls._fleet_total(grid, entities)
         for count in counts:
             if count == 0:
                 line.append("·", style="dim")
-            elif most <= 9:
+            elif total <= 9:
                 line.append(str(count), style="yellow" if count == 1 else "red")
             else:
-                level = min(4, 1 + int(4 * count / most))
+                level = min(4, math.ceil(4 * count / total))
                 line.append(GLYPHS[level], style=LEVEL_STYLES[level])
         return line
 
