@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from dq_agent.history.trend import Trend
 from dq_agent.outcome import Inspection
+from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import GLYPHS, LEVEL_WORDS, build_grid
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
@@ -24,6 +25,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'n
 MAX_INCIDENTS = 20
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 3
+MAX_PLACES = 12
 STATUS_COLOURS = {
     Status.PASS: "#1a7f37",
     Status.WARN: "#9a6700",
@@ -77,7 +79,7 @@ def render_html(inspection: Inspection, trend: Trend | None = None) -> str:
         *_baseline(inspection),
         *_trend(trend),
         "<h2>Findings</h2>",
-        *[_check_section(result) for result in inspection.checks.values()],
+        *[_check_section(result, multi_day(inspection)) for result in inspection.checks.values()],
         _footer(inspection),
     ]
     return (
@@ -187,7 +189,7 @@ def _check_table(inspection: Inspection) -> str:
     return "".join(rows)
 
 
-def _check_section(result: CheckResult) -> str:
+def _check_section(result: CheckResult, days: bool) -> str:
     head = (
         f'<h3 id="{text(result.tool)}">{text(dimension_name(result.tool))} '
         f'<span class="dim">({text(result.tool)})</span> {_status(result.status)}</h3>'
@@ -200,19 +202,29 @@ def _check_section(result: CheckResult) -> str:
     if not result.findings:
         return f'{head}<p class="dim">{text(compact_times(result.summary), 600)}</p>'
     items = []
-    for finding in result.findings[:MAX_FINDINGS]:
-        where = finding.where()
+    groups = group_findings(result.findings)
+    for group in groups[:MAX_FINDINGS]:
+        finding = group[0]
         examples = "".join(
             f'<br><code class="example">e.g. {text(format_example(e), 400)}</code>'
             for e in finding.examples[:MAX_EXAMPLES]
         )
+        if len(group) > 1:
+            places = ", ".join(text(place(f, days), 60) for f in group[:MAX_PLACES])
+            more = f", … {len(group) - MAX_PLACES} more" if len(group) > MAX_PLACES else ""
+            items.append(
+                f"<li>{text(repeated_what(group), 400)}: "
+                f'<span class="dim">{places}{more}</span>{examples}</li>'
+            )
+            continue
+        where = finding.where()
         items.append(
             f"<li>{text(finding.what, 400)} ({finding.count:,})"
             + (f' <span class="dim">{text(compact_times(where), 300)}</span>' if where else "")
             + examples
             + "</li>"
         )
-    hidden = len(result.findings) - MAX_FINDINGS
+    hidden = sum(len(g) for g in groups[MAX_FINDINGS:])
     more = f'<li class="dim">… {hidden} more in the JSON report</li>' if hidden > 0 else ""
     return f'{head}<ul class="findings">{"".join(items)}{more}</ul>'
 

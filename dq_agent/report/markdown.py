@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from dq_agent.outcome import Inspection
+from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import build_grid
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
@@ -53,21 +54,29 @@ def render_markdown(inspection: Inspection) -> str:
             md(paragraph, 4000) for paragraph in safe(inspection.agent.narrative, 8000).split("\n")
         ]
     lines += ["", "## Findings", ""]
+    days = multi_day(inspection)
     for result in inspection.checks.values():
         if result.status is Status.ERROR:
             lines.append(
                 f"- **{result.tool}** could not run: {md(result.error)}. {md(result.suggestion)}"
             )
             continue
-        for finding in result.findings[:MAX_FINDINGS_PER_CHECK]:
-            where = finding.where()
-            lines.append(
-                f"- **{result.tool}** {md(finding.what)}: {finding.count:,}"
-                + (f" ({md(where)})" if where else "")
-            )
+        groups = group_findings(result.findings)
+        for group in groups[:MAX_FINDINGS_PER_CHECK]:
+            finding = group[0]
+            if len(group) > 1:
+                places = ", ".join(md(place(f, days), 60) for f in group[:8])
+                more = f", … {len(group) - 8} more" if len(group) > 8 else ""
+                lines.append(f"- **{result.tool}** {md(repeated_what(group))}: {places}{more}")
+            else:
+                where = finding.where()
+                lines.append(
+                    f"- **{result.tool}** {md(finding.what)}: {finding.count:,}"
+                    + (f" ({md(where)})" if where else "")
+                )
             for example in finding.examples[:2]:
                 lines.append(f"  - e.g. {md(format_example(example))}")
-        hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
+        hidden = sum(len(g) for g in groups[MAX_FINDINGS_PER_CHECK:])
         if hidden > 0:
             lines.append(f"- **{result.tool}**: {hidden} more findings in the JSON report")
     baseline = inspection.baseline

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import io
-import re
-from datetime import datetime
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -14,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dq_agent.outcome import Inspection
+from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import build_grid
 from dq_agent.report.incidents import build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
@@ -37,8 +36,6 @@ VERDICT_STYLES = {
 MAX_FINDINGS_PER_CHECK = 5
 MAX_EXAMPLES_PER_FINDING = 1
 MAX_PLACES = 4
-# A number with its unit (`2h 1m`, `15m`, `0.2%`): findings alike but for these are one kind.
-_NUMBER = re.compile(r"\d[\d,.]*(?:[dhms%]\b|%)?(?:\s+\d[\d,.]*[dhms]\b)*")
 
 
 def _header(inspection: Inspection) -> RenderableType:
@@ -100,42 +97,18 @@ def _finding_text(finding: Finding, examples: int) -> Text:
     return text
 
 
-def _place(finding: Finding) -> str:
-    """Where a finding is, short: `dev-01 16:15`, or its column."""
-    parts = [one_line(finding.entity, 40)] if finding.entity else []
-    if finding.start:
-        try:
-            parts.append(datetime.fromisoformat(finding.start).strftime("%H:%M"))
-        except ValueError:
-            parts.append(one_line(finding.start, 40))
-    if not parts and finding.column:
-        parts.append(one_line(finding.column, 40))
-    return " ".join(parts) or "-"
-
-
-def _repeated_text(group: list[Finding], examples: int) -> Text:
+def _repeated_text(group: list[Finding], examples: int, days: bool) -> Text:
     """Findings of one shape (the same words but for the numbers) as one line with where."""
-    first = group[0]
-    what = one_line(first.what, 200)
-    same = all(f.what == first.what for f in group)
-    text = Text(f"{len(group)} × {what}" if same else f"{what} (+{len(group) - 1} alike)")
-    places = [_place(f) for f in group[:MAX_PLACES]]
+    text = Text(one_line(repeated_what(group), 220))
+    places = [one_line(place(f, days), 60) for f in group[:MAX_PLACES]]
     more = len(group) - len(places)
     text.append(": " + ", ".join(places) + (f", … {more} more" if more > 0 else ""), "dim")
-    for example in first.examples[:examples]:
+    for example in group[0].examples[:examples]:
         text.append("\ne.g. " + format_example(example), style="dim")
     return text
 
 
-def _grouped(findings: list[Finding]) -> list[list[Finding]]:
-    groups: dict[tuple[str, str], list[Finding]] = {}
-    for finding in findings:
-        shape = _NUMBER.sub("#", finding.what)
-        groups.setdefault((str(finding.severity), shape), []).append(finding)
-    return list(groups.values())
-
-
-def _findings(result: CheckResult) -> Table | None:
+def _findings(result: CheckResult, days: bool) -> Table | None:
     """One row per finding, or per group of alike findings, with a hanging indent, so wrapped
     lines stay under their marker."""
     rows: list[tuple[Text, Text]] = []
@@ -143,7 +116,7 @@ def _findings(result: CheckResult) -> Table | None:
         rows.append((Text("✗", style="magenta"), Text(f"error: {one_line(result.error or '')}")))
         rows.append((Text(""), Text(f"what to do: {one_line(result.suggestion or '')}")))
     else:
-        groups = _grouped(result.findings)
+        groups = group_findings(result.findings)
         for index, group in enumerate(groups[:MAX_FINDINGS_PER_CHECK]):
             severity = group[0].severity
             marker = "✗" if severity is Status.FAIL else "!"
@@ -152,7 +125,7 @@ def _findings(result: CheckResult) -> Table | None:
             text = (
                 _finding_text(group[0], examples)
                 if len(group) == 1
-                else _repeated_text(group, examples)
+                else _repeated_text(group, examples, days)
             )
             rows.append((Text(marker, style=STATUS_STYLES.get(severity, "")), text))
         hidden = sum(len(g) for g in groups[MAX_FINDINGS_PER_CHECK:])
@@ -214,7 +187,7 @@ def build_report(inspection: Inspection) -> RenderableType:
         )
     finding_lines: list[RenderableType] = []
     for result in inspection.checks.values():
-        grid = _findings(result)
+        grid = _findings(result, multi_day(inspection))
         if grid is not None:
             finding_lines.append(
                 Text(dimension_name(result.tool) + f" ({result.tool})", style="bold")
