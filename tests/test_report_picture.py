@@ -153,3 +153,29 @@ def test_the_sample_report_fits_its_line_budget() -> None:
     table = next(i for i, line in enumerate(lines) if "Dimension" in line)
     assert picture < incidents < table
     assert "! dev-01 05:57–07:58  gap 2h 1m" in lines[incidents + 1]
+
+
+def test_findings_alike_but_for_numbers_and_units_group() -> None:
+    from dq_agent.report.findings import group_findings, place, repeated_what
+    from dq_agent.result import Finding
+
+    def gap(length: str, entity: str, start: str) -> Finding:
+        what = f"1 gap longer than 3x the expected interval of 1m; longest {length}"
+        return Finding(what, 1, entity=entity, start=start)
+
+    findings = [
+        gap("2h 1m", "dev-01", "2024-03-04T05:57:00+00:00"),
+        gap("15m", "dev-07", "2024-03-04T22:18:00+00:00"),
+        Finding("4 rows out of order", 4, start="2024-03-04T10:04:00+00:00"),
+        gap("1h", "dev-02", "2024-03-05T10:29:00+00:00"),
+    ]
+    groups = group_findings(findings)
+    assert [len(g) for g in groups] == [3, 1]
+    assert repeated_what(groups[0]).endswith("longest 2h 1m (+2 alike)")
+    assert [place(f, days=True) for f in groups[0]] == [
+        "dev-01 03-04 05:57",
+        "dev-07 03-04 22:18",
+        "dev-02 03-05 10:29",
+    ]
+    same = [Finding("1 conflicting reading", 1, entity=e) for e in ("a", "b")]
+    assert repeated_what(same) == "2 × 1 conflicting reading"
