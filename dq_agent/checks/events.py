@@ -11,7 +11,7 @@ width (`bucket_seconds`), aligned to a multiple of that width.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import polars as pl
@@ -134,6 +134,25 @@ def with_events(plan: CheckPlan, events: pl.LazyFrame | None, engine: Engine) ->
         return replace(result, events=to_events(table), events_complete=table.height <= MAX_EVENTS)
 
     return CheckPlan(plan.tool, [*plan.queries, events], finish, engine=engines)
+
+
+def with_derived_events(
+    plan: CheckPlan,
+    grains: pl.LazyFrame,
+    derive: Callable[[list[pl.DataFrame], pl.LazyFrame], pl.LazyFrame],
+) -> CheckPlan:
+    """`plan` whose events come from its own collected frames (when they already hold every
+    problem row, running the query again would cost a second pass over the data): only the
+    grain is one more query; `derive(frames, grain)` builds the event table from them."""
+    count = len(plan.queries)
+    engines = (*(plan.engine_of(i) for i in range(count)), "streaming")
+
+    def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        result = plan.finish(frames[:count])
+        table = derive(frames[:count], frames[count].lazy()).collect()
+        return replace(result, events=to_events(table), events_complete=table.height <= MAX_EVENTS)
+
+    return CheckPlan(plan.tool, [*plan.queries, grains], finish, engine=engines)
 
 
 def to_events(table: pl.DataFrame) -> list[Event]:

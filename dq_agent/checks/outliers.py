@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.checks.base import ROW, CheckPlan, Scope, entity_key, iso, plural
-from dq_agent.checks.events import ENTITY, START, bounded, grain, point_events, with_events
+from dq_agent.checks.events import (
+    ENTITY,
+    START,
+    bounded,
+    grain,
+    point_events,
+    with_derived_events,
+)
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
@@ -96,18 +103,25 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
     grains = grain(dataset)
     if grains is None:
         return plan
-    events = [
-        point_events(
-            outliers.filter(pl.col(_flag(i))).select(
-                pl.col(_ENTITY).alias(ENTITY), pl.col(_TIME).alias(START)
-            ),
-            grains,
-            "outlier",
-            name,
+
+    def events(frames: list[pl.DataFrame], grains: pl.LazyFrame) -> pl.LazyFrame:
+        # The outlier rows are already collected, all of them: no second pass over the values.
+        flagged = frames[1].lazy()
+        return bounded(
+            [
+                point_events(
+                    flagged.filter(pl.col(_flag(i))).select(
+                        pl.col(_ENTITY).alias(ENTITY), pl.col(_TIME).alias(START)
+                    ),
+                    grains,
+                    "outlier",
+                    name,
+                )
+                for i, name in enumerate(columns)
+            ]
         )
-        for i, name in enumerate(columns)
-    ]
-    return with_events(plan, bounded(events), "streaming")
+
+    return with_derived_events(plan, grains, events)
 
 
 SPEC = CheckSpec(

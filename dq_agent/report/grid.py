@@ -108,8 +108,3 @@ def build_grid(timeline: Timeline, max_rows: int = MAX_ROWS) -> Grid:
 def regroup(levels: list[int], factor: int) -> list[int]:
     """Adjacent buckets merged `factor` at a time, each keeping the worst."""
     return [max(levels[i : i + factor]) for i in range(0, len(levels), factor)]
-
-
-def regroup_sum(values: list[int], factor: int) -> list[int]:
-    """The fleet line merged: the most entities in any of the merged buckets."""
-    return [max(values[i : i + factor]) for i in range(0, len(values), factor)]

@@ -91,7 +91,7 @@ def build_timeline(inspection: Inspection) -> Timeline | None:
     ]
     complete = all(r.events_complete for r in inspection.checks.values())
     frame = pl.DataFrame(records, schema=_SCHEMA)
-    t0 = pl.lit(start).dt.replace_time_zone("UTC") if start.tzinfo is None else pl.lit(start)
+    t0 = pl.lit(start)
 
     def bucket(column: str) -> pl.Expr:
         seconds = (pl.col(column) - t0).dt.total_microseconds() // 1_000_000
