@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 import polars as pl
 
@@ -20,6 +21,7 @@ from dq_agent.checks.base import CheckPlan, Engine
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Event
 
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 MAX_BUCKETS = 288
 # Per check: more would make the result heavy; the grid then says it is incomplete.
 MAX_EVENTS = 20_000
@@ -112,12 +114,21 @@ def span_events(rows: pl.LazyFrame, kind: str, column: str | None = None) -> pl.
 
 
 def bounded(parts: Sequence[pl.LazyFrame]) -> pl.LazyFrame:
-    """The parts as one table in a fixed order, one row more than `MAX_EVENTS` at most (the
-    extra row tells that some were left out)."""
+    """The parts as one table in time order, one row more than `MAX_EVENTS` at most (the extra
+    row tells that some were left out). When there are too many, the buckets with the fewest
+    rows go first, so the picture keeps its heaviest cells all over the time range."""
+    return _heaviest(pl.concat(list(parts), how="vertical_relaxed"), MAX_EVENTS + 1)
+
+
+_ORDER = [START, ENTITY, KIND, COLUMN]
+
+
+def _heaviest(table: FrameT, limit: int) -> FrameT:
+    """The `limit` events with the most rows, in time order."""
     return (
-        pl.concat(list(parts), how="vertical_relaxed")
-        .sort([START, ENTITY, KIND, COLUMN], nulls_last=True)
-        .head(MAX_EVENTS + 1)
+        table.sort([COUNT, *_ORDER], descending=[True, False, False, False, False], nulls_last=True)
+        .head(limit)
+        .sort(_ORDER, nulls_last=True)
     )
 
 
@@ -165,5 +176,5 @@ def to_events(table: pl.DataFrame) -> list[Event]:
             end=row[END],
             count=int(row[COUNT]),
         )
-        for row in table.head(MAX_EVENTS).iter_rows(named=True)
+        for row in _heaviest(table, MAX_EVENTS).iter_rows(named=True)
     ]
