@@ -21,7 +21,7 @@ from dq_agent.report.text import compact_times, format_example
 from dq_agent.report.timeline import NO_ENTITY, build_timeline
 from dq_agent.result import CheckResult, Source, Status
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 MAX_INCIDENTS = 20
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 3
