@@ -129,7 +129,8 @@ def test_renders_offline_in_headless_chromium(tmp_path: Path) -> None:
             box = heatmap.bounding_box()
             assert box is not None and box["width"] > 800 and box["height"] > 100
             titles = page.locator("svg.heatmap rect title").all_text_contents()
-            assert "dev-01 05:55–08:00: gap: no data (no data (gap))" in titles
+            assert "dev-01 05:55–08:00: gap, no data" in titles
+            assert "dev-01 10:10–10:15: rows at a repeated key (several)" in titles
             assert page.locator("ol.incidents li").count() >= 5
             assert page.title().startswith("dq-agent: sample_data/sensors.parquet")
             if os.environ.get("UPDATE_SCREENSHOT") == "1":

@@ -21,7 +21,7 @@ KIND_WORDS = {
     "missing": "missing values",
     "duplicate_key": "rows at a repeated key",
     "outlier": "outliers",
-    "gap": "gap: no data",
+    "gap": "gap, no data",
     "out_of_order": "rows out of order",
     "late": "late rows",
     "future": "rows in the future",
@@ -103,7 +103,9 @@ def heatmap(grid: Grid, max_rows: int = MAX_HEATMAP_ROWS) -> str:
             end = start + timedelta(seconds=length * seconds)
             title = (
                 f"{one_line(row.entity, 60)} {_clock(start, multi_day)}–{_clock(end, multi_day)}: "
-                f"{KIND_WORDS.get(kind, kind)} ({LEVEL_WORDS[level]})"
+                f"{KIND_WORDS.get(kind, kind)}"
+                # A gap's glyph says it all; the others say how bad.
+                + ("" if kind == "gap" else f" ({LEVEL_WORDS[level]})")
             )
             parts.append(
                 f'<rect x="{_LABEL + first * cell}" y="{y}" width="{length * cell}" '
