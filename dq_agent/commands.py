@@ -98,9 +98,9 @@ def render(
     if output_format == "markdown":
         return render_markdown(inspection)
     if console is not None:
-        render_rich(inspection, console)
+        render_rich(inspection, console, trend)
         return None
-    return render_plain(inspection)
+    return render_plain(inspection, trend=trend)
 
 
 def _record(inspection: Inspection, config: Config, exit_code: int, err: Console) -> Trend | None:
@@ -283,7 +283,7 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
             )
     elif options.output_format == "rich":
         if not options.quiet:
-            render(inspection, "rich", out)
+            render(inspection, "rich", out, trend=trend)
     else:
         sys.stdout.write(
             render(

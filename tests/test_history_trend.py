@@ -90,3 +90,12 @@ def test_history_trend_command_on_a_real_history(tmp_path: Path) -> None:
     assert document["runs"] == 3
     result = runner.invoke(app, ["history", "--trend"], env=env)
     assert result.exit_code == 2 and "--trend needs a dataset PATH" in result.stderr
+
+
+def test_the_terminal_report_has_a_trend_line() -> None:
+    from dq_agent.report.terminal import render_plain
+
+    trend = build_trend(_records([10, 20, 5, 80]), "sensors")
+    text = render_plain(sample_inspection(), width=100, trend=trend)
+    assert "Trend, last 4 runs: !!!✗ · pressure missing rate ▁▂▁█ 8.0% (+7.5%)" in text
+    assert "Trend" not in render_plain(sample_inspection(), width=100)

@@ -17,6 +17,8 @@ from dq_agent.history.records import RunRecord
 DEFAULT_TREND_RUNS = 14
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 _VERDICT_LEVEL = {"pass": 0, "warn": 1, "fail": 2}
+# A verdict as a glyph and a colour: the glyph alone reads without colour.
+VERDICT_MARKS = {"pass": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "bold red")}
 
 
 @dataclass(frozen=True)

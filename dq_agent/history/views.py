@@ -16,7 +16,7 @@ from rich.text import Text
 
 from dq_agent.history.records import RunRecord
 from dq_agent.history.stats import HistoryStats, ModelStats, ToolStats
-from dq_agent.history.trend import Trend, spark
+from dq_agent.history.trend import VERDICT_MARKS, Trend, spark
 
 HISTORY_JSON_VERSION = "1.0"
 _VERDICT_STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red"}
@@ -39,9 +39,6 @@ def trend_json(trend: Trend) -> str:
     return json.dumps({"schema_version": HISTORY_JSON_VERSION, **trend.to_dict()}, indent=2)
 
 
-_VERDICT_MARKS = {"pass": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "bold red")}
-
-
 def trend_renderable(trend: Trend) -> RenderableType:
     """One line per key figure: a sparkline of the last runs (oldest left), today, the change
     from the run before. Glyphs carry it without colour."""
@@ -52,7 +49,7 @@ def trend_renderable(trend: Trend) -> RenderableType:
     )
     verdicts = Text()
     for verdict in trend.verdicts:
-        mark, style = _VERDICT_MARKS.get(verdict, ("?", "dim"))
+        mark, style = VERDICT_MARKS.get(verdict, ("?", "dim"))
         verdicts.append(mark, style=style)
     today = trend.verdicts[-1] if trend.verdicts else _NONE
     table.add_row(Text("verdict"), verdicts, Text(today.upper()), Text(""))

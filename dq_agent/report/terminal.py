@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from dq_agent.history.trend import VERDICT_MARKS, Trend, spark
 from dq_agent.outcome import Inspection
 from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import build_grid
@@ -162,11 +163,36 @@ def _picture(inspection: Inspection) -> list[RenderableType]:
     return [Picture(grid, inspection.dataset.entities), title, table]
 
 
-def build_report(inspection: Inspection) -> RenderableType:
+MAX_TREND_FIGURES = 3
+
+
+def _trend(trend: Trend | None) -> list[RenderableType]:
+    """One line from the history: the verdicts of the last runs and the figures that changed
+    since the run before, as sparklines (`history PATH --trend` shows them all)."""
+    if trend is None or len(trend.started) < 2:
+        return []
+    line = Text(f"Trend, last {len(trend.started)} runs: ", style="bold")
+    for verdict in trend.verdicts:
+        mark, style = VERDICT_MARKS.get(verdict, ("?", "dim"))
+        line.append(mark, style=style)
+    moved = [s for s in trend.series if s.change]
+    for series in moved[:MAX_TREND_FIGURES]:
+        line.append(f" · {one_line(series.label, 60)} ")
+        line.append(spark(series.values), style="cyan")
+        line.append(f" {series.shown(series.today)} ({series.change_text()})")
+    if len(moved) > MAX_TREND_FIGURES:
+        line.append(f" · {len(moved) - MAX_TREND_FIGURES} more changed", style="dim")
+    if not moved:
+        line.append(" · no key figure changed since the run before", style="dim")
+    return [line]
+
+
+def build_report(inspection: Inspection, trend: Trend | None = None) -> RenderableType:
     parts: list[RenderableType] = [
         _header(inspection),
         *_picture(inspection),
         _dimension_table(inspection),
+        *_trend(trend),
     ]
     audit = Text("Audit: ", style="bold")
     audit.append(safe(audit_line(inspection)))
@@ -220,14 +246,14 @@ def build_report(inspection: Inspection) -> RenderableType:
     return Group(*parts)
 
 
-def render_rich(inspection: Inspection, console: Console) -> None:
-    console.print(build_report(inspection))
+def render_rich(inspection: Inspection, console: Console, trend: Trend | None = None) -> None:
+    console.print(build_report(inspection, trend))
 
 
-def render_plain(inspection: Inspection, width: int = 100) -> str:
+def render_plain(inspection: Inspection, width: int = 100, trend: Trend | None = None) -> str:
     """The terminal report as plain text (no colour), e.g. for --output with --format rich."""
     console = Console(
         width=width, record=True, color_system=None, force_terminal=False, file=io.StringIO()
     )
-    console.print(build_report(inspection))
+    console.print(build_report(inspection, trend))
     return console.export_text()
