@@ -11,17 +11,11 @@ from typing import Annotated, Any
 import typer
 
 from dq_agent import __version__
-from dq_agent.checks.delays import AS_OF_KEY
-from dq_agent.commands import (
-    InspectOptions,
-    run_doctor_command,
-    run_eval_model,
-    run_history,
-    run_init,
-    run_inspect,
-)
 from dq_agent.errors import EXIT_INTERRUPTED, DQAgentError
 from dq_agent.report.text import one_line
+
+# Each command imports its work (Polars, Rich, the Ollama client) when it runs: `--help` and
+# `--version` stay fast.
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 the verdict is below --fail-on; 1 it is at or above --fail-on; "
@@ -148,7 +142,10 @@ def inspect(
         typer.Option("--max-memory", help="Refuse (exit 3) a run estimated to need more, e.g. 2G."),
     ] = None,
     no_history: Annotated[
-        bool, typer.Option("--no-history", help="Do not record this run.")
+        bool,
+        typer.Option(
+            "--no-history", help="Neither record this run nor compare it with the baseline."
+        ),
     ] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Print every agent step live.")
@@ -162,6 +159,9 @@ def inspect(
     debug: DebugOption = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
+    from dq_agent.checks.delays import AS_OF_KEY
+    from dq_agent.commands import InspectOptions, run_inspect
+
     _setup_logging(debug, quiet, verbose)
     overrides: dict[str, Any] = {
         "agent.enabled": False if no_agent else None,
@@ -209,6 +209,8 @@ def history(
     debug: DebugOption = False,
 ) -> None:
     """Show recorded runs, newest first, skip-rate statistics (--stats), or a trend (--trend)."""
+    from dq_agent.commands import run_history
+
     _setup_logging(debug, quiet=False, verbose=False)
     with errors_handled(debug):
         code = run_history(path, last, stats, output_format, config, trend=trend)
@@ -224,6 +226,12 @@ def eval_model(
         typer.Option("--no-sentinel", help="Also run without the sentinel and show both tables."),
     ] = False,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--temperature", min=0.0, help="Sampling temperature of the runs (default 0.7)."
+        ),
+    ] = None,
     config: ConfigOption = None,
     model: ModelOption = None,
     host: HostOption = None,
@@ -231,8 +239,15 @@ def eval_model(
     debug: DebugOption = False,
 ) -> None:
     """Run the agent N times on PATH: how often does this model skip each tool (exit 4 without a model)?"""
+    from dq_agent.commands import run_eval_model
+
     _setup_logging(debug, quiet=True, verbose=False)
-    overrides = {"agent.model": model, "agent.host": host, "agent.timeout_seconds": model_timeout}
+    overrides = {
+        "agent.model": model,
+        "agent.host": host,
+        "agent.timeout_seconds": model_timeout,
+        "agent.eval_temperature": temperature,
+    }
     with errors_handled(debug):
         code = run_eval_model(path, runs, no_sentinel, output_format, config, overrides)
     raise typer.Exit(code)
@@ -254,6 +269,8 @@ def init(
     debug: DebugOption = False,
 ) -> None:
     """Suggest a commented YAML config from the data at PATH: roles, interval, ranges, sentinels."""
+    from dq_agent.commands import run_init
+
     _setup_logging(debug, quiet=False, verbose=False)
     with errors_handled(debug):
         code = run_init(path, output, force, config)
@@ -269,6 +286,8 @@ def doctor(
     debug: DebugOption = False,
 ) -> None:
     """Check that the model can be used: server reachable, model pulled, tool calling."""
+    from dq_agent.commands import run_doctor_command
+
     _setup_logging(debug, quiet=False, verbose=False)
     with errors_handled(debug):
         code = run_doctor_command(

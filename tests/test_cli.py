@@ -69,6 +69,7 @@ def test_json_contract_keys(clean_parquet: Path) -> None:
     assert report["audit"] == {
         "expected_tools": tools,
         "called_tools": tools,
+        "called_after_push": [],
         "fallback_executed": [],
         "fallback_outputs": {},
     }
@@ -244,3 +245,28 @@ def test_a_check_that_errors_leaves_its_dimension_unchecked_and_exits_3(
     # Every other dimension was still checked and passed.
     others = {name: c["status"] for name, c in report["checks"].items() if name != broken_name}
     assert others == dict.fromkeys(others, "pass") and len(others) == len(CHECK_NAMES) - 1
+
+
+def test_a_run_writes_its_history_under_the_isolated_home(
+    clean_parquet: Path, isolated_user_state: Path
+) -> None:
+    runner = CliRunner()
+    env = {k: v for k, v in ENV.items() if k != "DQ_AGENT_HISTORY"}
+    result = runner.invoke(app, ["inspect", str(clean_parquet), "--no-agent"], env=env)
+    assert result.exit_code == 0, result.stderr
+    assert (isolated_user_state / "dq-agent" / "history.sqlite").is_file()
+    assert Path.home() == isolated_user_state
+
+
+def test_the_cli_imports_no_heavy_library_before_a_command_runs() -> None:
+    # `--help` and `--version` stay fast: Polars, pyarrow, the Ollama client and Rich load only
+    # when a command does its work (the speed itself is measured by `make bench`).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dq_agent.cli; "
+        "print(sorted(m for m in ('polars', 'pyarrow', 'ollama', 'httpx', 'rich') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

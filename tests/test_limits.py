@@ -136,6 +136,7 @@ def test_cli_refuses_up_front_with_exit_3(parquet_file: Path) -> None:
     assert json.loads(result.stdout)["dataset"]["rows"] == 2000
 
 
+@pytest.mark.slow
 def test_estimate_covers_the_measured_peak_rss(tmp_path: Path) -> None:
     """The estimate bounds the real peak RSS of a run in a fresh process; this fails when the
     checks outgrow the factors in limits.py (then measure again, as its docstring says)."""

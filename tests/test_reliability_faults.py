@@ -222,7 +222,9 @@ def test_injection_in_a_device_name_reaches_the_model_only_as_fenced_data(
     assert report["checks"]["null_check"]["status"] == "fail"
     assert report["agent"]["status"] == "ok"
     assert report["audit"]["called_tools"] == ALL
-    assert "VERDICT CONFLICT" in report["agent"]["narrative"]
+    # The obedient text is rejected (kept, marked, in the JSON); the report shows code's account.
+    assert "VERDICT CONFLICT" in report["agent"]["rejected_narrative"]
+    assert report["agent"]["account"]["source"] == "dq-agent"
     # The device name reached the model (in null_check's finding), and only inside a fence.
     seen = 0
     for request in requests:
@@ -252,15 +254,11 @@ def test_injection_in_a_column_name_cannot_change_the_verdict(tmp_path: Path) ->
     code, report, requests = column_injection_run(tmp_path)
     assert (code, report["verdict"]) == (1, "fail")
     assert report["checks"]["null_check"]["status"] == "fail"
-    assert "VERDICT CONFLICT" in report["agent"]["narrative"]
-    quoted = json.dumps(INJECTION)
+    assert "VERDICT CONFLICT" in report["agent"]["rejected_narrative"]
     for request in requests:
-        # In the tool definitions a column name is only ever an allowed argument value.
+        # The tool definitions carry no data at all (detection tools take no arguments).
         for tool in request.get("tools") or []:
-            text = json.dumps(tool)
-            assert INJECTION not in text.replace(quoted, "")
-            if INJECTION in text:
-                assert INJECTION in tool["function"]["parameters"]["properties"]["column"]["enum"]
+            assert INJECTION not in json.dumps(tool)
 
 
 def outside_data(content: str) -> str:
@@ -319,6 +317,7 @@ def kill_at(command: list[str], env: dict[str, str], delay: float) -> int | None
         return None
 
 
+@pytest.mark.slow
 def test_output_is_the_previous_file_or_the_complete_new_one_after_kill_9(
     tmp_path: Path, faulty_parquet: Path
 ) -> None:
@@ -346,6 +345,7 @@ def test_output_is_the_previous_file_or_the_complete_new_one_after_kill_9(
     assert json.loads(target.read_text())["verdict"] == "fail"
 
 
+@pytest.mark.slow
 def test_write_atomic_under_kill_9_never_leaves_a_partial_file(tmp_path: Path) -> None:
     # Hammer the write itself: a child rewrites a 4 MB file in a loop until killed.
     target = tmp_path / "out.txt"
@@ -369,6 +369,7 @@ def test_write_atomic_under_kill_9_never_leaves_a_partial_file(tmp_path: Path) -
         assert target.read_text() in (first, second)
 
 
+@pytest.mark.slow
 def test_history_stays_consistent_after_kill_9_and_records_whole_runs(
     tmp_path: Path, faulty_parquet: Path
 ) -> None:
@@ -388,6 +389,7 @@ def test_history_stays_consistent_after_kill_9_and_records_whole_runs(
     assert all(sorted(run.checks) == sorted(ALL) for run in runs)
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_waiting_for_the_model_exits_130_promptly(
     tmp_path: Path, faulty_parquet: Path
 ) -> None:
@@ -428,6 +430,7 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130_promptly(
     assert target.read_text() == "previous"
 
 
+@pytest.mark.slow
 def test_several_runs_at_once_all_complete_and_are_all_recorded(
     tmp_path: Path, faulty_parquet: Path
 ) -> None:

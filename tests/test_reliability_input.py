@@ -279,6 +279,7 @@ def test_broken_parquet_is_one_line_and_exit_3(
     assert "as Parquet" in result.stderr
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_fuzz_mutated_parquet(tmp_path: Path, parquet_bytes: bytes, data: st.DataObject) -> None:
@@ -358,6 +359,7 @@ def csv_documents(draw: st.DrawFn) -> bytes:
     return body
 
 
+@pytest.mark.slow
 @FUZZ
 @given(document=csv_documents(), output_format=st.sampled_from(FORMATS))
 def test_fuzz_generated_csv(tmp_path: Path, document: bytes, output_format: str) -> None:
@@ -397,6 +399,7 @@ def test_markup_and_escapes_in_names_and_values(tmp_path: Path, output_format: s
         assert "\\[bold\\]hostile\\[red\\].parquet" in result.stdout
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     names=st.lists(st.text(min_size=1, max_size=15), min_size=1, max_size=3, unique=True),

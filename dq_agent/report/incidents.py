@@ -145,14 +145,20 @@ def build_incidents(timeline: Timeline) -> tuple[list[Incident], int]:
             gap_seconds.sum().alias("gap_seconds"),
         )
         # Size: problem rows, plus a gap's buckets without data, plus a bonus for each more
-        # kind of problem meeting there (a coincidence across checks is worth a look).
+        # kind of problem meeting there (a coincidence across checks is worth a look); a failing
+        # check's problems count double, so one stray outlier does not outrank a two-hour gap.
         .with_columns(
             (
-                pl.col("rows") + pl.col("gap_seconds") / timeline.width + 2 * (pl.col("kinds") - 1)
-            ).alias("size")
+                (
+                    pl.col("rows")
+                    + pl.col("gap_seconds") / timeline.width
+                    + 2 * (pl.col("kinds") - 1)
+                )
+                * pl.col("severity")
+            ).alias("score")
         )
         .sort(
-            ["severity", "size", "entity", "start"],
+            ["score", "severity", "entity", "start"],
             descending=[True, True, False, False],
         )
     )

@@ -53,6 +53,9 @@ def render_markdown(inspection: Inspection) -> str:
         lines += [
             md(paragraph, 4000) for paragraph in safe(inspection.agent.narrative, 8000).split("\n")
         ]
+        account = inspection.agent.account_line()
+        if account:
+            lines += ["", f"_{md(account)}_"]
     lines += ["", "## Findings", ""]
     days = multi_day(inspection)
     for result in inspection.checks.values():

@@ -211,6 +211,9 @@ def build_report(inspection: Inspection, trend: Trend | None = None) -> Renderab
                 title_align="left",
             )
         )
+        account = agent.account_line()
+        if account:
+            parts.append(Text(account, style="dim"))
     finding_lines: list[RenderableType] = []
     for result in inspection.checks.values():
         grid = _findings(result, multi_day(inspection))
