@@ -179,3 +179,9 @@ def test_findings_alike_but_for_numbers_and_units_group() -> None:
     ]
     same = [Finding("1 conflicting reading", 1, entity=e) for e in ("a", "b")]
     assert repeated_what(same) == "2 × 1 conflicting reading"
+    outliers = [
+        Finding("1 outlier in t of 1,440 values (chance < 1e-12)", 1),
+        Finding("2 outliers in t of 1,427 values (chance 3e-12)", 2),
+        Finding("2 outliers in p of 1,427 values (chance 3e-12)", 2),
+    ]
+    assert [len(g) for g in group_findings(outliers)] == [2, 1]

@@ -9,8 +9,12 @@ from datetime import datetime
 from dq_agent.outcome import Inspection
 from dq_agent.result import Finding
 
-# A number with its unit (`2h 1m`, `15m`, `0.2%`): findings alike but for these are one kind.
-_NUMBER = re.compile(r"\d[\d,.]*(?:[dhms%]\b|%)?(?:\s+\d[\d,.]*[dhms]\b)*")
+# A number with its comparison and unit (`2h 1m`, `15m`, `0.2%`, `< 1e-12`): findings alike but
+# for these are one kind; so are a noun's singular and plural after a number (`1 outlier`).
+_NUMBER = re.compile(
+    r"(?:[<>≤≥~]\s*)?\d[\d,.]*(?:e[-+]?\d+)?(?:[dhms%]\b|%)?(?:\s+\d[\d,.]*[dhms]\b)*"
+)
+_PLURAL = re.compile(r"# (\w+?)s\b")
 
 
 def group_findings(findings: list[Finding]) -> list[list[Finding]]:
@@ -18,7 +22,7 @@ def group_findings(findings: list[Finding]) -> list[list[Finding]]:
     the check gave them."""
     groups: dict[tuple[str, str], list[Finding]] = {}
     for finding in findings:
-        shape = _NUMBER.sub("#", finding.what)
+        shape = _PLURAL.sub(r"# \1", _NUMBER.sub("#", finding.what))
         groups.setdefault((str(finding.severity), shape), []).append(finding)
     return list(groups.values())
 

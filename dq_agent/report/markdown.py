@@ -8,7 +8,7 @@ from dq_agent.outcome import Inspection
 from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import build_grid
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
-from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
+from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.picture import Picture, span_text
 from dq_agent.report.text import format_example, one_line, safe
 from dq_agent.report.timeline import NO_ENTITY, build_timeline
@@ -36,6 +36,8 @@ def render_markdown(inspection: Inspection) -> str:
     ]
     if info.time_start and info.time_end:
         lines.append(f"- Time range: {md(info.time_start)} to {md(info.time_end)}")
+    if info.inferred:
+        lines.append(f"- Guessed: {md(inferred_line(info.inferred), 600)}")
     lines += [f"- Audit: {md(audit_line(inspection))}", ""]
     lines += _picture(inspection)
     lines += ["| Dimension | Status | Key figures | Source |", "|---|---|---|---|"]

@@ -16,7 +16,7 @@ from dq_agent.outcome import Inspection
 from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import build_grid
 from dq_agent.report.incidents import build_incidents, collapse
-from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
+from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.picture import Picture, incident_lines
 from dq_agent.report.text import compact_times, format_example, one_line, safe
 from dq_agent.report.timeline import build_timeline
@@ -55,6 +55,9 @@ def _header(inspection: Inspection) -> RenderableType:
     body.append(one_line(info.path, 300), style="bold")
     body.append("\n" + safe(" · ".join(facts), 400))
     body.append("\nroles: " + safe(role_text, 400), style="dim")
+    guessed = inferred_line(info.inferred)
+    if guessed:
+        body.append("\nguessed: " + safe(guessed, 600), style="dim")
     body.append("\ncolumns: " + one_line(", ".join(info.columns), 400), style="dim")
     return Panel(body, title="dq-agent data-quality report", title_align="left", box=box.ROUNDED)
 
