@@ -145,3 +145,18 @@ def test_status_colours_cover_every_status() -> None:
     from dq_agent.report.html import STATUS_COLOURS
 
     assert set(STATUS_COLOURS) == set(Status)
+
+
+def test_guessed_roles_are_said() -> None:
+    inspection = sample_inspection()
+    inspection.dataset.inferred = [
+        {
+            "role": "entity",
+            "value": "device_id",
+            "reason": "named like a device",
+            "setting": "columns.entity",
+        }
+    ]
+    page = render_html(inspection)
+    assert "Guessed: entity=device_id (named like a device; set columns.entity)" in page
+    assert "Guessed:" not in render_html(sample_inspection())

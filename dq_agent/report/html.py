@@ -14,7 +14,7 @@ from dq_agent.outcome import Inspection
 from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import GLYPHS, LEVEL_WORDS, build_grid
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
-from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
+from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.picture import span_text
 from dq_agent.report.svg import LEVEL_COLOURS, fleet_bars, heatmap, sparkline, text
 from dq_agent.report.text import compact_times, format_example
@@ -64,6 +64,7 @@ def render_html(inspection: Inspection, trend: Trend | None = None) -> str:
         '<span class="dim">computed by code from the check results</span></p>',
         f"<p>{_facts(inspection)}</p>",
         f'<p class="dim mono">{_roles(inspection)}</p>',
+        *_guessed(inspection),
         "</header>",
         *_picture(inspection),
         "<h2>Checks</h2>",
@@ -111,6 +112,12 @@ def _roles(inspection: Inspection) -> str:
         f"ingest_time={roles.get('ingest_time') or '-'}",
         600,
     )
+
+
+def _guessed(inspection: Inspection) -> list[str]:
+    """What loading guessed and the setting that fixes each: never a silent guess."""
+    guessed = inferred_line(inspection.dataset.inferred)
+    return [f'<p class="dim">Guessed: {text(guessed, 1200)}</p>'] if guessed else []
 
 
 def _picture(inspection: Inspection) -> list[str]:
