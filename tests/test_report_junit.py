@@ -132,3 +132,16 @@ def test_cli_writes_a_valid_junit_file_of_a_real_run(tmp_path: Path) -> None:
     }
     assert _status(cases["null_check"]) == "fail"
     assert cases["null_check"].find("failure") is not None
+
+
+def test_guessed_roles_are_a_suite_property() -> None:
+    inspection = sample_inspection()
+    inspection.dataset.inferred = [
+        {"role": "entity", "value": "device_id", "reason": "named so", "setting": "columns.entity"}
+    ]
+    text = render_junit(inspection)
+    SCHEMA.validate(text)
+    assert (
+        '<property name="dq.guessed" value="entity=device_id (named so; set columns.entity)" />'
+        in text
+    )

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 
 from dq_agent.outcome import Inspection
-from dq_agent.report.labels import dimension_name
+from dq_agent.report.labels import dimension_name, inferred_line
 from dq_agent.report.text import compact_times, one_line, safe
 from dq_agent.result import CheckResult, Status
 
@@ -95,6 +95,10 @@ def render_junit(inspection: Inspection, warn_as: str = "pass") -> str:
         ("dq.as_of", inspection.as_of or ""),
     ):
         ET.SubElement(properties, "property", name=name, value=value)
+    guessed = inferred_line(info.inferred)
+    if guessed:
+        # Never a silent guess: the roles loading inferred, and the settings that fix them.
+        ET.SubElement(properties, "property", name="dq.guessed", value=one_line(guessed, 1200))
     for name, result in inspection.checks.items():
         case = ET.SubElement(
             suite,
