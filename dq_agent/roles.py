@@ -77,8 +77,8 @@ class Detection:
     notes: list[LoadNote] = field(default_factory=list)
 
 
-def _in_config(config: Config) -> str:
-    return f" (in {config.source})" if config.source else ""
+def _in_config(config: Config, key: str) -> str:
+    return f" (set in {config.origin_of(key)})"
 
 
 def check_configured_columns(names: list[str], config: Config) -> None:
@@ -98,7 +98,7 @@ def check_configured_columns(names: list[str], config: Config) -> None:
         if name not in names:
             raise ConfigError(
                 f"columns.{key} names column '{name}', which the data does not have"
-                f"{_in_config(config)}; columns: {', '.join(names)}"
+                f"{_in_config(config, f'columns.{key}')}; columns: {', '.join(names)}"
             )
 
 

@@ -40,13 +40,16 @@ from dq_agent.checks.base import (
     Engine,
     Scope,
     entity_key,
+    missing,
     series_rows,
 )
 from dq_agent.checks.delays_report import (
+    BOUND,
     ENTITY,
     EXPECTED,
     FILE,
     INGEST,
+    IRREGULAR,
     LATENCY,
     MAX_EXAMPLES,
     OUT_OF_ORDER_TS,
@@ -59,6 +62,7 @@ from dq_agent.checks.delays_report import (
     DelayFinisher,
     skipped,
 )
+from dq_agent.checks.dst import naive_source
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -75,6 +79,9 @@ _GID = "__series_id"
 _TIMED = "__timed"
 
 LONGEST_GAPS_KEPT = 10
+# Steps whose middle half spans more than this ratio are irregular sampling (exponential steps:
+# about 4.8; a regular logger with jitter: about 1.1).
+IRREGULAR_SPREAD = 1.5
 
 
 def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
@@ -115,8 +122,10 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     if has_ingest:
         queries.append((_late_query(rows, settings.late_threshold_seconds), "streaming"))
 
+    naive = naive_source(dataset.raw_dtypes.get(timestamp, ""), config.columns.timezone)
+
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return DelayFinisher(settings, as_of, has_ingest, frames).result()
+        return DelayFinisher(settings, as_of, has_ingest, frames, naive).result()
 
     return CheckPlan(
         TOOL, [q for q, _ in queries], finish, engine=tuple(engine for _, engine in queries)
@@ -132,7 +141,14 @@ SPEC = CheckSpec(
     ),
     settings=DelayCheckConfig,
     plan=plan_delay_check,
-    metric_keys=("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows"),
+    metric_keys=(
+        "gap_count",
+        "max_gap_seconds",
+        "late_rows",
+        "out_of_order_rows",
+        "stopped_entities",
+        "irregular_entities",
+    ),
     baseline=(
         BaselineMetric("gap_count", "count", "gap count"),
         BaselineMetric("late_rows", "count", "late rows"),
@@ -162,7 +178,7 @@ def _timing_frame(dataset: Dataset, scope: Scope, timestamp: str) -> pl.LazyFram
     roles = dataset.roles
     role_columns = {timestamp, roles.ingest_time, *roles.entity}
     if scope.column is not None and scope.column not in role_columns:
-        lf = lf.filter(~dataset.missing(scope.column))
+        lf = lf.filter(~missing(dataset, scope.column))
     key = entity_key(dataset)
     columns = [
         pl.col(FILE_ROW),
@@ -192,7 +208,7 @@ def _timed(dataset: Dataset, scope: Scope, timestamp: str) -> pl.Expr:
         roles.ingest_time,
         *roles.entity,
     }:
-        timed = timed & ~dataset.missing(scope.column)
+        timed = timed & ~missing(dataset, scope.column)
     return timed
 
 
@@ -242,12 +258,26 @@ def _in_time(series: pl.LazyFrame, timed: pl.Expr) -> pl.LazyFrame:
 
 
 def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFrame:
-    """One row per series: timed rows, newest time, repeated timestamps, expected interval."""
+    """One row per series: timed rows, newest time, repeated timestamps, expected interval, and
+    the step beyond which a step is a gap (`BOUND`).
+
+    A series is irregular when its steps vary in their middle half (the 75th percentile more
+    than IRREGULAR_SPREAD times the 25th: random or report-on-change sampling). Its median step
+    says little about a missing reading, so its gaps are judged against a high quantile of its
+    own steps (`irregular_quantile`) instead: a regular series' long steps stay gaps however
+    many there are, an irregular one's quiet spells are its normal."""
     step = pl.col(STEP)
+    positive = step.filter(step > 0)
     if settings.expected_interval_seconds is not None:
         expected = pl.lit(settings.expected_interval_seconds, dtype=pl.Float64)
+        irregular = pl.lit(False)
+        bound = settings.gap_factor * expected
     else:
-        expected = step.filter(step > 0).median().cast(pl.Float64)
+        expected = positive.median().cast(pl.Float64)
+        quartile = positive.quantile(0.25, interpolation="lower")
+        irregular = positive.quantile(0.75, interpolation="higher") > IRREGULAR_SPREAD * quartile
+        high = positive.quantile(settings.irregular_quantile, interpolation="higher")
+        bound = settings.gap_factor * pl.when(irregular).then(high).otherwise(expected)
     return (
         in_time.group_by(_GID)
         .agg(
@@ -255,6 +285,8 @@ def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFra
             pl.col(TS).max().alias("newest"),
             (step == 0).sum().alias("duplicates"),
             expected.alias(EXPECTED),
+            irregular.fill_null(False).alias(IRREGULAR),
+            bound.cast(pl.Float64).alias(BOUND),
         )
         # Read by two queries: computed once.
         .cache()
@@ -266,9 +298,9 @@ def _gap_rows(
 ) -> pl.LazyFrame:
     """The gaps: series, step, previous and next timestamp, and the series' expected interval.
 
-    A gap is longer than `gap_factor` times its series' expected interval, a median of positive
-    steps, so longer than that factor times the shortest positive step of all: only the few
-    steps past that bound are put next to their series' interval and judged exactly.
+    A gap is longer than its series' bound, at least `gap_factor` times its median positive
+    step, so longer than that factor times the shortest positive step of all: only the few
+    steps past that bound are put next to their series' bound and judged exactly.
     """
     step = pl.col(STEP)
     if settings.expected_interval_seconds is not None:
@@ -278,8 +310,8 @@ def _gap_rows(
     return (
         in_time.with_columns(_within_series(pl.col(TS).shift(1)).alias(PREV))
         .filter(step > bound)
-        .join(per_series.select(_GID, EXPECTED), on=_GID, how="inner")
-        .filter(step > settings.gap_factor * pl.col(EXPECTED))
+        .join(per_series.select(_GID, EXPECTED, BOUND), on=_GID, how="inner")
+        .filter(step > pl.col(BOUND))
         .select(_GID, STEP, PREV, TS, EXPECTED)
         # Read by two queries: computed once.
         .cache()
@@ -338,6 +370,7 @@ def _overall_query(
         ts.is_null().sum().alias("null_timestamps"),
         (ts > future_limit).sum().alias("future_rows"),
         ts.max().alias("newest"),
+        ts.min().alias("oldest"),
     ]
     if has_ingest:
         latency = pl.col(LATENCY)
@@ -385,6 +418,8 @@ def _per_entity_query(
             "newest",
             ENTITY,
             pl.col("out_of_order").fill_null(0),
+            IRREGULAR,
+            BOUND,
         )
     )
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.checks.base import ROW, CheckPlan, Scope
+from dq_agent.checks.base import ROW, CheckPlan, Scope, is_nested
 from dq_agent.checks.spec import CheckSpec
 from dq_agent.checks.structure_report import (
     MAX_EXAMPLES,
@@ -36,6 +36,7 @@ from dq_agent.checks.structure_report import (
     StructureCheckConfig,
     StructureReport,
 )
+from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 
@@ -57,6 +58,15 @@ _UNORDERED = (pl.Categorical, pl.Enum, pl.Object, pl.Null, pl.List, pl.Array, pl
 def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
     scope.check_column(dataset)
     scoped = scope.columns(dataset.columns)
+    absent = [c for c in config.section(StructureCheckConfig).dtypes if c not in dataset.columns]
+    if absent:
+        # Unlike expected_columns (whose absence is the finding), a dtype for a column the data
+        # does not have is a mistake in the configuration.
+        key = f"{TOOL}.dtypes"
+        raise ConfigError(
+            f"bad value for '{key}' in {config.origin_of(key)}: column {absent[0]!r} is not in "
+            f"the data; columns: {', '.join(dataset.columns)}"
+        )
     columns = _select_columns(dataset, scope, scoped)
     queries = [_counts_query(dataset, scope, columns)]
     timestamp = columns.timestamp
@@ -89,7 +99,8 @@ SPEC = CheckSpec(
     label="Structure",
     description=(
         "Check the schema: expected and unexpected columns, dtypes, numbers stored as text, "
-        "unparseable timestamps, encoding problems, blank or duplicated names, constant columns."
+        "unparseable timestamps, encoding problems, blank or duplicated names, constant columns, "
+        "nested columns."
     ),
     settings=StructureCheckConfig,
     plan=plan_structure_check,
@@ -99,6 +110,7 @@ SPEC = CheckSpec(
         "unparseable_timestamps",
         "text_numeric_columns",
         "invalid_utf8_values",
+        "nested_columns",
     ),
     words=r"structur\w*|schemas?|(?:column|data) types?|dtypes?|encoding",
 )
@@ -110,9 +122,9 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Column
         c
         for c in scoped
         if not isinstance(raw_schema[c], _UNORDERED)
-        # Within one entity its key columns are constant by construction, and a one-device
-        # file's entity has one value; a one-day file's date column (read with its time
-        # column as the timestamp) too.
+        # One device's file has one entity value, and within one entity its key columns are
+        # constant by construction: neither is a structural problem. Nor is a one-day file's
+        # date column read with its time column as the timestamp.
         and c not in dataset.roles.entity
         and c not in dataset.time_parts
     ]
@@ -122,9 +134,15 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Column
         text=[c for c in scoped if raw_schema[c] == pl.String],
         text_numeric=[c for c in dataset.text_numeric_columns if c in scoped],
         constant_candidates=constant,
+        nested=[c for c in scoped if is_nested(raw_schema[c])],
         floats={c for c in scoped if raw_schema[c].is_float()},
         timestamp=timestamp if timestamp is not None and timestamp in scoped else None,
     )
+
+
+def _as_text(value: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    # A duration has no cast to text, only its ISO 8601 form (PT3S).
+    return value.dt.to_string() if isinstance(dtype, pl.Duration) else value.cast(pl.String)
 
 
 def _converted(dataset: Dataset) -> set[str | None]:
@@ -185,6 +203,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
     leaves out rows is applied to the side-by-side data."""
     as_read = list(dict.fromkeys([*columns.text, *columns.constant_candidates]))
     converted = _converted(dataset)
+    raw_schema = dataset.raw.collect_schema()
     exprs: dict[str, list[pl.Expr]] = {"raw": [], "frame": [], "paired": [pl.len().alias("rows")]}
 
     def side(name: str) -> list[pl.Expr]:
@@ -216,7 +235,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
             [
                 values.count().alias(f"const_count_{i}"),
                 (values.min() == values.max()).alias(f"const_same_{i}"),
-                values.min().cast(pl.String).alias(f"const_value_{i}"),
+                _as_text(values.min(), raw_schema[name]).alias(f"const_value_{i}"),
             ]
         )
     if scope.filters_rows():

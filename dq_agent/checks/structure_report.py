@@ -7,24 +7,73 @@ facts (columns, header, BOM) that need no query: the metrics, the findings and t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from dq_agent.checks.base import ROW, plural, shown_value
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status
+from dq_agent.result import CheckResult, Finding, Status, left_out
 from dq_agent.settings import fraction, setting
 
 TOOL = "structure_check"
+
+
+# Base names of Polars dtypes (lower case) and the aliases `dtype_matches` accepts.
+_DTYPE_NAMES = {
+    *(f"int{b}" for b in (8, 16, 32, 64, 128)),
+    *(f"uint{b}" for b in (8, 16, 32, 64, 128)),
+    "float16",
+    "float32",
+    "float64",
+    "decimal",
+    "boolean",
+    "bool",
+    "string",
+    "utf8",
+    "str",
+    "float",
+    "int",
+    "binary",
+    "date",
+    "datetime",
+    "time",
+    "duration",
+    "categorical",
+    "enum",
+    "list",
+    "array",
+    "struct",
+    "null",
+    "object",
+}
+_DTYPE_EXAMPLES = ("Float64", "Int64", "String", "Datetime", "Boolean")
+
+
+def known_dtype(name: str) -> bool:
+    """`name` is a dtype `dtypes` can compare with: a Polars name, in full
+    ('Datetime(time_unit="us")') or by its base ('datetime'), any case."""
+    return name.strip().split("(", 1)[0].strip().lower() in _DTYPE_NAMES
+
+
+def known_dtypes(value: dict[str, str]) -> str | None:
+    """The rule for `structure_check.dtypes`: every value names a dtype."""
+    for column, name in value.items():
+        if not known_dtype(name):
+            return (
+                f"name dtypes, but {name!r} (column {column!r}) is none; use a Polars name "
+                f"such as {', '.join(_DTYPE_EXAMPLES)}"
+            )
+    return None
 
 
 @dataclass
 class StructureCheckConfig:
     expected_columns: list[str] | None = None
     allow_unexpected: bool = True
-    dtypes: dict[str, str] = field(default_factory=dict)
+    # `setting` returns a dataclasses field with a default factory: no shared mutable default.
+    dtypes: dict[str, str] = setting(factory=dict, rule=known_dtypes)  # noqa: RUF009
     # A column whose non-empty values are mostly numbers is a numeric column; its other values
     # are reported as text in a numeric column.
     text_numeric_min_share: float = setting(0.5, rule=fraction)
@@ -35,7 +84,13 @@ MAX_EXAMPLES = 5
 REPLACEMENT_CHARACTER = "\ufffd"
 ZONE_FAMILY = "iso8601+zone"
 _UNPARSEABLE_MAJORITY = 0.5
-_DTYPE_ALIASES = {"utf8": "string", "str": "string", "float": "float64", "int": "int64"}
+_DTYPE_ALIASES = {
+    "utf8": "string",
+    "str": "string",
+    "float": "float64",
+    "int": "int64",
+    "bool": "boolean",
+}
 
 
 @dataclass(frozen=True)
@@ -46,6 +101,7 @@ class Columns:
     text: list[str]
     text_numeric: list[str]
     constant_candidates: list[str]
+    nested: list[str]
     floats: set[str]
     timestamp: str | None
 
@@ -173,6 +229,21 @@ class StructureReport:
                     examples=[{"column": name} for name in damaged_names[:MAX_EXAMPLES]],
                 ),
                 "invalid UTF-8 in the header",
+            )
+        nested = self.columns.nested
+        self.metrics["nested_columns"] = nested
+        if nested:
+            kinds = ", ".join(
+                f"{c} ({type(dataset.raw.collect_schema()[c]).__name__.lower()})" for c in nested
+            )
+            self._flag(
+                Finding(
+                    what=f"{plural(len(nested), 'nested column')} (struct or list values) that "
+                    f"no other check reads: {kinds}",
+                    count=len(nested),
+                    column=nested[0] if len(nested) == 1 else None,
+                ),
+                f"nested columns {', '.join(nested)}",
             )
         if dataset.has_bom:
             self._flag(
@@ -390,7 +461,7 @@ class StructureReport:
             zip(self.findings, self.labels, strict=True),
             key=lambda pair: {Status.FAIL: 0, Status.WARN: 1}.get(pair[0].severity, 2),
         )
-        findings = [f for f, _ in ranked][:MAX_FINDINGS]
+        findings, self.metrics["findings_left_out"] = left_out([f for f, _ in ranked], MAX_FINDINGS)
         status = _worst(findings)
         scope = f"{self.metrics['columns']} columns, {self.metrics['rows']:,} rows"
         problems = [label for f, label in ranked if f.severity is not Status.PASS]
