@@ -372,3 +372,21 @@ def test_float_epoch_seconds_keep_their_fraction(tmp_path: Path) -> None:
         START + timedelta(seconds=60, milliseconds=500),
         START + timedelta(seconds=120, milliseconds=750),
     ]
+
+
+def test_small_integer_readings_stay_values_and_named_codes_do_not(tmp_path: Path) -> None:
+    rows = 60
+    frame = pl.DataFrame(
+        {
+            "timestamp": [START + timedelta(minutes=i) for i in range(rows)],
+            "level_cm": [10 + i % 5 for i in range(rows)],
+            "status_code": [(i % 3) * 100 for i in range(rows)],
+            "mode": [i % 4 for i in range(rows)],
+        }
+    )
+    path = tmp_path / "ints.parquet"
+    frame.write_parquet(path)
+    dataset = load(str(path), Config())
+    assert dataset.roles.values == ["level_cm"]
+    left_out = next(i for i in dataset.inferred if i.role == "not values")
+    assert left_out.value == "status_code, mode"
