@@ -78,7 +78,8 @@ class Detection:
 
 
 def _in_config(config: Config, key: str) -> str:
-    return f" (set in {config.origin_of(key)})"
+    origin = config.origin_of(f"columns.{key}")
+    return f" (in {origin})" if origin != "the defaults" else ""
 
 
 def check_configured_columns(names: list[str], config: Config) -> None:
@@ -98,7 +99,7 @@ def check_configured_columns(names: list[str], config: Config) -> None:
         if name not in names:
             raise ConfigError(
                 f"columns.{key} names column '{name}', which the data does not have"
-                f"{_in_config(config, f'columns.{key}')}; columns: {', '.join(names)}"
+                f"{_in_config(config, key)}; columns: {', '.join(names)}"
             )
 
 

@@ -237,7 +237,7 @@ def test_role_settings_naming_absent_columns_name_key_and_file(tmp_path: Path) -
             load(str(data), resolve(config_file, environ={}))
         assert caught.value.exit_code == 2
         assert f"columns.{key} names column" in caught.value.message
-        assert f"(set in {config_file})" in caught.value.message
+        assert f"(in {config_file})" in caught.value.message
 
 
 def test_a_column_whose_values_look_like_times_but_cannot_be_read(tmp_path: Path) -> None:

@@ -122,9 +122,9 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Column
         c
         for c in scoped
         if not isinstance(raw_schema[c], _UNORDERED)
-        # One device's file has one entity value, and within one entity its key columns are
-        # constant by construction: neither is a structural problem. Nor is a one-day file's
-        # date column read with its time column as the timestamp.
+        # Within one entity its key columns are constant by construction, and a one-device
+        # file's entity has one value; a one-day file's date column (read with its time
+        # column as the timestamp) too.
         and c not in dataset.roles.entity
         and c not in dataset.time_parts
     ]
@@ -146,9 +146,16 @@ def _as_text(value: pl.Expr, dtype: pl.DataType) -> pl.Expr:
 
 
 def _converted(dataset: Dataset) -> set[str | None]:
-    """The columns the loader converts (times, numbers stored as text: `load._normalise`): only
-    in these do the data as read and the normalised frame differ."""
-    return {dataset.roles.timestamp, dataset.roles.ingest_time, *dataset.text_numeric_columns}
+    """The columns the loader converts (times, numbers stored as text, decimals and durations
+    as numbers): only in these do the data as read and the normalised frame differ."""
+    raw, frame = dataset.raw.collect_schema(), dataset.frame.collect_schema()
+    retyped = {name for name, dtype in raw.items() if name in frame and frame[name] != dtype}
+    return {
+        dataset.roles.timestamp,
+        dataset.roles.ingest_time,
+        *dataset.text_numeric_columns,
+        *retyped,
+    }
 
 
 def _side_by_side(
