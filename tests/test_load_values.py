@@ -98,12 +98,20 @@ def test_every_dtype_loads(tmp_path: Path) -> None:
     dataset = load(str(path), Config())
     assert dataset.roles.timestamp == "ts"
     assert dataset.roles.entity == ["site"]
-    # Numbers of every width are values; Boolean, dates, times, durations and nested are not.
-    assert dataset.roles.values == ["dec", "f32", "i8", "u16", "u64"]
-    # Loading leaves their dtypes as they are: the checks compare every one as numbers.
+    # Numbers of every width and durations are values; Boolean, dates, times and nested are not.
+    assert dataset.roles.values == ["dec", "f32", "i8", "u16", "u64", "runtime"]
     schema = dataset.frame.collect_schema()
-    assert (schema["dec"], schema["runtime"]) == (pl.Decimal(10, 3), pl.Duration("us"))
+    assert schema["dec"] == pl.Float64
+    assert schema["runtime"] == pl.Float64
+    collected = dataset.frame.select(
+        pl.col("dec").first(), pl.col("runtime").last(), dataset.missing("dec").sum().alias("m")
+    ).collect()
+    assert collected.row(0) == (20.0, 69.0, 0)
+    # Nested columns are the structure check's own finding, once; loading adds no note.
     assert dataset.load_notes == []
+    result = run_check(plan_structure_check, path)
+    nested = [f for f in result.findings if "nested" in f.what]
+    assert len(nested) == 1 and nested[0].count == 2
 
 
 def test_mixed_units_are_a_structure_finding(tmp_path: Path) -> None:

@@ -1,6 +1,5 @@
-"""The data as the checks see it: time columns as UTC datetimes, numbers stored as text as
-Float64, and dates and times no Python datetime can hold nulled first (the checks handle every
-other dtype as it is: `checks.base.measurement`).
+"""The data as the checks see it: time columns as UTC datetimes, numbers stored as text, decimals
+and durations as Float64, and dates and times no Python datetime can hold nulled first.
 """
 
 from __future__ import annotations
@@ -102,6 +101,17 @@ def normalise(
             else parse_number_text(pl.col(name), decimal_comma)
         ).alias(name)
         for name in text_numeric
+    )
+    # Decimals and durations as Float64 (durations in seconds): every check can compare them.
+    exprs.extend(
+        pl.col(name).cast(pl.Float64).alias(name)
+        for name in roles.values
+        if isinstance(schema[name], pl.Decimal)
+    )
+    exprs.extend(
+        (pl.col(name).dt.total_microseconds() / 1e6).alias(name)
+        for name in roles.values
+        if isinstance(schema[name], pl.Duration)
     )
     if not exprs:
         return raw

@@ -116,5 +116,6 @@ def find_values(
 
 
 def _is_measure(dtype: pl.DataType) -> bool:
-    """Numbers to compare (`checks.base.is_measurement`): Boolean, temporal and nested are not."""
-    return dtype.is_numeric() and dtype != pl.Boolean
+    """Numbers to compare, and durations (read as seconds by `normalise`): not Boolean, dates,
+    times or nested values."""
+    return (dtype.is_numeric() and dtype != pl.Boolean) or isinstance(dtype, pl.Duration)
