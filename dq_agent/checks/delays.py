@@ -8,7 +8,8 @@ were due but none arrived. `max_gap_seconds` is the plain duration of the longes
 gap. Rows without a timestamp are counted (`null_timestamps`) and left out of the analysis.
 
 Order is judged in file order (a row index taken before any filtering): a row is out of order
-when its timestamp is earlier than the previous row of the same entity.
+when its timestamp is earlier than the previous row of the same entity in the same file (the
+order between the files of a glob or directory means nothing); the examples name the file.
 
 With `scope.column` naming a value column, only the rows where that column holds a value are
 timed, so the gaps are those of that column's readings (in a wide layout one sensor can stop while
@@ -46,6 +47,7 @@ from dq_agent.checks.delays_report import (
     BOUND,
     ENTITY,
     EXPECTED,
+    FILE,
     INGEST,
     IRREGULAR,
     LATENCY,
@@ -102,7 +104,9 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     in_time = _in_time(series, timed)
     per_series = _per_series(in_time, settings)
     gaps = _gap_rows(in_time, per_series, settings)
-    backward = _backward_rows(series, timestamp, timed, file_rows=not scope.filters_rows())
+    backward = _backward_rows(
+        series, timestamp, timed, file_rows=not scope.filters_rows(), dataset=dataset
+    )
     # The series order is a window with gathers: in memory, not copied into a stream. The
     # figures taken row by row stream: less is held at once.
     queries: list[tuple[pl.LazyFrame, Engine]] = [
@@ -315,25 +319,41 @@ def _gap_rows(
 
 
 def _backward_rows(
-    series: pl.LazyFrame, timestamp: str, timed: pl.Expr, file_rows: bool
+    series: pl.LazyFrame, timestamp: str, timed: pl.Expr, file_rows: bool, dataset: Dataset
 ) -> pl.LazyFrame:
-    """The timed rows earlier than the previous timed row of their entity in file order: series,
-    row in the file, timestamp, previous timestamp. There are few."""
+    """The timed rows earlier than the previous timed row of their entity in file order, within
+    one file: series, row in the data, timestamp, previous timestamp, file. There are few."""
     ts = pl.col(TS)
     row = pl.col(FILE_ORDER) if file_rows else pl.col(FILE_ROW).gather(pl.col(FILE_ORDER))
-    return (
-        _in_series_order(
-            series,
-            FILE_ORDER,
-            {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), FILE_ROW: row},
-            timed,
+    columns = {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), FILE_ROW: row}
+    same_file = pl.lit(True)
+    file_name = pl.lit(None, dtype=pl.String)
+    if len(dataset.files) > 1:
+        columns[_FILE] = dataset.file_index(row)
+        same_file = pl.col(_FILE) == pl.col(_FILE).shift(1)
+        names = pl.Series([str(f) for f in dataset.files], dtype=pl.String)
+        starts = pl.Series(
+            [sum(dataset.file_rows[:i]) for i in range(len(dataset.files))], dtype=pl.Int64
         )
+        # "file: row n" counts the rows of that file (from 0, as `row` does).
+        file_name = pl.format(
+            "{}: row {}",
+            pl.lit(names).gather(pl.col(_FILE)),
+            pl.col(FILE_ROW).cast(pl.Int64) - pl.lit(starts).gather(pl.col(_FILE)),
+        )
+    return (
+        _in_series_order(series, FILE_ORDER, columns, timed)
         .with_columns(_within_series(ts.shift(1)).alias(PREV_IN_FILE))
-        .filter(ts < pl.col(PREV_IN_FILE))
-        .select(_GID, FILE_ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE)
+        .filter((ts < pl.col(PREV_IN_FILE)) & same_file)
+        .select(
+            _GID, FILE_ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE, file_name.alias(FILE)
+        )
         # Read by two queries: computed once.
         .cache()
     )
+
+
+_FILE = "__file_index"
 
 
 def _within_series(previous: pl.Expr) -> pl.Expr:
@@ -421,7 +441,7 @@ def _out_of_order_query(backward: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyF
         .head(MAX_EXAMPLES)
         .join(names, on=_GID, how="left")
         .sort(FILE_ROW)
-        .select(ENTITY, FILE_ROW, OUT_OF_ORDER_TS, PREV_IN_FILE)
+        .select(ENTITY, FILE_ROW, OUT_OF_ORDER_TS, PREV_IN_FILE, FILE)
     )
 
 

@@ -53,6 +53,7 @@ ENTITY = "__entity"
 TS = "__ts"
 INGEST = "__ingest"
 PREV_IN_FILE = "__prev_in_file"
+FILE = "__file"
 PREV = "__prev"
 STEP = "__step"
 EXPECTED = "__expected"
@@ -303,6 +304,8 @@ class DelayFinisher:
                 "entity": r[ENTITY],
                 "timestamp": iso(r[OUT_OF_ORDER_TS]),
                 "previous_timestamp": iso(r[PREV_IN_FILE]),
+                # Only when several files were read: which one the row is in.
+                **({"file": r[FILE]} if r.get(FILE) is not None else {}),
             }
             for r in self.out_of_order.iter_rows(named=True)
         ]
@@ -316,7 +319,7 @@ class DelayFinisher:
             Finding(
                 what=(
                     f"{plural(count, 'row')} out of order: earlier than the previous row "
-                    "of the same entity in file order" + self._cause(cause)
+                    "of the same entity in file order" + _in_one_file(examples) + self._cause(cause)
                 ),
                 count=count,
                 severity=at_least_warn(severity),
@@ -511,3 +514,9 @@ class DelayFinisher:
         if metrics["null_timestamps"]:
             parts.append(f"{metrics['null_timestamps']} rows without timestamp skipped")
         return f"{metrics['timed_rows']} timed rows: " + ", ".join(parts)
+
+
+def _in_one_file(examples: list[dict[str, Any]]) -> str:
+    """' (in day_2.csv)' when every example names the same file, else ''."""
+    files = {str(e["file"]).rsplit(": row ", 1)[0] for e in examples if e.get("file")}
+    return f" (in {files.pop()})" if len(files) == 1 else ""

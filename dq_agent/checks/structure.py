@@ -74,7 +74,11 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     if timestamp is not None:
         frame = _side_by_side(dataset, scope, [timestamp], [timestamp], row_index=True)
         if text_timestamp:
-            queries.append(_text_timestamp_query(frame, timestamp, config.columns.timezone))
+            queries.append(
+                _text_timestamp_query(
+                    frame, timestamp, config.columns.timezone, dataset.timestamp_formats
+                )
+            )
         else:
             queries.append(_typed_timestamp_query(frame, timestamp))
     settings = config.section(StructureCheckConfig)
@@ -118,9 +122,11 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Column
         c
         for c in scoped
         if not isinstance(raw_schema[c], _UNORDERED)
-        # One device's file has one entity value, and within one entity its key columns are
-        # constant by construction: neither is a structural problem.
+        # Within one entity its key columns are constant by construction, and a one-device
+        # file's entity has one value; a one-day file's date column (read with its time
+        # column as the timestamp) too.
         and c not in dataset.roles.entity
+        and c not in dataset.time_parts
     ]
     timestamp = dataset.roles.timestamp
     return Columns(
@@ -140,9 +146,16 @@ def _as_text(value: pl.Expr, dtype: pl.DataType) -> pl.Expr:
 
 
 def _converted(dataset: Dataset) -> set[str | None]:
-    """The columns the loader converts (times, numbers stored as text: `load._normalise`): only
-    in these do the data as read and the normalised frame differ."""
-    return {dataset.roles.timestamp, dataset.roles.ingest_time, *dataset.text_numeric_columns}
+    """The columns the loader converts (times, numbers stored as text, decimals and durations
+    as numbers): only in these do the data as read and the normalised frame differ."""
+    raw, frame = dataset.raw.collect_schema(), dataset.frame.collect_schema()
+    retyped = {name for name, dtype in raw.items() if name in frame and frame[name] != dtype}
+    return {
+        dataset.roles.timestamp,
+        dataset.roles.ingest_time,
+        *dataset.text_numeric_columns,
+        *retyped,
+    }
 
 
 def _side_by_side(
@@ -262,10 +275,12 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
     return counts
 
 
-def _text_timestamp_query(frame: pl.LazyFrame, timestamp: str, timezone: str) -> pl.LazyFrame:
+def _text_timestamp_query(
+    frame: pl.LazyFrame, timestamp: str, timezone: str, formats: list[tuple[str, str]]
+) -> pl.LazyFrame:
     """Per (format family, offset): values, values the loader dropped, examples of those."""
     raw = _raw(timestamp)
-    family = format_family(raw, timezone)
+    family = format_family(raw, timezone, formats)
     offset = pl.when(family == ZONE_FAMILY).then(
         raw.str.strip_chars().str.extract(_OFFSET_PATTERN, 1)
     )
@@ -310,7 +325,9 @@ def _typed_timestamp_query(frame: pl.LazyFrame, timestamp: str) -> pl.LazyFrame:
     return counts.join(examples, how="cross")
 
 
-def format_family(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:
+def format_family(
+    column: pl.Expr, timezone: str = "UTC", formats: list[tuple[str, str]] | None = None
+) -> pl.Expr:
     """The label of the first accepted format that parses each value (null when none does).
 
     Equal to the family whose `timeparse.format_family_exprs` flag is true, with each format
@@ -319,6 +336,6 @@ def format_family(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:
     return pl.coalesce(
         [
             pl.when(_parse_one(column, fmt, timezone).is_not_null()).then(pl.lit(label))
-            for label, fmt in TIMESTAMP_FORMATS
+            for label, fmt in formats or TIMESTAMP_FORMATS
         ]
     )

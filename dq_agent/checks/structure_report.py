@@ -74,7 +74,9 @@ class StructureCheckConfig:
     allow_unexpected: bool = True
     # `setting` returns a dataclasses field with a default factory: no shared mutable default.
     dtypes: dict[str, str] = setting(factory=dict, rule=known_dtypes)  # noqa: RUF009
-    text_numeric_min_share: float = setting(0.8, rule=fraction)
+    # A column whose non-empty values are mostly numbers is a numeric column; its other values
+    # are reported as text in a numeric column.
+    text_numeric_min_share: float = setting(0.5, rule=fraction)
 
 
 MAX_FINDINGS = 20
@@ -145,7 +147,9 @@ class StructureReport:
 
     def _add_dataset_facts(self) -> None:
         dataset, settings = self.dataset, self.settings
-        present = dataset.columns
+        # A timestamp read from a date and a time column is not a column of the file.
+        derived = dataset.roles.timestamp if dataset.time_parts else None
+        present = [c for c in dataset.columns if c != derived]
         expected = settings.expected_columns
         missing = [c for c in expected or [] if c not in present]
         extra = [c for c in present if c not in expected] if expected is not None else []
@@ -245,6 +249,25 @@ class StructureReport:
             self._flag(
                 Finding(what="file starts with a UTF-8 byte order mark (BOM)", count=1), "BOM"
             )
+        self._add_load_notes()
+
+    def _add_load_notes(self) -> None:
+        """What loading found (files that differ, a trailing separator, time columns it could
+        not read, nested columns), under their keys in the metrics."""
+        by_key: dict[str, list[str]] = {}
+        for note in self.dataset.load_notes:
+            by_key.setdefault(note.key, []).append(note.what)
+            self._flag(
+                Finding(
+                    what=note.what,
+                    count=note.count,
+                    severity=note.severity,
+                    column=note.column,
+                    examples=list(note.examples),
+                ),
+                note.label,
+            )
+        self.metrics["load_notes"] = by_key
 
     def _dtype_mismatches(self) -> list[dict[str, Any]]:
         raw_schema = self.dataset.raw.collect_schema()
@@ -283,16 +306,28 @@ class StructureReport:
             bad = counts[f"numeric_bad_{i}"]
             values = counts[f"numeric_values_{i}"]
             unparseable[name] = bad
-            self._flag(
-                Finding(
-                    what=f"{plural(values, 'number')} stored as text in column {name} "
-                    f"({plural(bad, 'value')} not a number)",
-                    count=values,
+            if bad:
+                share = bad / values if values else 0.0
+                finding = Finding(
+                    what=f"{plural(bad, 'text value')} in numeric column {name} "
+                    f"({share:.1%} of {values:,} values; the rest are read as numbers)",
+                    count=bad,
                     column=name,
                     examples=[{"value": v} for v in counts[f"numeric_examples_{i}"]],
-                ),
-                f"numbers as text in {name} ({bad} unparseable)",
-            )
+                )
+                label = f"text in numeric column {name} ({bad}, {share:.1%})"
+            else:
+                # Every value is a number (with a unit, thousands separators or spaces): the
+                # column is checked as numbers, nothing is lost.
+                finding = Finding(
+                    what=f"{plural(values, 'number')} stored as text in column {name}: all read "
+                    "as numbers",
+                    count=values,
+                    severity=Status.PASS,
+                    column=name,
+                )
+                label = f"numbers as text in {name}"
+            self._flag(finding, label)
         self.metrics["text_numeric_columns"] = list(self.columns.text_numeric)
         self.metrics["text_numeric_unparseable"] = unparseable
 
@@ -321,6 +356,10 @@ class StructureReport:
             if counts[f"const_count_{i}"] > 1 and counts[f"const_same_{i}"]:
                 constant[name] = shown_value(counts[f"const_value_{i}"])
         self.metrics["constant_columns"] = list(constant)
+        # A code, label or flag with one value in this file (a long file's only `variable`, an
+        # alarm that never fired) is normal; a sensor column that never varies is not.
+        values = set(self.dataset.roles.values)
+        constant = {name: value for name, value in constant.items() if name in values}
         if constant:
             names = ", ".join(constant)
             self._flag(
@@ -380,9 +419,7 @@ class StructureReport:
                     count=dropped,
                     severity=Status.FAIL if majority else Status.WARN,
                     column=column,
-                    examples=[
-                        {"row": e[ROW], "value": e["value"]} for e in examples[:MAX_EXAMPLES]
-                    ],
+                    examples=[self._example(e) for e in examples[:MAX_EXAMPLES]],
                 ),
                 f"{dropped} unparseable timestamps ({share:.1%})",
             )
@@ -412,6 +449,12 @@ class StructureReport:
                 "mixed time zones",
             )
 
+    def _example(self, example: dict[str, Any]) -> dict[str, Any]:
+        """An unparseable timestamp's row and value, and its file when several were read."""
+        shown = {"row": example[ROW], "value": example["value"]}
+        in_file = self.dataset.file_of_row(example[ROW])
+        return {**shown, "file": in_file} if in_file else shown
+
     def result(self) -> CheckResult:
         self.metrics.setdefault("unparseable_timestamps", 0)
         self.metrics.setdefault("timestamp_formats", {})
@@ -420,15 +463,19 @@ class StructureReport:
         self.metrics.setdefault("mixed_time_zones", False)
         ranked = sorted(
             zip(self.findings, self.labels, strict=True),
-            key=lambda pair: 0 if pair[0].severity is Status.FAIL else 1,
+            key=lambda pair: {Status.FAIL: 0, Status.WARN: 1}.get(pair[0].severity, 2),
         )
         findings, self.metrics["findings_left_out"] = left_out([f for f, _ in ranked], MAX_FINDINGS)
         status = _worst(findings)
         scope = f"{self.metrics['columns']} columns, {self.metrics['rows']:,} rows"
-        if not findings:
+        problems = [label for f, label in ranked if f.severity is not Status.PASS]
+        notes = [label for f, label in ranked if f.severity is Status.PASS]
+        if not problems:
             summary = f"no structural problems in {scope}"
+            if notes:
+                summary += f" (noted: {'; '.join(notes[:3])})"
         else:
-            labels = [label for _, label in ranked]
+            labels = problems
             shown = "; ".join(labels[:4]) + (
                 f"; +{len(labels) - 4} more" if len(labels) > 4 else ""
             )
@@ -437,6 +484,7 @@ class StructureReport:
 
 
 def _worst(findings: Sequence[Finding]) -> Status:
+    """FAIL or WARN by the worst finding; notes (severity PASS) never raise the status."""
     if any(f.severity is Status.FAIL for f in findings):
         return Status.FAIL
-    return Status.WARN if findings else Status.PASS
+    return Status.WARN if any(f.severity is Status.WARN for f in findings) else Status.PASS
