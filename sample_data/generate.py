@@ -618,6 +618,8 @@ def expected_metrics(counts: dict[str, float], csv: bool) -> dict[str, Any]:
             "conflicting_key_rows": counts["conflicting_key_rows"],
             "duplicate_key_groups": counts["duplicate_key_groups"],
         },
+        # No validity-limit faults are injected: humidity keeps within its 0-100% unit default.
+        "range_check": {"out_of_range_count": 0, "fail_count": 0, "suspect_count": 0},
         "outlier_check": {
             "total_outliers": sum(o["outlier_count"] for o in outliers.values()),
             "columns": outliers,

@@ -7,6 +7,7 @@ from pathlib import Path
 from dq_agent.agent.client import ToolCall
 from dq_agent.agent.dispatch import EXECUTED, FAILED, REJECTED, REPEATED, SENTINEL, Dispatcher
 from dq_agent.agent.sentinel import Sentinel
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.result import Source
 from dq_agent.trace import Trace
 from tests.fake_ollama import ToolBench, tool_bench
@@ -34,8 +35,8 @@ def test_unknown_names_and_bad_argument_shapes_are_rejected(tmp_path: Path) -> N
     unknown = calls.execute(ToolCall("null_values", {}), step=1)
     assert unknown.kind == REJECTED
     assert unknown.observation == (
-        "Error: Unknown tool null_values, should be one of: null_check, duplicate_check, "
-        "outlier_check, delay_check, structure_check, verify_result."
+        f"Error: Unknown tool null_values, should be one of: {', '.join(CHECK_NAMES)}, "
+        "verify_result."
     )
     shape = calls.execute(ToolCall("null_check", "column=temp"), step=2)
     assert shape.kind == REJECTED
@@ -91,10 +92,5 @@ def test_verify_result_goes_to_the_sentinel_with_the_tools_that_ran(tmp_path: Pa
     outcome = calls.execute(ToolCall("verify_result", {"is_ready": True}), step=2)
     assert outcome.kind == SENTINEL
     assert outcome.verdict is not None
-    assert outcome.verdict.missing == [
-        "duplicate_check",
-        "outlier_check",
-        "delay_check",
-        "structure_check",
-    ]
+    assert outcome.verdict.missing == [n for n in CHECK_NAMES if n != "null_check"]
     assert "verify_result" not in calls.results

@@ -35,7 +35,15 @@ from tests.fake_ollama import (
 )
 
 ALL = list(DETECTION_TOOL_NAMES)
+FIVE = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
 FOUR = [n for n in ALL if n != "structure_check"]
+
+
+def others(*names: str) -> list[str]:
+    """The checks not in `names`, sorted as the guard backfills them."""
+    return sorted(set(ALL) - set(names))
+
+
 ANSWER = "Nulls: 1 missing value in temp. No duplicates, outliers or delays. Structure is fine."
 MERGED = "Merged report: nulls 1, structure checked by code."
 
@@ -89,22 +97,23 @@ def test_all_five_then_verify_then_answer_passes_through_untouched(bench: ToolBe
     assert sources(outcome) == dict.fromkeys(ALL, Source.AGENT)
     assert outcome.agent.narrative == ANSWER
     assert outcome.agent.merge is None
-    assert len(fake.chat_requests) == 7  # five tools, the sentinel, the answer: no merge call
+    steps = len(ALL) + 2
+    assert len(fake.chat_requests) == steps  # the tools, the sentinel, the answer: no merge call
     assert outcome.agent.status == "ok"
     assert outcome.agent.mode == "tools"
-    assert outcome.agent.steps == 7
+    assert outcome.agent.steps == steps
     assert outcome.agent.sentinel_rounds == 1
-    assert outcome.agent.prompt_tokens == 7 * 120
-    assert outcome.agent.completion_tokens == 7 * 30
+    assert outcome.agent.prompt_tokens == steps * 120
+    assert outcome.agent.completion_tokens == steps * 30
     assert bench.executions == dict.fromkeys(ALL, 1)
     assert trace.of("guard")[0]["missing"] == []
     # verify_result is offered early, never last; options are pinned on every call.
     first = fake.chat_requests[0]
     assert fake.offered_tools(0) == ["null_check", "verify_result", *ALL[1:]]
     assert first["options"] == {"num_ctx": 8192, "temperature": 0.0, "seed": 42}
-    ready = fake.last_message(6)
+    ready = fake.last_message(steps - 1)
     assert ready["role"] == "tool" and ready["content"].startswith("READY.")
-    assert fake.offered_tools(6) == []
+    assert fake.offered_tools(steps - 1) == []
 
 
 def test_four_called_and_sentinel_ignored_backfills_exactly_structure_check(
@@ -148,13 +157,10 @@ def test_two_called_backfills_exactly_the_other_three(bench: ToolBench) -> None:
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
     assert outcome.audit.called_tools == ["null_check", "duplicate_check"]
-    assert outcome.audit.fallback_executed == ["delay_check", "outlier_check", "structure_check"]
+    assert outcome.audit.fallback_executed == others("null_check", "duplicate_check")
     assert sources(outcome) == {
-        "null_check": Source.AGENT,
-        "duplicate_check": Source.AGENT,
-        "outlier_check": Source.BACKFILLED,
-        "delay_check": Source.BACKFILLED,
-        "structure_check": Source.BACKFILLED,
+        n: Source.AGENT if n in ("null_check", "duplicate_check") else Source.BACKFILLED
+        for n in ALL
     }
     # The answer without verify_result got exactly one reminder; the second answer was accepted.
     assert "call verify_result" in fake.last_message(2)["content"]
@@ -197,12 +203,13 @@ def test_tool_calls_as_json_text_in_content_are_executed(bench: ToolBench) -> No
         reply(
             '[{"name": "delay_check", "parameters": {}}, {"function": {"name": "structure_check"}}]'
         ),
+        *[calls_of(name) for name in others(*FIVE)],
         reply('{"name": "verify_result", "arguments": {"is_ready": true}}'),
         reply(ANSWER),
     ]
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
-    assert outcome.audit.called_tools == ALL
+    assert outcome.audit.called_tools == [*FIVE, *others(*FIVE)]
     assert outcome.audit.fallback_executed == []
     assert sources(outcome) == dict.fromkeys(ALL, Source.AGENT)
     # The invented tool response never reaches the history; the real observation does.
@@ -221,8 +228,7 @@ def test_unknown_tool_name_is_refused_and_never_counted(bench: ToolBench) -> Non
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
     assert fake.last_message(1)["content"] == (
-        "Error: Unknown tool null_values, should be one of: null_check, duplicate_check, "
-        "outlier_check, delay_check, structure_check, verify_result."
+        f"Error: Unknown tool null_values, should be one of: {', '.join(ALL)}, verify_result."
     )
     assert outcome.audit.called_tools == FOUR
     assert "null_values" not in outcome.checks
@@ -234,7 +240,7 @@ def test_invented_arguments_are_refused_and_the_tool_backfilled(bench: ToolBench
         reply(
             calls=[call("null_check", threshold=0.5), call("duplicate_check", column="pressure")]
         ),
-        calls_of("duplicate_check", "outlier_check", "delay_check", "structure_check"),
+        calls_of(*ALL[1:]),
         verify(True),
         reply(ANSWER),
         reply(MERGED),
@@ -248,12 +254,7 @@ def test_invented_arguments_are_refused_and_the_tool_backfilled(bench: ToolBench
         and "valid arguments: column" in messages[-2]["content"]
     )
     assert "column 'pressure' does not exist" in messages[-1]["content"]
-    assert outcome.audit.called_tools == [
-        "duplicate_check",
-        "outlier_check",
-        "delay_check",
-        "structure_check",
-    ]
+    assert outcome.audit.called_tools == ALL[1:]
     assert outcome.audit.fallback_executed == ["null_check"]
     assert outcome.checks["null_check"].source is Source.BACKFILLED
     assert bench.executions["null_check"] == 1  # only the backfill ran it
@@ -341,7 +342,7 @@ def test_step_budget_ends_the_loop_and_the_guard_completes(bench: ToolBench) -> 
     assert len(fake.chat_requests) == 2
     assert trace.of("loop_end")[0]["reason"] == "step_budget"
     assert outcome.audit.called_tools == ["null_check", "duplicate_check"]
-    assert outcome.audit.fallback_executed == ["delay_check", "outlier_check", "structure_check"]
+    assert outcome.audit.fallback_executed == others("null_check", "duplicate_check")
     assert outcome.agent.narrative is not None
     assert outcome.agent.narrative.startswith("## Added by the completeness guard")
     assert outcome.agent.merge == "appended"
@@ -479,7 +480,7 @@ def test_server_dying_mid_run_leaves_the_rest_to_the_guard(bench: ToolBench) -> 
     assert outcome.agent.status == "failed"
     assert "connection to Ollama" in (outcome.agent.error or "")
     assert outcome.audit.called_tools == ["null_check", "duplicate_check"]
-    assert outcome.audit.fallback_executed == ["delay_check", "outlier_check", "structure_check"]
+    assert outcome.audit.fallback_executed == others("null_check", "duplicate_check")
     assert len(fake.chat_requests) == 2  # no merge call to a dead server
     assert outcome.agent.merge == "appended"
     assert (

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.cli import app
 from dq_agent.config import Config
 from dq_agent.errors import AgentUnavailableError
@@ -16,11 +17,12 @@ from tests.conftest import SAMPLE_DIR
 from tests.fake_ollama import FakeOllama, calls_of, reply, verify
 
 SAMPLE = str(SAMPLE_DIR / "sensors.parquet")
-FOUR = ["null_check", "duplicate_check", "outlier_check", "delay_check"]
+# Every check but the last one of the catalogue (structure_check).
+FOUR = [name for name in CHECK_NAMES if name != "structure_check"]
 
 
 def lazy_model(body: dict[str, Any]) -> Any:
-    """Calls four tools, skips structure_check, and obeys a "not ready" verdict."""
+    """Calls every tool but structure_check, skips it, and obeys a "not ready" verdict."""
     offered = [t["function"]["name"] for t in body.get("tools") or []]
     messages = body["messages"]
     called = {m.get("tool_name") for m in messages if m.get("role") == "tool"}
