@@ -8,13 +8,14 @@ from here.
 
 from __future__ import annotations
 
-from dq_agent.checks import delays, duplicates, nulls, outliers, ranges, structure
+from dq_agent.checks import delays, duplicates, flatline, nulls, outliers, ranges, structure
 from dq_agent.checks.spec import CheckSpec
 
 CATALOGUE: tuple[CheckSpec, ...] = (
     nulls.SPEC,
     duplicates.SPEC,
     ranges.SPEC,
+    flatline.SPEC,
     outliers.SPEC,
     delays.SPEC,
     structure.SPEC,
