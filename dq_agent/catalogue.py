@@ -8,7 +8,16 @@ from here.
 
 from __future__ import annotations
 
-from dq_agent.checks import delays, duplicates, flatline, nulls, outliers, ranges, structure
+from dq_agent.checks import (
+    delays,
+    duplicates,
+    flatline,
+    nulls,
+    outliers,
+    ranges,
+    spikes,
+    structure,
+)
 from dq_agent.checks.spec import CheckSpec
 
 CATALOGUE: tuple[CheckSpec, ...] = (
@@ -16,6 +25,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
     duplicates.SPEC,
     ranges.SPEC,
     flatline.SPEC,
+    spikes.SPEC,
     outliers.SPEC,
     delays.SPEC,
     structure.SPEC,

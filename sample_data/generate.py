@@ -621,6 +621,12 @@ def expected_metrics(counts: dict[str, float], csv: bool) -> dict[str, Any]:
         # No validity-limit faults are injected: humidity keeps within its 0-100% unit default.
         "range_check": {"out_of_range_count": 0, "fail_count": 0, "suspect_count": 0},
         "flatline_check": {"stuck_runs": 0, "stuck_readings": 0, "constant_columns": []},
+        # Every injected outlier is one reading between clean neighbours: a spike that returns.
+        "spike_check": {
+            "spike_count": counts["outliers_temperature"] + counts["outliers_pressure"],
+            "spike_readings": counts["outliers_temperature"] + counts["outliers_pressure"],
+            "step_count": 0,
+        },
         "outlier_check": {
             "total_outliers": sum(o["outlier_count"] for o in outliers.values()),
             "columns": outliers,

@@ -73,8 +73,9 @@ class FlatlineCheckConfig:
 def checked_values(
     dataset: Dataset, scope: Scope, column: str, range_settings: RangeCheckConfig
 ) -> pl.LazyFrame:
-    """The column's readings in series order, without missing ones and those out of range."""
-    values = ordered_values(dataset, scope, column)
+    """The column's readings in series order, without missing ones, those out of range and
+    those without a time (they cannot be placed in the series)."""
+    values = ordered_values(dataset, scope, column, placed_only=True)
     limits = limits_for(column, range_settings)
     if limits is None:
         return values

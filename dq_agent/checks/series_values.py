@@ -38,17 +38,20 @@ def value_columns(dataset: Dataset, scope: Scope) -> list[str]:
     return [c for c in scope.columns(dataset.roles.values) if schema[c].is_numeric()]
 
 
-def ordered_values(dataset: Dataset, scope: Scope, column: str) -> pl.LazyFrame:
+def ordered_values(
+    dataset: Dataset, scope: Scope, column: str, placed_only: bool = False
+) -> pl.LazyFrame:
     """SERIES, ENTITY, TIME (null without a timestamp), AT_ROW and X for every reading of
-    `column` that is not missing, in series order."""
+    `column` that is not missing, in series order. With `placed_only`, readings whose time is
+    missing or unparseable are left out too: the series order puts them last, next to readings
+    they were never beside."""
     rows = _series_rows(dataset, scope)
     order = pl.col(ORDER)
     key = entity_key(dataset)
     entity = key.gather(order) if key is not None else pl.lit(None, dtype=pl.String)
-    if dataset.roles.timestamp is not None:
-        time = pl.col(TIME_IN_ORDER)
-    else:
-        time = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    ts = dataset.roles.timestamp
+    no_time = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+    time = pl.col(TIME_IN_ORDER) if ts is not None else no_time
     at_row = pl.col(FILE_ROW).gather(order) if scope.filters_rows() else order
     return (
         rows.select(
@@ -58,7 +61,9 @@ def ordered_values(dataset: Dataset, scope: Scope, column: str) -> pl.LazyFrame:
             at_row.cast(pl.Int64).alias(AT_ROW),
             dataset.clean(column).gather(order).alias(X),
         )
-        .filter(pl.col(X).is_not_null())
+        .filter(
+            pl.col(X).is_not_null() & (pl.col(TIME).is_not_null() if placed_only and ts else True)
+        )
         .with_columns(pl.int_range(pl.len()).alias(POSITION))
     )
 
