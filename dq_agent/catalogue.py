@@ -12,6 +12,7 @@ from dq_agent.checks import (
     delays,
     duplicates,
     flatline,
+    liveness,
     nulls,
     outliers,
     ranges,
@@ -28,6 +29,7 @@ CATALOGUE: tuple[CheckSpec, ...] = (
     spikes.SPEC,
     outliers.SPEC,
     delays.SPEC,
+    liveness.SPEC,
     structure.SPEC,
 )
 

@@ -640,6 +640,13 @@ def expected_metrics(counts: dict[str, float], csv: bool) -> dict[str, Any]:
             "future_rows": 0,
             "null_timestamps": counts["null_timestamp"],
         },
+        # Every device reports from the first minute to the last.
+        "liveness_check": {
+            "devices": DEFAULT_DEVICES,
+            "silent_devices": [],
+            "silent_device_count": 0,
+            "late_devices": [],
+        },
         "structure_check": structure,
     }
 

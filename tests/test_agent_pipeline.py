@@ -315,7 +315,11 @@ def test_tool_that_raises_for_the_model_gives_error_observation_and_is_backfille
     bench = tool_bench(tmp_path, failing={"delay_check"})
     with FakeOllama([calls_of(*ALL), verify(True), reply(ANSWER), reply(MERGED)]) as fake:
         outcome, _ = inspect(fake, bench)
-    observation = fake.chat_requests[1]["messages"][-2]["content"]
+    (observation,) = [
+        m["content"]
+        for m in fake.chat_requests[1]["messages"]
+        if m.get("tool_name") == "delay_check"
+    ]
     assert '"error": "ValueError: delay_check exploded on this data"' in observation
     assert '"suggestion"' in observation
     assert "delay_check" not in outcome.audit.called_tools
