@@ -215,6 +215,12 @@ def eval_model(
         typer.Option("--no-sentinel", help="Also run without the sentinel and show both tables."),
     ] = False,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
+    temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--temperature", min=0.0, help="Sampling temperature of the runs (default 0.7)."
+        ),
+    ] = None,
     config: ConfigOption = None,
     model: ModelOption = None,
     host: HostOption = None,
@@ -225,7 +231,12 @@ def eval_model(
     from dq_agent.commands import run_eval_model
 
     _setup_logging(debug, quiet=True, verbose=False)
-    overrides = {"agent.model": model, "agent.host": host, "agent.timeout_seconds": model_timeout}
+    overrides = {
+        "agent.model": model,
+        "agent.host": host,
+        "agent.timeout_seconds": model_timeout,
+        "agent.eval_temperature": temperature,
+    }
     with errors_handled(debug):
         code = run_eval_model(path, runs, no_sentinel, output_format, config, overrides)
     raise typer.Exit(code)

@@ -18,7 +18,7 @@ from rich.text import Text
 from dq_agent.agent.doctor import render_doctor, run_doctor
 from dq_agent.config import Config, resolve
 from dq_agent.errors import UsageError
-from dq_agent.evaluate import evaluate_model, evaluations_json
+from dq_agent.evaluate import evaluate_model, evaluations_json, run_table
 from dq_agent.history import (
     HistoryError,
     HistoryStore,
@@ -154,6 +154,7 @@ def run_eval_model(
         return 0
     console = Console()
     for evaluation in evaluations:
+        console.print(run_table(evaluation, config.agent.model))
         console.print(
             tool_table(
                 compute_stats(evaluation.records).tools,

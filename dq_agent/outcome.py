@@ -26,6 +26,8 @@ class DatasetInfo:
     time_end: str | None = None
     entities: int | None = None
     dtypes: dict[str, str] = field(default_factory=dict)
+    inferred: list[dict[str, str]] = field(default_factory=list)
+    """What loading guessed (`loading.notes.Inference.to_dict`): role, value, reason, setting."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,6 +40,7 @@ class DatasetInfo:
             "roles": self.roles,
             "time_range": {"start": self.time_start, "end": self.time_end},
             "entities": self.entities,
+            "inferred": [dict(item) for item in self.inferred],
         }
 
 
@@ -47,6 +50,8 @@ class Audit:
 
     expected_tools: list[str]
     called_tools: list[str] = field(default_factory=list)
+    called_after_push: list[str] = field(default_factory=list)
+    """Of `called_tools`, those the model called only after the loop ran verify_result for it."""
     fallback_executed: list[str] = field(default_factory=list)
     fallback_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -54,6 +59,7 @@ class Audit:
         return {
             "expected_tools": list(self.expected_tools),
             "called_tools": list(self.called_tools),
+            "called_after_push": list(self.called_after_push),
             "fallback_executed": list(self.fallback_executed),
             "fallback_outputs": jsonable(self.fallback_outputs),
         }
@@ -69,11 +75,27 @@ class AgentInfo:
     error: str | None = None
     steps: int = 0
     sentinel_rounds: int = 0
+    sentinel_invocations: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per verify_result round: {round, by: model | loop, missing}."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     narrative: str | None = None
     narrative_checks: dict[str, Any] | None = None
     merge: str | None = None
+    account_source: str | None = None
+    """Whose account `narrative` is: "model" (checked) or "dq-agent" (the model's text rejected)."""
+    account_reason: str | None = None
+    """Why the model's text was rejected, e.g. "echoed tool output"."""
+    rejected_narrative: str | None = None
+    """The model's text as it was rejected (after the repair round)."""
+
+    def account_line(self) -> str | None:
+        """What the report says about the account it shows."""
+        if self.account_source == "model":
+            return "account: model (checked)"
+        if self.account_source == "dq-agent":
+            return f"account: written by dq-agent (model text rejected: {self.account_reason})"
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,10 +105,13 @@ class AgentInfo:
             "error": self.error,
             "steps": self.steps,
             "sentinel_rounds": self.sentinel_rounds,
+            "sentinel_invocations": jsonable(self.sentinel_invocations),
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
             "narrative": self.narrative,
             "narrative_checks": self.narrative_checks,
             "merge": self.merge,
+            "account": {"source": self.account_source, "reason": self.account_reason},
+            "rejected_narrative": self.rejected_narrative,
         }
 
 

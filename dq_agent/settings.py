@@ -82,6 +82,12 @@ def time_zone(value: Any) -> str | None:
     return None
 
 
+def strptime_format(value: Any) -> str | None:
+    if value is not None and "%" not in value:
+        return "be a strptime format such as '%m/%d/%Y %H:%M'"
+    return None
+
+
 @dataclass(frozen=True)
 class ReadingSettings:
     """What the loader takes from the checks' sections: which texts and numbers mean "missing",
@@ -99,6 +105,8 @@ class ColumnsConfig:
     values: list[str] | None = None
     ingest_time: str | None = None
     timezone: str = setting("UTC", rule=time_zone)
+    timestamp_format: str | None = setting(None, rule=strptime_format)
+    """A strptime format for a text timestamp column (e.g. '%m/%d/%Y %H:%M'): then the only one."""
 
 
 @dataclass
@@ -112,10 +120,16 @@ class AgentConfig:
     enabled: bool = True
     model: str = "qwen2.5:7b"
     host: str = "http://127.0.0.1:11434"
-    timeout_seconds: float = setting(120.0, rule=positive)
+    # A CPU-only machine running a 7B model: a 1,500-token first prompt takes minutes there.
+    timeout_seconds: float = setting(300.0, rule=positive)
     num_ctx: int = setting(8192, rule=positive)
     temperature: float = 0.0
     seed: int = 42
+    # Tokens a reply may take: a turn of tool calls, and the account (or a repair or merge).
+    num_predict_tools: int = setting(200, rule=positive)
+    num_predict_answer: int = setting(900, rule=positive)
+    # eval-model samples the model's behaviour: this temperature, and a new seed per run.
+    eval_temperature: float = 0.7
     max_steps: int = setting(20, rule=positive)
     max_sentinel_rounds: int = setting(3, rule=positive)
     sentinel: bool = True

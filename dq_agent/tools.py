@@ -3,6 +3,11 @@
 `register_detection_tools` knows nothing about models: the agent, the guard and the direct
 runner all take the same `Tool` objects. A tool that fails to register is a loud error: a missing
 registration would look exactly like a model that skipped the tool.
+
+A detection tool takes no arguments: it always runs on the whole dataset (a small model invents
+scopes, such as a time window outside the data, and a narrowed run checks nothing). Narrowing is
+`Tool.run_scoped`, reached through the agent's one follow-up tool (drill_down), whose arguments
+`scope_from` checks against the data.
 """
 
 from __future__ import annotations
@@ -10,13 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
 
 from dq_agent.catalogue import CATALOGUE, CHECK_NAMES
-from dq_agent.checks.base import CheckPlan, Scope, missing_column_message, run_plans
+from dq_agent.checks.base import CheckPlan, Scope, entity_key, missing_column_message, run_plans
 from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
 from dq_agent.errors import ToolArgumentError, ToolRegistrationError
@@ -37,38 +42,20 @@ class Tool:
     config: Config
     plan_function: PlanFunction
 
-    def plan(self, arguments: Mapping[str, Any] | None = None) -> CheckPlan:
-        return self.plan_function(self.dataset, self.config, self.scope(arguments or {}))
+    def plan(self, scope: Scope | None = None) -> CheckPlan:
+        return self.plan_function(self.dataset, self.config, scope or Scope())
 
     def __call__(self, **arguments: Any) -> CheckResult:
-        """Run the tool alone. Raises ToolArgumentError for bad arguments; check errors propagate."""
-        plan = self.plan(arguments)
+        """Run the tool: on the whole dataset, or on the scope the arguments name (checked by
+        `scope_from`: ToolArgumentError names the valid choices). Check errors propagate."""
+        return self.run_scoped(scope_from(self.dataset, arguments) if arguments else Scope())
+
+    def run_scoped(self, scope: Scope) -> CheckResult:
+        """Run the tool on `scope` (from `scope_from`, which checked it against the data)."""
+        plan = self.plan(scope)
         started = time.perf_counter()
         (result,) = run_plans([plan])
         return replace(result, duration_seconds=time.perf_counter() - started)
-
-    def scope(self, arguments: Mapping[str, Any]) -> Scope:
-        """Validate the arguments (unknown names, unknown columns, bad times) into a Scope."""
-        allowed = list(self.parameters["properties"])
-        unknown = sorted(set(arguments) - set(allowed))
-        if unknown:
-            raise ToolArgumentError(
-                f"{self.name} has no argument {', '.join(repr(u) for u in unknown)}; "
-                f"valid arguments: {', '.join(allowed)} (all optional)"
-            )
-        values = {k: v for k, v in arguments.items() if v not in (None, "", "all", "*")}
-        column = values.get("column")
-        if column is not None and column not in self.dataset.columns:
-            raise ToolArgumentError(missing_column_message(column, self.dataset.columns))
-        entity = values.get("entity")
-        if entity is not None and not self.dataset.roles.entity:
-            raise ToolArgumentError("this dataset has no entity column; call without 'entity'")
-        return Scope(
-            column=column,
-            entity=None if entity is None else str(entity),
-            start=_parse_time(values.get("start"), "start"),
-            end=_parse_time(values.get("end"), "end"),
-        )
 
     def ollama_schema(self) -> dict[str, Any]:
         return {
@@ -81,6 +68,78 @@ class Tool:
         }
 
 
+SCOPE_ARGUMENTS = ("column", "entity", "start", "end")
+
+
+def scope_from(dataset: Dataset, arguments: Mapping[str, Any]) -> Scope:
+    """Validate scope arguments into a Scope. Raises ToolArgumentError naming the valid choices:
+    unknown argument names, an unknown column or entity, a bad time or a window outside the data.
+    """
+    unknown = sorted(set(arguments) - set(SCOPE_ARGUMENTS))
+    if unknown:
+        raise ToolArgumentError(
+            f"no argument {', '.join(repr(u) for u in unknown)}; "
+            f"valid arguments: {', '.join(SCOPE_ARGUMENTS)} (all optional)"
+        )
+    values = {k: v for k, v in arguments.items() if v not in (None, "", "all", "*")}
+    column = values.get("column")
+    if column is not None and column not in dataset.columns:
+        raise ToolArgumentError(missing_column_message(column, dataset.columns))
+    entity = None if values.get("entity") is None else str(values["entity"])
+    if entity is not None:
+        _check_entity(dataset, entity)
+    start = _parse_time(values.get("start"), "start")
+    end = _parse_time(values.get("end"), "end")
+    if start is not None or end is not None:
+        _check_window(dataset, start, end)
+    return Scope(column=column, entity=entity, start=start, end=end)
+
+
+_MAX_CHOICES = 20
+
+
+def _check_entity(dataset: Dataset, entity: str) -> None:
+    key = entity_key(dataset)
+    if key is None:
+        raise ToolArgumentError("this dataset has no entity column; leave out 'entity'")
+    values = dataset.frame.select(key.unique().sort().head(_MAX_CHOICES + 1)).collect()
+    known = [str(v) for v in values.to_series() if v is not None]
+    if entity in known:
+        return
+    found = dataset.frame.select((key == entity).any()).collect().item()
+    if not found:
+        shown = ", ".join(known[:_MAX_CHOICES]) + (", ..." if len(known) > _MAX_CHOICES else "")
+        raise ToolArgumentError(f"entity {entity!r} does not exist; entities: {shown}")
+
+
+def time_range(dataset: Dataset) -> tuple[datetime, datetime] | None:
+    """The first and last timestamp of the data (naive UTC), or None without a time column."""
+    ts = dataset.roles.timestamp
+    if ts is None:
+        return None
+    span = dataset.frame.select(pl.col(ts).min().alias("first"), pl.col(ts).max().alias("last"))
+    first, last = span.collect().row(0)
+    if not isinstance(first, datetime) or not isinstance(last, datetime):
+        return None
+    return _naive_utc(first), _naive_utc(last)
+
+
+def _check_window(dataset: Dataset, start: datetime | None, end: datetime | None) -> None:
+    span = time_range(dataset)
+    if span is None:
+        raise ToolArgumentError("this dataset has no time column; leave out 'start' and 'end'")
+    first, last = span
+    valid = f"the data runs from {first.isoformat()} to {last.isoformat()}"
+    if start is not None and end is not None and start > end:
+        raise ToolArgumentError(f"start {start.isoformat()} is after end {end.isoformat()}")
+    if (start is not None and start > last) or (end is not None and end < first):
+        raise ToolArgumentError(f"the window holds no data: {valid}")
+
+
+def _naive_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is None else value.astimezone(UTC).replace(tzinfo=None)
+
+
 def _parse_time(value: Any, name: str) -> datetime | None:
     """A naive UTC time for a Scope (the checks compare with UTC timestamps)."""
     if value is None:
@@ -91,38 +150,18 @@ def _parse_time(value: Any, name: str) -> datetime | None:
     return parsed.replace(tzinfo=None)
 
 
-def _parameters(dataset: Dataset) -> dict[str, Any]:
-    properties: dict[str, Any] = {
-        "column": {
-            "type": "string",
-            "description": "Only this column (default: all columns).",
-            "enum": list(dataset.columns),
-        },
-        "start": {
-            "type": "string",
-            "description": "Only rows at or after this ISO 8601 time (default: all).",
-        },
-        "end": {
-            "type": "string",
-            "description": "Only rows at or before this ISO 8601 time (default: all).",
-        },
-    }
-    if dataset.roles.entity:
-        properties["entity"] = {
-            "type": "string",
-            "description": f"Only this {'/'.join(dataset.roles.entity)} (default: all).",
-        }
-    return {"type": "object", "properties": properties, "required": []}
+def no_arguments() -> dict[str, Any]:
+    """The parameters of a detection tool: none (a fresh dict: schemas are sent, never shared)."""
+    return {"type": "object", "properties": {}, "required": []}
 
 
 def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
     """The catalogue's detection tools bound to `dataset` and `config`, in report order."""
     tools: list[Tool] = []
-    parameters = _parameters(dataset)
     for spec in CATALOGUE:
         name = spec.name
         try:
-            tool = Tool(name, spec.description, parameters, dataset, config, spec.plan)
+            tool = Tool(name, spec.description, no_arguments(), dataset, config, spec.plan)
             tool.plan()  # building the plan validates the tool against this dataset; nothing is collected
         except (pl.exceptions.PolarsError, ValueError, KeyError, TypeError) as exc:
             raise ToolRegistrationError(f"detection tool {name} failed to register: {exc}") from exc

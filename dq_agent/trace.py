@@ -83,6 +83,8 @@ def _short(value: Any) -> str:
 def _offered(record: dict[str, Any]) -> str:
     if record.get("mode") == "react":
         return "text ReAct"
+    if record.get("mode") == "ask":
+        return "no tools (repair or merge)"
     offered = record.get("offered") or []
     return f"offered {escape(', '.join(offered))}" if offered else "no tools offered"
 
@@ -106,8 +108,25 @@ _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "action": lambda r: f"{_step(r)}[bold cyan]→ {_short(r['tool'])}[/]({_short(r['arguments'])})",
     "observation": lambda r: f"{_step(r)}  [dim]← {_short(r['kind'])}:[/] {_short(r['text'])}",
     "sentinel": lambda r: (
-        f"{_step(r)}[magenta]sentinel round {r['round']}: {_short(r['verdict'])}[/]"
+        f"{_step(r)}[magenta]sentinel round {r['round']} "
+        f"({'run by the loop: the model stopped early' if r.get('by') == 'loop' else 'called by the model'})"
+        f": {_short(r['verdict'])}[/]"
         + (f" missing {_short(', '.join(r['missing']))}" if r["missing"] else "")
+    ),
+    "model_reply": lambda r: (
+        f"{_step(r)}[dim]reply:[/] {_short(r['content'])}"
+        + (f" [dim]+ {len(r['tool_calls'])} native tool calls[/]" if r.get("tool_calls") else "")
+    ),
+    "over_budget": lambda r: (
+        f"{_step(r)}[yellow]prompt over budget[/]: {r['prompt_tokens']} > {r['budget']} tokens"
+    ),
+    "account": lambda r: (
+        f"[bold]{_short(r['line'])}[/]"
+        + (
+            f"\n        [dim]rejected text:[/] {_short(r['rejected_narrative'])}"
+            if r.get("rejected_narrative")
+            else ""
+        )
     ),
     "nudge": lambda r: f"{_step(r)}[yellow]nudge[/] ({_short(r['kind'])})",
     "answer": lambda r: f"{_step(r)}[green]final answer[/] ({r['chars']} chars)",

@@ -47,6 +47,8 @@ class Reply:
     tool_calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     prompt_tokens: int = 120
     completion_tokens: int = 30
+    prompt_eval_ns: int = 1000
+    eval_ns: int = 1000
 
 
 @dataclass(frozen=True)
@@ -265,9 +267,9 @@ def _final(
         total_duration=1_000_000,
         load_duration=1000,
         prompt_eval_count=item.prompt_tokens,
-        prompt_eval_duration=1000,
+        prompt_eval_duration=item.prompt_eval_ns,
         eval_count=item.completion_tokens,
-        eval_duration=1000,
+        eval_duration=item.eval_ns,
     )
     return out
 
@@ -463,3 +465,77 @@ def wait_until(predicate: Callable[[], bool], seconds: float = 2.0) -> bool:
             return True
         time.sleep(0.01)
     return predicate()
+
+
+# -- recorded transcripts of a real model ----------------------------------------------------
+# A transcript is what a real model replied, turn by turn, with what each request offered. It is
+# recorded from a `--trace` file of a real run (`transcript_from_trace`) and replayed by `Replay`,
+# which also checks that each request offers the same tools and `num_predict` as when recorded:
+# a change in what the agent offers fails the test instead of silently replaying another run.
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "llm"
+
+
+def transcript_from_trace(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One turn per model call: the request's offer and the model's exact reply."""
+    turns: list[dict[str, Any]] = []
+    pending: dict[str, Any] | None = None
+    for event in events:
+        if event["event"] == "model_call":
+            pending = {
+                "offered": list(event.get("offered") or []),
+                "num_predict": event.get("num_predict"),
+                "prompt_tokens": event["prompt_tokens"],
+                "completion_tokens": event["completion_tokens"],
+                "seconds": event["seconds"],
+            }
+        elif event["event"] == "model_reply" and pending is not None:
+            pending["content"] = event["content"]
+            pending["tool_calls"] = [
+                [c["name"], c["arguments"]] for c in event.get("tool_calls") or []
+            ]
+            turns.append(pending)
+            pending = None
+    return turns
+
+
+def load_transcript(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+class Replay:
+    """A script that answers with the recorded replies, in order, checking each request."""
+
+    def __init__(self, turns: Sequence[dict[str, Any]]) -> None:
+        self.turns = list(turns)
+        self.position = 0
+        self.mismatches: list[str] = []
+
+    @property
+    def exhausted(self) -> bool:
+        return self.position == len(self.turns)
+
+    def __call__(self, body: dict[str, Any]) -> ScriptItem:
+        if self.position >= len(self.turns):
+            self.mismatches.append(f"request {self.position}: no recorded reply left")
+            return HttpError(500, "replay exhausted")
+        turn = self.turns[self.position]
+        offered = [t["function"]["name"] for t in body.get("tools") or []]
+        num_predict = (body.get("options") or {}).get("num_predict")
+        if offered != turn["offered"]:
+            self.mismatches.append(
+                f"request {self.position}: offered {offered}, recorded {turn['offered']}"
+            )
+        if num_predict != turn["num_predict"]:
+            self.mismatches.append(
+                f"request {self.position}: num_predict {num_predict}, "
+                f"recorded {turn['num_predict']}"
+            )
+        self.position += 1
+        return Reply(
+            content=turn["content"],
+            tool_calls=tuple((name, dict(arguments)) for name, arguments in turn["tool_calls"]),
+            prompt_tokens=turn["prompt_tokens"],
+            completion_tokens=turn["completion_tokens"],
+        )

@@ -110,6 +110,7 @@ def test_chat_streams_content_and_tool_calls_with_pinned_options() -> None:
         "num_ctx": 4096,
         "temperature": 0.0,
         "seed": 7,
+        "num_predict": 900,  # every call is bounded: the account length unless told
         "stop": ["\nObservation:"],
     }
     assert request["tools"] == [TOOL]

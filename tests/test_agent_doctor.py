@@ -9,7 +9,7 @@ from rich.console import Console
 from dq_agent.agent.doctor import OK, PROBLEM, WARN, render_doctor, run_doctor
 from dq_agent.config import Config
 from dq_agent.errors import EXIT_AGENT, EXIT_OK
-from tests.fake_ollama import FakeOllama
+from tests.fake_ollama import FakeOllama, Reply, reply
 
 
 def config_for(fake: FakeOllama, **agent: object) -> Config:
@@ -27,18 +27,46 @@ def rendered(report: object) -> str:
     return buffer.getvalue()
 
 
+# 50 prompt tokens/s and 10 generated tokens/s, as the 1.5B model on 2 CPU cores.
+CPU_SPEED = Reply(
+    "Missing values.",
+    prompt_tokens=100,
+    completion_tokens=20,
+    prompt_eval_ns=2 * 10**9,
+    eval_ns=2 * 10**9,
+)
+
+
 def test_all_good_exits_0() -> None:
-    with FakeOllama() as fake:
-        report = run_doctor(config_for(fake))
+    with FakeOllama([reply("OK"), CPU_SPEED]) as fake:
+        report = run_doctor(config_for(fake, timeout_seconds=300.0))
     assert [(c.name, c.status) for c in report.checks] == [
         ("server reachable", OK),
         ("model pulled", OK),
         ("tools capability", OK),
         ("num_ctx", OK),
+        ("speed", OK),
     ]
+    # 9,000 prompt tokens / 50 + 900 generated / 10 = 270 s; a first call 1,500 / 50 + 200 / 10.
+    assert report.checks[-1].detail == (
+        "50 prompt tokens/s, 10.0 generated tokens/s: a run on the sample takes about 4.5 min, "
+        "a first call about 50 s (--model-timeout 300 s)"
+    )
+    # A warm-up call (a cold model loads first), then the measured one.
+    assert [r["options"]["num_predict"] for r in fake.chat_requests] == [1, 24]
     assert report.checks[0].detail == f"Ollama 0.6.5 at {fake.url}"
     assert report.exit_code == EXIT_OK
     assert "The model can be used." in rendered(report)
+
+
+def test_a_model_too_slow_for_the_timeout_is_a_warning_with_the_timeout_to_set() -> None:
+    with FakeOllama([reply("OK"), CPU_SPEED]) as fake:
+        report = run_doctor(config_for(fake, timeout_seconds=30.0))
+    speed = report.checks[-1]
+    assert (speed.name, speed.status) == ("speed", WARN)
+    assert speed.detail.endswith("beyond --model-timeout 30 s")
+    assert speed.fix == "raise --model-timeout to 80 or use a faster model"
+    assert report.exit_code == EXIT_OK
 
 
 def test_model_not_pulled_exits_4_with_the_pull_command() -> None:
@@ -80,5 +108,6 @@ def test_no_tools_capability_and_a_too_large_num_ctx_are_warnings() -> None:
 def test_a_small_num_ctx_is_a_warning() -> None:
     with FakeOllama() as fake:
         report = run_doctor(config_for(fake, num_ctx=2048))
-    assert report.checks[-1].status == WARN
-    assert "silently drops" in report.checks[-1].detail
+    num_ctx = {c.name: c for c in report.checks}["num_ctx"]
+    assert num_ctx.status == WARN
+    assert "silently drops" in num_ctx.detail

@@ -63,15 +63,33 @@ def test_hallucination_fixed_by_the_repair_round(faithful: str) -> None:
     assert "column1" not in agent["narrative"]
 
 
-def test_hallucination_that_survives_the_repair_stays_marked() -> None:
+def test_hallucination_that_survives_the_repair_is_replaced_by_the_code_written_account() -> None:
     with FakeOllama([*AGENT_TURNS, reply(HALLUCINATION), reply(HALLUCINATION)]) as fake:
         agent = run(fake)
     assert len(fake.chat_requests) == 4
     checks = agent["narrative_checks"]
     assert checks["repair_outcome"] == "still_unsupported"
-    assert "[UNSUPPORTED NAME: column1]" in agent["narrative"]
-    assert "[VERDICT CONFLICT" in agent["narrative"]
-    assert "[ADDED BY GUARD] structure_check" in agent["narrative"]
+    # The rejected text stays in the JSON, marked; the report shows dq-agent's own account.
+    assert "[UNSUPPORTED NAME: column1]" in agent["rejected_narrative"]
+    assert "[VERDICT CONFLICT" in agent["rejected_narrative"]
+    assert "[ADDED BY GUARD] structure_check" in agent["rejected_narrative"]
+    assert checks["rejection_reasons"] == [
+        "unsupported name",
+        "unsupported figure",
+        "verdict conflict",
+        # Four named checks: fewer than half the catalogue's dimensions.
+        f"covers 4 of {len(DETECTION_TOOL_NAMES)} dimensions",
+    ]
+    assert agent["account"] == {
+        "source": "dq-agent",
+        "reason": "unsupported name, unsupported figure, verdict conflict, "
+        f"covers 4 of {len(DETECTION_TOOL_NAMES)} dimensions",
+    }
+    lines = agent["narrative"].splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        *DETECTION_TOOL_NAMES,
+        "Verdict (computed by code)",
+    ]
 
 
 def test_verdict_stays_the_codes_whatever_the_model_says(tmp_path: Path) -> None:
@@ -85,3 +103,20 @@ def test_verdict_stays_the_codes_whatever_the_model_says(tmp_path: Path) -> None
     without_model = inspect(str(SAMPLE), config)
     assert with_model.verdict == without_model.verdict
     assert with_model.verdict != "pass"
+
+
+def test_the_report_says_which_account_it_shows(tmp_path: Path) -> None:
+    from dq_agent.report.markdown import render_markdown
+    from dq_agent.report.terminal import render_plain
+
+    with FakeOllama([*AGENT_TURNS, reply(HALLUCINATION), reply(HALLUCINATION)]) as fake:
+        config = Config()
+        config.agent.host = fake.url
+        config.agent.timeout_seconds = 5
+        inspection = inspect(str(SAMPLE), config)
+    line = (
+        "account: written by dq-agent (model text rejected: unsupported name, unsupported figure, "
+        f"verdict conflict, covers 4 of {len(DETECTION_TOOL_NAMES)} dimensions)"
+    )
+    assert f"_{line}_" in render_markdown(inspection)
+    assert line in render_plain(inspection, width=200)

@@ -35,8 +35,10 @@ from tests.fake_ollama import (
 )
 
 ALL = list(DETECTION_TOOL_NAMES)
-FIVE = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
 FOUR = [n for n in ALL if n != "structure_check"]
+FIVE = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+# The checks added after the first five: scripts that name the five call these after them.
+ADDED = [n for n in ALL if n not in FIVE]
 
 
 def others(*names: str) -> list[str]:
@@ -46,6 +48,9 @@ def others(*names: str) -> list[str]:
 
 ANSWER = "Nulls: 1 missing value in temp. No duplicates, outliers or delays. Structure is fine."
 MERGED = "Merged report: nulls 1, structure checked by code."
+# A model that answers whatever the sentinel says: after its own verify_result round, the loop
+# runs two more rounds (the limit is 3) before the third answer is accepted.
+STOPS_AFTER_VERIFY = [reply(ANSWER)] * 3
 
 
 @pytest.fixture(autouse=True)
@@ -110,7 +115,10 @@ def test_all_five_then_verify_then_answer_passes_through_untouched(bench: ToolBe
     # verify_result is offered early, never last; options are pinned on every call.
     first = fake.chat_requests[0]
     assert fake.offered_tools(0) == ["null_check", "verify_result", *ALL[1:]]
-    assert first["options"] == {"num_ctx": 8192, "temperature": 0.0, "seed": 42}
+    assert first["options"] == {"num_ctx": 8192, "temperature": 0.0, "seed": 42, "num_predict": 200}
+    # Once every tool has run: the sentinel and drill_down, and room for the account.
+    assert fake.offered_tools(steps - 2) == ["verify_result", "drill_down"]
+    assert fake.chat_requests[steps - 2]["options"]["num_predict"] == 900
     ready = fake.last_message(steps - 1)
     assert ready["role"] == "tool" and ready["content"].startswith("READY.")
     assert fake.offered_tools(steps - 1) == []
@@ -119,10 +127,12 @@ def test_all_five_then_verify_then_answer_passes_through_untouched(bench: ToolBe
 def test_four_called_and_sentinel_ignored_backfills_exactly_structure_check(
     bench: ToolBench,
 ) -> None:
-    with FakeOllama([calls_of(*FOUR), verify(True), reply(ANSWER), reply(MERGED)]) as fake:
+    script = [calls_of(*FOUR), verify(True), *STOPS_AFTER_VERIFY, reply(MERGED)]
+    with FakeOllama(script) as fake:
         outcome, trace = inspect(fake, bench)
     audit = outcome.audit
     assert audit.called_tools == FOUR
+    assert audit.called_after_push == []
     assert audit.fallback_executed == ["structure_check"]
     assert list(audit.fallback_outputs) == ["structure_check"]
     assert audit.fallback_outputs["structure_check"] == outcome.checks["structure_check"].to_dict()
@@ -134,13 +144,24 @@ def test_four_called_and_sentinel_ignored_backfills_exactly_structure_check(
     not_ready = fake.last_message(2)["content"]
     assert not_ready.startswith("NOT READY.") and "structure_check" in not_ready
     assert "You said you are ready" in not_ready
-    assert fake.offered_tools(2) == ["verify_result", "structure_check"]
+    assert fake.offered_tools(2) == ["structure_check"]
+    # Two answers were pushed back by the loop; the third (the round limit) is accepted.
+    pushed = fake.last_message(3)["content"]
+    assert pushed == (
+        "verify_result (run by dq-agent because you stopped): NOT READY. structure_check has "
+        "not run: call it now."
+    )
+    assert outcome.agent.sentinel_invocations == [
+        {"round": 1, "by": "model", "missing": ["structure_check"]},
+        {"round": 2, "by": "loop", "missing": ["structure_check"]},
+        {"round": 3, "by": "loop", "missing": ["structure_check"]},
+    ]
     # One merge call, without tools, carrying the backfilled observation.
-    assert len(fake.chat_requests) == 4
-    merge = fake.chat_requests[3]
+    assert len(fake.chat_requests) == 6
+    merge = fake.chat_requests[5]
     assert (
         merge["tools"] == []
-        and "<tool_result name=structure_check>" in fake.last_message(3)["content"]
+        and "<tool_result name=structure_check>" in fake.last_message(5)["content"]
     )
     assert outcome.agent.narrative == MERGED
     assert outcome.agent.merge == "merged"
@@ -151,7 +172,7 @@ def test_two_called_backfills_exactly_the_other_three(bench: ToolBench) -> None:
     script = [
         calls_of("null_check", "duplicate_check"),
         reply(ANSWER),
-        reply(ANSWER),
+        *STOPS_AFTER_VERIFY,
         reply(MERGED),
     ]
     with FakeOllama(script) as fake:
@@ -162,9 +183,15 @@ def test_two_called_backfills_exactly_the_other_three(bench: ToolBench) -> None:
         n: Source.AGENT if n in ("null_check", "duplicate_check") else Source.BACKFILLED
         for n in ALL
     }
-    # The answer without verify_result got exactly one reminder; the second answer was accepted.
-    assert "call verify_result" in fake.last_message(2)["content"]
-    assert outcome.agent.sentinel_rounds == 0
+    # An answer while tools are missing is never the end: the loop ran verify_result three times.
+    rest = ALL[2:]
+    assert fake.last_message(2)["content"].startswith(
+        f"verify_result (run by dq-agent because you stopped): NOT READY. "
+        f"{', '.join(rest[:-1])} and {rest[-1]} have not run: call them now."
+    )
+    assert fake.offered_tools(2) == rest
+    assert outcome.agent.sentinel_rounds == 3
+    assert [i["by"] for i in outcome.agent.sentinel_invocations] == ["loop"] * 3
     assert bench.executions == dict.fromkeys(ALL, 1)
 
 
@@ -181,8 +208,8 @@ def test_grounded_sentinel_feedback_obeyed_nothing_backfilled(bench: ToolBench) 
     assert outcome.audit.called_tools == [*FOUR, "structure_check"]
     assert outcome.audit.fallback_executed == []
     assert sources(outcome) == dict.fromkeys(ALL, Source.AGENT)
-    assert fake.offered_tools(2) == ["verify_result", "structure_check"]
-    assert fake.offered_tools(3) == ["verify_result"]
+    assert fake.offered_tools(2) == ["structure_check"]
+    assert fake.offered_tools(3) == ["verify_result", "drill_down"]
     assert fake.offered_tools(4) == []
     assert outcome.agent.sentinel_rounds == 2
     assert outcome.agent.narrative == ANSWER
@@ -203,13 +230,13 @@ def test_tool_calls_as_json_text_in_content_are_executed(bench: ToolBench) -> No
         reply(
             '[{"name": "delay_check", "parameters": {}}, {"function": {"name": "structure_check"}}]'
         ),
-        *[calls_of(name) for name in others(*FIVE)],
+        calls_of(*ADDED),
         reply('{"name": "verify_result", "arguments": {"is_ready": true}}'),
         reply(ANSWER),
     ]
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
-    assert outcome.audit.called_tools == [*FIVE, *others(*FIVE)]
+    assert outcome.audit.called_tools == [*FIVE, *ADDED]
     assert outcome.audit.fallback_executed == []
     assert sources(outcome) == dict.fromkeys(ALL, Source.AGENT)
     # The invented tool response never reaches the history; the real observation does.
@@ -224,58 +251,75 @@ def test_tool_calls_as_json_text_in_content_are_executed(bench: ToolBench) -> No
 
 
 def test_unknown_tool_name_is_refused_and_never_counted(bench: ToolBench) -> None:
-    script = [calls_of("null_values"), calls_of(*FOUR), verify(True), reply(ANSWER), reply(MERGED)]
+    script = [
+        calls_of("null_values"),
+        calls_of(*FOUR),
+        verify(True),
+        *STOPS_AFTER_VERIFY,
+        reply(MERGED),
+    ]
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
     assert fake.last_message(1)["content"] == (
-        f"Error: Unknown tool null_values, should be one of: {', '.join(ALL)}, verify_result."
+        f"Error: Unknown tool null_values, should be one of: {', '.join(ALL)}, "
+        "verify_result, drill_down."
     )
     assert outcome.audit.called_tools == FOUR
     assert "null_values" not in outcome.checks
     assert outcome.audit.fallback_executed == ["structure_check"]
 
 
-def test_invented_arguments_are_refused_and_the_tool_backfilled(bench: ToolBench) -> None:
+def test_arguments_are_ignored_the_whole_dataset_is_checked_and_counted(
+    bench: ToolBench,
+) -> None:
+    # What a 1.5B model did on the sample: every tool with an invented window and column.
+    window = {"start": "2023-01-01T00:00:00", "end": "2023-01-01T01:00:00"}
     script = [
-        reply(
-            calls=[call("null_check", threshold=0.5), call("duplicate_check", column="pressure")]
-        ),
-        calls_of(*ALL[1:]),
+        reply(calls=[call("null_check", column="temp", **window), call("duplicate_check", x=1)]),
+        calls_of("outlier_check", "delay_check", "structure_check", *ADDED),
         verify(True),
         reply(ANSWER),
-        reply(MERGED),
     ]
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
     messages = fake.chat_requests[1]["messages"]
-    assert messages[-2]["content"].startswith("Error: Invalid arguments for null_check:")
-    assert (
-        "'threshold'" in messages[-2]["content"]
-        and "valid arguments: column" in messages[-2]["content"]
+    assert messages[-2]["content"].startswith(
+        'Note: the arguments {"column": "temp", "start": "2023-01-01T00:00:00", '
+        '"end": "2023-01-01T01:00:00"} were ignored: null_check always checks the whole '
+        "dataset. To look closer, call drill_down once every detection tool has run.\n"
+        "<tool_result name=null_check>"
     )
-    assert "column 'pressure' does not exist" in messages[-1]["content"]
-    assert outcome.audit.called_tools == ALL[1:]
-    assert outcome.audit.fallback_executed == ["null_check"]
-    assert outcome.checks["null_check"].source is Source.BACKFILLED
-    assert bench.executions["null_check"] == 1  # only the backfill ran it
+    assert "in column temp" not in messages[-2]["content"]  # the whole dataset, not the column
+    assert messages[-1]["content"].startswith('Note: the arguments {"x": 1} were ignored')
+    assert outcome.audit.called_tools == [*FIVE, *ADDED]
+    assert outcome.audit.fallback_executed == []
+    assert bench.executions == dict.fromkeys(ALL, 1)
 
 
-def test_third_identical_call_in_a_row_is_not_executed(bench: ToolBench) -> None:
+def test_repeats_get_a_pointer_and_a_turn_of_repeats_is_pushed(bench: ToolBench) -> None:
     script = [
         calls_of("null_check"),
-        calls_of("null_check"),
-        calls_of("null_check"),
+        reply(calls=[call("null_check", column="temp")]),
         calls_of(*ALL[1:]),
         verify(True),
         reply(ANSWER),
     ]
     with FakeOllama(script) as fake:
-        outcome, _ = inspect(fake, bench)
+        outcome, trace = inspect(fake, bench)
     assert bench.executions["null_check"] == 1
-    assert fake.last_message(2)["content"].startswith("(already called with these arguments)")
-    third = fake.last_message(3)["content"]
-    assert third.startswith("Error: Not executed: this is the third identical call of null_check")
+    pointer, pushed = fake.chat_requests[2]["messages"][-2:]
+    assert pointer["content"] == (
+        "Already called: null_check ran before and its result is above. Still missing: "
+        f"{', '.join(ALL[1:])}: call them now."
+    )
+    assert pushed["role"] == "user" and "NOT READY" in pushed["content"]
+    assert fake.offered_tools(2) == ALL[1:]
     assert outcome.audit.called_tools == ALL
+    assert outcome.audit.called_after_push == ALL[1:]
+    assert [(e["by"], e["verdict"]) for e in trace.of("sentinel")] == [
+        ("loop", "not_ready"),
+        ("model", "ready"),
+    ]
     assert outcome.audit.fallback_executed == []
 
 
@@ -293,7 +337,15 @@ def test_two_empty_answers_end_the_loop_without_a_narrative(bench: ToolBench) ->
     with FakeOllama([calls_of(*ALL), verify(True), reply(""), reply(" ")]) as fake:
         outcome, trace = inspect(fake, bench)
     assert len(fake.chat_requests) == 4
-    assert outcome.agent.narrative is None
+    # No answer from the model: the report shows the account dq-agent writes from the results.
+    assert outcome.agent.rejected_narrative is None
+    assert (
+        outcome.agent.account_line()
+        == "account: written by dq-agent (model text rejected: no answer)"
+    )
+    assert (outcome.agent.narrative or "").splitlines()[0] == (
+        "null_check: WARN. null_check: 1 finding in 3 rows."
+    )
     assert outcome.agent.status == "ok"
     assert trace.of("loop_end")[0]["reason"] == "empty_answer"
 
@@ -303,7 +355,7 @@ def test_five_calls_in_one_turn_then_the_same_five_again(bench: ToolBench) -> No
         outcome, _ = inspect(fake, bench)
     assert bench.executions == dict.fromkeys(ALL, 1)
     repeated = fake.chat_requests[2]["messages"][-5:]
-    assert all(m["content"].startswith("(already called") for m in repeated)
+    assert all(m["content"].startswith("Already called: ") for m in repeated)
     assert outcome.audit.called_tools == ALL
     assert outcome.audit.fallback_executed == []
     assert outcome.agent.narrative == ANSWER
@@ -313,7 +365,8 @@ def test_tool_that_raises_for_the_model_gives_error_observation_and_is_backfille
     tmp_path: Path,
 ) -> None:
     bench = tool_bench(tmp_path, failing={"delay_check"})
-    with FakeOllama([calls_of(*ALL), verify(True), reply(ANSWER), reply(MERGED)]) as fake:
+    script = [calls_of(*ALL), verify(True), *STOPS_AFTER_VERIFY, reply(MERGED)]
+    with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
     (observation,) = [
         m["content"]
@@ -407,14 +460,13 @@ def test_react_model_that_copies_the_template_literally(tmp_path: Path) -> None:
             "Thought: I start with missing values.\nAction: null_check\nAction Input: {}\n"
             "Observation: no nulls\nThought: done\nFinal Answer: all clean"
         ),
-        reply("Final Answer: " + ANSWER),  # without verify_result: one reminder
-        reply("Final Answer: " + ANSWER),
+        *[reply("Final Answer: " + ANSWER)] * 4,  # pushed by the loop three times
         reply(MERGED),
     ]
     with FakeOllama(script, tools_capability=False) as fake:
         outcome, _ = inspect(fake, bench)
     refused = fake.last_message(1)["content"]
-    assert "call verify_result" in fake.last_message(3)["content"]
+    assert "NOT READY" in fake.last_message(3)["content"]
     assert refused.startswith("Observation: Error: Unknown tool the tool name, one of [")
     # The copied example ran once; the invented observation and answer after it were cut off.
     assert fake.chat_requests[2]["messages"][-2]["content"] == (
@@ -504,7 +556,8 @@ def test_error_mid_stream_ends_the_loop_and_the_guard_completes(bench: ToolBench
 
 def test_backfill_that_raises_leaves_error_and_suggestion(tmp_path: Path) -> None:
     bench = tool_bench(tmp_path, failing={"structure_check"})
-    with FakeOllama([calls_of(*FOUR), verify(True), reply(ANSWER), reply(MERGED)]) as fake:
+    script = [calls_of(*FOUR), verify(True), *STOPS_AFTER_VERIFY, reply(MERGED)]
+    with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
     structure = outcome.checks["structure_check"]
     assert (structure.status, structure.source) == (Status.ERROR, Source.BACKFILLED)
@@ -519,12 +572,12 @@ def test_merge_call_that_fails_appends_the_raw_results(bench: ToolBench) -> None
     script: list[ScriptItem] = [
         calls_of(*FOUR),
         verify(True),
-        reply(ANSWER),
+        *STOPS_AFTER_VERIFY,
         HttpError(500, "out of memory"),
     ]
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
-    assert len(fake.chat_requests) == 4
+    assert len(fake.chat_requests) == 6
     assert outcome.agent.merge == "appended"
     assert outcome.agent.status == "ok"
     narrative = outcome.agent.narrative or ""
@@ -533,9 +586,9 @@ def test_merge_call_that_fails_appends_the_raw_results(bench: ToolBench) -> None
 
 
 def test_merge_switched_off_appends_without_a_call(bench: ToolBench) -> None:
-    with FakeOllama([calls_of(*FOUR), verify(True), reply(ANSWER)]) as fake:
+    with FakeOllama([calls_of(*FOUR), verify(True), *STOPS_AFTER_VERIFY]) as fake:
         outcome, _ = inspect(fake, bench, fallback_merge=False)
-    assert len(fake.chat_requests) == 3
+    assert len(fake.chat_requests) == 5
     assert outcome.agent.merge == "appended"
 
 
@@ -548,7 +601,12 @@ def test_narrative_review_hook_gets_the_narrative_and_a_working_ask_model(
     seen: dict[str, Any] = {}
 
     def review(
-        narrative: str, checks: dict[str, CheckResult], dataset: Any, verdict: Verdict, ask: Any
+        narrative: str,
+        checks: dict[str, CheckResult],
+        dataset: Any,
+        verdict: Verdict,
+        ask: Any,
+        drill_downs: Any,
     ) -> tuple[str, dict[str, Any]]:
         seen.update(narrative=narrative, tools=list(checks), verdict=verdict)
         return f"{narrative} [reviewed: {ask('Check this.')}]", {"covered": True}
@@ -559,6 +617,7 @@ def test_narrative_review_hook_gets_the_narrative_and_a_working_ask_model(
     assert seen == {"narrative": ANSWER, "tools": ALL, "verdict": Verdict.WARN}
     assert outcome.agent.narrative == f"{ANSWER} [reviewed: looks right]"
     assert outcome.agent.narrative_checks == {"covered": True}
+    assert outcome.agent.account_line() == "account: model (checked)"
     assert fake.last_message(3) == {"role": "user", "content": "Check this."}
     assert outcome.agent.prompt_tokens == 4 * 120
 
@@ -576,7 +635,7 @@ def real_tools(path: Path, config: Config) -> tuple[list[Tool], Dataset]:
 def test_real_tools_on_clean_data_with_structure_skipped(clean_parquet: Path) -> None:
     config = Config()
     tools, dataset = real_tools(clean_parquet, config)
-    with FakeOllama([calls_of(*FOUR), verify(True), reply(ANSWER), reply(MERGED)]) as fake:
+    with FakeOllama([calls_of(*FOUR), verify(True), *STOPS_AFTER_VERIFY, reply(MERGED)]) as fake:
         config.agent.host = fake.url
         config.agent.timeout_seconds = 2.0
         outcome = run_agent_inspection(tools, dataset, config)
@@ -634,3 +693,17 @@ def test_react_reply_with_neither_action_nor_answer_gets_a_format_hint(tmp_path:
     assert [e["kind"] for e in trace.of("nudge")] == ["react_format"]
     assert outcome.audit.fallback_executed == []
     assert outcome.agent.narrative == ANSWER
+
+
+def test_a_model_that_only_repeats_once_all_ran_gets_no_tools_then_the_loop_ends(
+    bench: ToolBench,
+) -> None:
+    with FakeOllama([calls_of(*ALL), calls_of(*ALL), calls_of("null_check")]) as fake:
+        outcome, trace = inspect(fake, bench, sentinel=False)
+    assert fake.offered_tools(1) == ["drill_down"]
+    assert fake.offered_tools(2) == []
+    assert trace.of("loop_end")[0]["reason"] == "repeating"
+    assert outcome.audit.called_tools == ALL
+    assert outcome.agent.account_line() == (
+        "account: written by dq-agent (model text rejected: no answer)"
+    )

@@ -112,3 +112,31 @@ def test_visible_part_cuts_what_the_model_invented() -> None:
     )
     assert visible_part('{"name": "a"}<tool_response>made up') == '{"name": "a"}'
     assert visible_part("plain") == "plain"
+
+
+def test_tools_wrapper_with_json_lines() -> None:
+    text = (
+        "<tools>\n"
+        '{"name": "null_check", "arguments": {"column": "temperature", "start": "2023-01-01"}}\n'
+        '{"name": "duplicate_check", "arguments": {}}\n'
+        "</tools>"
+    )
+    assert parse_content_calls(text) == [
+        ToolCall("null_check", {"column": "temperature", "start": "2023-01-01"}),
+        ToolCall("duplicate_check", {}),
+    ]
+
+
+def test_tools_wrapper_with_function_tags_as_qwen_coder_writes_them() -> None:
+    # Qwen2.5-Coder-1.5B's exact first reply on the sample (llm-lab, Ollama-style parsing),
+    # unbalanced braces included; the last line cut off by num_predict.
+    text = (
+        "<tools>\n"
+        '  <function name="null_check" arguments={"columns": ["timestamp", "device_id"]}}\n'
+        '  <function name="outlier_check" arguments={"columns": ["temperature"]} />\n'
+        '  <function name="structure_check" arguments={"columns": ["timestamp", "dev'
+    )
+    calls = parse_content_calls(text)
+    assert [c.name for c in calls] == ["null_check", "outlier_check", "structure_check"]
+    assert calls[0].arguments == {"columns": ["timestamp", "device_id"]}
+    assert calls[2].arguments == {"arguments": 'arguments={"columns": ["timestamp", "dev'}

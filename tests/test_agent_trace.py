@@ -51,6 +51,9 @@ def test_verbose_lines_show_each_kind_of_step() -> None:
     trace.emit("action", step=1, tool="null_check", arguments={})
     trace.emit("observation", step=1, tool="null_check", kind="executed", text="3 nulls")
     trace.emit("sentinel", step=2, verdict="not_ready", missing=["structure_check"], round=1)
+    trace.emit(
+        "sentinel", step=3, verdict="not_ready", missing=["structure_check"], round=2, by="loop"
+    )
     trace.emit("guard", expected=["a", "b"], called=["a"], missing=["b"])
     trace.emit("guard", expected=["a"], called=["a"], missing=[])
     text = buffer.getvalue()
@@ -62,7 +65,11 @@ def test_verbose_lines_show_each_kind_of_step() -> None:
     assert "Thought: start with nulls" in text
     assert "→ null_check({})" in text
     assert "← executed: 3 nulls" in text
-    assert "sentinel round 1: not_ready missing structure_check" in text
+    assert "sentinel round 1 (called by the model): not_ready missing structure_check" in text
+    assert (
+        "sentinel round 2 (run by the loop: the model stopped early): not_ready missing "
+        "structure_check" in text
+    )
     assert "guard triggered: model skipped b, backfilled" in text
     assert "completeness check passed (called 1/1)" in text
 

@@ -53,8 +53,15 @@ def _fleet(tmp_path: Path) -> Path:
     return write_csv(tmp_path / "fleet.csv", HEADER, rows)
 
 
+def _config() -> Config:
+    """The loader does not take a constant integer column for a value: name the values."""
+    config = Config()
+    config.columns.values = ["temp", "rh", "setpoint", "valve"]
+    return config
+
+
 def test_stuck_runs_are_found_with_start_end_and_length(tmp_path: Path) -> None:
-    result = run_check(plan_flatline_check, _fleet(tmp_path))
+    result = run_check(plan_flatline_check, _fleet(tmp_path), _config())
     metrics = result.metrics
     temp = metrics["columns"]["temp"]
     assert (temp["stuck_runs"], temp["stuck_readings"]) == (2, 26)
@@ -84,7 +91,7 @@ def test_stuck_runs_are_found_with_start_end_and_length(tmp_path: Path) -> None:
 
 def test_settings_move_the_line(tmp_path: Path) -> None:
     path = _fleet(tmp_path)
-    config = Config()
+    config = _config()
     config.flatline_check.min_readings = 5
     config.flatline_check.excluded = ["val*", "setpoint"]
     result = run_check(plan_flatline_check, path, config)
@@ -94,7 +101,7 @@ def test_settings_move_the_line(tmp_path: Path) -> None:
     config.flatline_check.chance = 1.0
     result = run_check(plan_flatline_check, path, config)
     assert result.metrics["columns"]["temp"]["stuck_runs"] == 3
-    config = Config()
+    config = _config()
     config.flatline_check.flag_constant_columns = True
     result = run_check(plan_flatline_check, path, config)
     assert result.metrics["columns"]["setpoint"]["stuck_runs"] == 2

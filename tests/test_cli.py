@@ -69,6 +69,7 @@ def test_json_contract_keys(clean_parquet: Path) -> None:
     assert report["audit"] == {
         "expected_tools": tools,
         "called_tools": tools,
+        "called_after_push": [],
         "fallback_executed": [],
         "fallback_outputs": {},
     }

@@ -107,3 +107,34 @@ def test_cli_json() -> None:
     report = json.loads(result.stdout)
     assert [e["sentinel"] for e in report["evaluations"]] == [True, False]
     assert [e["runs_with_backfill"] for e in report["evaluations"]] == [0, 1]
+
+
+def stopper(body: dict[str, Any]) -> Any:
+    """Calls four tools, then answers; calls what is offered only when the loop pushes it."""
+    offered = [t["function"]["name"] for t in body.get("tools") or []]
+    messages = body["messages"]
+    if len(messages) == 2:
+        return calls_of(*FOUR)
+    if messages[-1]["content"].startswith("verify_result (run by dq-agent"):
+        return calls_of(*offered)
+    return reply("Inspection done: see the figures per check.")
+
+
+def test_runs_sample_the_model_and_tell_pushed_calls_from_unprompted_ones() -> None:
+    with FakeOllama(stopper) as fake:
+        config = config_for(fake)
+        config.agent.seed = 100
+        (evaluation,) = evaluate_model(SAMPLE, config, runs=2)
+        options = [r["options"] for r in fake.chat_requests]
+    # A new seed per run, the eval temperature on every call (inspect keeps 0 and one seed).
+    assert sorted({o["seed"] for o in options}) == [100, 101]
+    assert {o["temperature"] for o in options} == {0.7}
+    assert [(r.seed, r.unprompted, r.after_push, r.backfilled) for r in evaluation.rows] == [
+        (100, len(FOUR), 1, 0),
+        (101, len(FOUR), 1, 0),
+    ]
+    assert [(r.rounds_by_model, r.rounds_by_loop) for r in evaluation.rows] == [(0, 1), (0, 1)]
+    report = evaluation.to_dict()
+    assert report["temperature"] == 0.7
+    assert report["means"]["unprompted"] == float(len(FOUR))
+    assert all(r.prompt_tokens > 0 for r in evaluation.rows)

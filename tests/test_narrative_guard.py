@@ -404,10 +404,63 @@ def test_the_report_is_json(dataset: Dataset, checks: dict[str, CheckResult]) ->
         "repair_outcome",
         "needed_repair",
         "kept_unsupported",
+        "removed_markup",
+        "echoed_tool_output",
+        "rejection_reasons",
         "before_repair",
     }
+    assert report["rejection_reasons"] == []
 
 
 def test_fine_is_a_verdict_word(dataset: Dataset, checks: dict[str, CheckResult]) -> None:
     review = check_narrative("Duplicates look fine.", checks, dataset, Verdict.FAIL)
     assert [(c.word, c.scope) for c in review.verdict_conflicts] == [("fine", "duplicate_check")]
+
+
+# What a 1.5B model answered on the sample: the observations echoed back as XML.
+ECHO = (
+    '<tool_result name="null_check"> {"status": "fail", "summary": "998 missing values"} '
+    "</tool_result>\n"
+    '<tool_result name="delay_check"> {"status": "warn", "findings": [{"what": "gap"}]} '
+    "</tool_result>"
+)
+
+
+def test_echoed_tool_output_is_removed_and_rejected_when_the_repair_echoes_again(
+    dataset: Dataset, checks: dict[str, CheckResult]
+) -> None:
+    model = FakeModel(answer=ECHO)
+    text, report = review_narrative(ECHO, checks, dataset, Verdict.FAIL, model)
+    assert "<tool_result" not in text and '"status"' not in text
+    assert "pasted raw tool output" in model.prompts[0]
+    assert report["echoed_tool_output"] is True
+    assert report["repair_outcome"] == "still_unsupported"
+    assert report["rejection_reasons"] == ["echoed tool output", "covers 0 of 5 dimensions"]
+
+
+def test_an_echo_repaired_into_faithful_prose_is_accepted(
+    dataset: Dataset, checks: dict[str, CheckResult]
+) -> None:
+    wrapped = f"{FAITHFUL}\n<tools>\n" + '{"name": "null_check", "arguments": {}}\n</tools>'
+    _, clean = review_narrative(wrapped, checks, dataset, Verdict.FAIL, None)
+    # Tool calls in the prose are markup, not an echo: removed without a repair.
+    assert (clean["removed_markup"], clean["echoed_tool_output"]) == (True, False)
+    assert clean["repair_outcome"] == "not_needed"
+    _, report = review_narrative(
+        FAITHFUL + "\n" + ECHO, checks, dataset, Verdict.FAIL, FakeModel(answer=FAITHFUL)
+    )
+    assert report["needed_repair"] is True
+    assert report["repair_outcome"] == "fixed"
+    assert report["rejection_reasons"] == []
+
+
+def test_the_code_written_account_passes_the_guard(
+    dataset: Dataset, checks: dict[str, CheckResult]
+) -> None:
+    from dq_agent.narrative.account import written_account
+
+    account = written_account(checks, Verdict.FAIL)
+    assert account.splitlines()[-1] == "Verdict (computed by code): FAIL"
+    assert [line.split(":")[0] for line in account.splitlines()[:-1]] == list(checks)
+    review = check_narrative(account, checks, dataset, Verdict.FAIL)
+    assert not review.needs_repair, review.problems()

@@ -222,7 +222,9 @@ def test_injection_in_a_device_name_reaches_the_model_only_as_fenced_data(
     assert report["checks"]["null_check"]["status"] == "fail"
     assert report["agent"]["status"] == "ok"
     assert report["audit"]["called_tools"] == ALL
-    assert "VERDICT CONFLICT" in report["agent"]["narrative"]
+    # The obedient text is rejected (kept, marked, in the JSON); the report shows code's account.
+    assert "VERDICT CONFLICT" in report["agent"]["rejected_narrative"]
+    assert report["agent"]["account"]["source"] == "dq-agent"
     # The device name reached the model (in null_check's finding), and only inside a fence.
     seen = 0
     for request in requests:
@@ -252,15 +254,11 @@ def test_injection_in_a_column_name_cannot_change_the_verdict(tmp_path: Path) ->
     code, report, requests = column_injection_run(tmp_path)
     assert (code, report["verdict"]) == (1, "fail")
     assert report["checks"]["null_check"]["status"] == "fail"
-    assert "VERDICT CONFLICT" in report["agent"]["narrative"]
-    quoted = json.dumps(INJECTION)
+    assert "VERDICT CONFLICT" in report["agent"]["rejected_narrative"]
     for request in requests:
-        # In the tool definitions a column name is only ever an allowed argument value.
+        # The tool definitions carry no data at all (detection tools take no arguments).
         for tool in request.get("tools") or []:
-            text = json.dumps(tool)
-            assert INJECTION not in text.replace(quoted, "")
-            if INJECTION in text:
-                assert INJECTION in tool["function"]["parameters"]["properties"]["column"]["enum"]
+            assert INJECTION not in json.dumps(tool)
 
 
 def outside_data(content: str) -> str:

@@ -41,6 +41,10 @@ class ModelReply:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+    prompt_seconds: float | None = None
+    """Time the server spent reading the prompt, when it says (Ollama's prompt_eval_duration)."""
+    eval_seconds: float | None = None
+    """Time the server spent generating, when it says (eval_duration)."""
 
 
 @dataclass(frozen=True)
@@ -141,12 +145,17 @@ class ModelClient:
         tools: Sequence[Mapping[str, Any]] | None = None,
         *,
         stop: Sequence[str] | None = None,
+        num_predict: int | None = None,
     ) -> ModelReply:
-        """One streamed chat call, accumulated; the whole call must finish within the timeout."""
+        """One streamed chat call, accumulated; the whole call must finish within the timeout.
+
+        `num_predict` bounds the reply (default: the account's length): every call is bounded.
+        """
         options: dict[str, Any] = {
             "num_ctx": self.settings.num_ctx,
             "temperature": self.settings.temperature,
             "seed": self.settings.seed,
+            "num_predict": num_predict or self.settings.num_predict_answer,
         }
         if stop:
             options["stop"] = list(stop)
@@ -155,6 +164,7 @@ class ModelClient:
         content: list[str] = []
         calls: list[ToolCall] = []
         prompt_tokens = completion_tokens = 0
+        durations: tuple[float | None, float | None] = (None, None)
         try:
             stream: Iterator[ollama.ChatResponse] = self._client.chat(
                 self.model,
@@ -172,18 +182,25 @@ class ModelClient:
                 if part.done:
                     prompt_tokens = part.prompt_eval_count or 0
                     completion_tokens = part.eval_count or 0
+                    durations = (_seconds(part.prompt_eval_duration), _seconds(part.eval_duration))
                 if time.monotonic() > deadline:
                     raise httpx.ReadTimeout("the model did not finish within the timeout")
         except _FAILURES as exc:
             raise self._describe(exc) from exc
         self._watch_context(prompt_tokens)
         return ModelReply(
-            "".join(content), calls, prompt_tokens, completion_tokens, time.monotonic() - started
+            "".join(content),
+            calls,
+            prompt_tokens,
+            completion_tokens,
+            time.monotonic() - started,
+            *durations,
         )
 
-    def ask(self, prompt: str) -> str:
+    def ask(self, prompt: str, num_predict: int | None = None) -> str:
         """One prompt, no tools, the text of the answer. Raises ModelCallError."""
-        return self.chat([{"role": "user", "content": prompt}]).content.strip()
+        messages = [{"role": "user", "content": prompt}]
+        return self.chat(messages, num_predict=num_predict).content.strip()
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -245,6 +262,10 @@ _FAILURES: tuple[type[BaseException], ...] = (
     json.JSONDecodeError,
     ValueError,
 )
+
+
+def _seconds(nanoseconds: int | None) -> float | None:
+    return nanoseconds / 1e9 if nanoseconds else None
 
 
 def _context_length(model_info: Mapping[str, Any]) -> int | None:

@@ -1,9 +1,12 @@
 """Executing the model's tool calls, with every protection between the model and the tools.
 
-Unknown names and invalid arguments get an observation naming the valid choices and never count
-as called; a third consecutive identical call is not executed; a repeat of a call that already
-ran is answered from memory; a tool that raises gives `{error, suggestion}`. Only detection tools
-that executed successfully land in `results`, which is what the guard counts.
+Unknown names get an observation naming the valid choices and never count as called. Detection
+tools take no arguments: whatever a model sends anyway is ignored (the tool runs on the whole
+dataset and counts; the observation says so and names drill_down). A repeat of a call that already
+ran gets a short pointer to what is still missing instead of its result again (a small model
+repeats the same calls turn after turn, and repeating a result grows the prompt each time). A
+tool that raises gives `{error, suggestion}`. Only detection tools that executed successfully land
+in `results`, which is what the guard counts; drill_down results land in `drill_downs`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dq_agent.agent.client import ToolCall
+from dq_agent.agent.drilldown import DRILL_DOWN_NAME, run_drill_down
 from dq_agent.agent.sentinel import SENTINEL_NAME, Sentinel, SentinelVerdict
 from dq_agent.errors import ToolArgumentError
 from dq_agent.result import CheckResult, Source
@@ -21,8 +25,9 @@ from dq_agent.runner import CHECK_FAILURES, failure_result
 from dq_agent.tools import Tool
 from dq_agent.trace import Trace
 
-MAX_IDENTICAL_IN_A_ROW = 2
 _OBSERVATION_PREVIEW = 160
+# What a model writes for "no argument": not a narrowing it asked for.
+_EMPTY_VALUES = (None, "", "all", "*", "none", "null")
 
 EXECUTED = "executed"
 REPEATED = "repeated"
@@ -47,12 +52,16 @@ class Dispatcher:
         self.sentinel = sentinel
         self.trace = trace
         self.results: dict[str, CheckResult] = {}
-        self._memory: dict[str, str] = {}
-        self._recent: list[str] = []
+        self.drill_downs: list[CheckResult] = []
+        self._memory: set[str] = set()
+
+    @property
+    def missing(self) -> list[str]:
+        return self.sentinel.missing(self.results)
 
     @property
     def valid_names(self) -> list[str]:
-        return [*self.tools, SENTINEL_NAME]
+        return [*self.tools, SENTINEL_NAME, DRILL_DOWN_NAME]
 
     def execute(self, call: ToolCall, step: int) -> Outcome:
         self.trace.emit("action", step=step, tool=call.name, arguments=call.arguments)
@@ -68,47 +77,71 @@ class Dispatcher:
 
     def _execute(self, call: ToolCall) -> Outcome:
         name = call.name
-        if name not in self.tools and name != SENTINEL_NAME:
+        if name not in self.valid_names:
             return self._reject(
                 name, f"Unknown tool {name}, should be one of: {', '.join(self.valid_names)}."
             )
         arguments = _as_arguments(call.arguments)
+        if arguments is None and name in self.tools:
+            arguments = {"arguments": call.arguments}  # ignored like any other argument
         if arguments is None:
             return self._reject(
                 name, f"The arguments of {name} must be a JSON object such as {{}}; call it again."
             )
-        key = f"{name} {json.dumps(arguments, sort_keys=True, default=str)}"
-        self._recent.append(key)
-        if self._recent[-MAX_IDENTICAL_IN_A_ROW - 1 :] == [key] * (MAX_IDENTICAL_IN_A_ROW + 1):
-            return self._reject(
-                name,
-                f"Not executed: this is the third identical call of {name} in a row. Its result "
-                "has not changed. Move on to the next tool or to verify_result.",
-            )
         if name == SENTINEL_NAME:
             verdict = self.sentinel.review(arguments, self.results)
             return Outcome(name, verdict.observation, SENTINEL, verdict)
+        # Detection tools ignore arguments, so any second call of one is a repeat.
+        key = name if name in self.tools else f"{name} {json.dumps(arguments, sort_keys=True)}"
         if key in self._memory:
-            return Outcome(
-                name, f"(already called with these arguments)\n{self._memory[key]}", REPEATED
-            )
+            return Outcome(name, self._pointer(name), REPEATED)
+        if name == DRILL_DOWN_NAME:
+            return self._drill_down(arguments, key)
         return self._run(self.tools[name], arguments, key)
+
+    def _pointer(self, name: str) -> str:
+        missing = self.missing
+        if missing:
+            todo = f"Still missing: {', '.join(missing)}: call {'it' if len(missing) == 1 else 'them'} now."
+        else:
+            todo = "Every detection tool has run: give your final answer now."
+        return f"Already called: {name} ran before and its result is above. {todo}"
 
     def _run(self, tool: Tool, arguments: dict[str, Any], key: str) -> Outcome:
         try:
-            result = tool(**arguments).with_source(Source.AGENT)
-        except ToolArgumentError as exc:
-            return self._reject(tool.name, f"Invalid arguments for {tool.name}: {exc}.")
+            result = tool().with_source(Source.AGENT)
         except CHECK_FAILURES as exc:
             return Outcome(tool.name, failure_result(tool.name, exc).observation(), FAILED)
-        # Only a whole-dataset run checks the dimension. A narrowed call answers the model's
-        # question, but the verdict may not be computed on a scope the model picked: until the
-        # tool runs on everything it stays missing (the sentinel says so; else the guard runs it).
-        if tool.scope(arguments).is_whole():
-            self.results[tool.name] = result
+        self._memory.add(key)
+        self.results[tool.name] = result
         observation = result.observation()
-        self._memory[key] = observation
+        sent = {k: v for k, v in arguments.items() if v not in _EMPTY_VALUES}
+        if sent:
+            observation = (
+                f"Note: the arguments {json.dumps(sent, default=str)} were ignored: {tool.name} "
+                f"always checks the whole dataset. To look closer, call {DRILL_DOWN_NAME} once "
+                f"every detection tool has run.\n{observation}"
+            )
         return Outcome(tool.name, observation, EXECUTED)
+
+    def _drill_down(self, arguments: dict[str, Any], key: str) -> Outcome:
+        missing = self.missing
+        if missing:
+            return self._reject(
+                DRILL_DOWN_NAME,
+                f"{DRILL_DOWN_NAME} is available once every detection tool has run; "
+                f"still missing: {', '.join(missing)}.",
+            )
+        try:
+            result = run_drill_down(self.tools, arguments)
+        except ToolArgumentError as exc:
+            return self._reject(DRILL_DOWN_NAME, f"Invalid arguments for {DRILL_DOWN_NAME}: {exc}.")
+        except CHECK_FAILURES as exc:
+            tool = str(arguments.get("tool"))
+            return Outcome(DRILL_DOWN_NAME, failure_result(tool, exc).observation(), FAILED)
+        self._memory.add(key)
+        self.drill_downs.append(result)
+        return Outcome(DRILL_DOWN_NAME, result.observation(), EXECUTED)
 
     def _reject(self, name: str, text: str) -> Outcome:
         return Outcome(name, f"Error: {text}", REJECTED)

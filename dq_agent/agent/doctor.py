@@ -1,7 +1,12 @@
 """`dq-agent doctor`: the pre-flight checks one by one, each with what is wrong and how to fix it.
 
 Exit code: 0 when the model can be used (warnings included: no native tool calling only means
-the text ReAct mode), 4 (`EXIT_AGENT`) when it cannot: server unreachable or model not pulled.
+the text ReAct mode, a slow model only a long run), 4 (`EXIT_AGENT`) when it cannot: server
+unreachable or model not pulled.
+
+The last check measures the model's speed on a small prompt (prompt tokens read and tokens
+generated per second) and from it the expected duration of a run on the sample and of a first
+call, against `--model-timeout`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,17 @@ PROBLEM = "problem"
 # Below this the system prompt, five observations and the answer hardly fit.
 MIN_USEFUL_NUM_CTX = 4096
 DOCTOR_TIMEOUT = 10.0
+# A run on sample_data/sensors.parquet with qwen2.5-coder:1.5b (README, agent section): tokens
+# the server read and generated over the whole run, and the size of its first prompt.
+SAMPLE_RUN_PROMPT_TOKENS = 9000
+SAMPLE_RUN_COMPLETION_TOKENS = 900
+FIRST_PROMPT_TOKENS = 1500
+_SPEED_PROMPT = (
+    "You check industrial sensor data for missing values, duplicates, outliers, delays and "
+    "schema problems. A device reports temperature, pressure and humidity once a minute. "
+    "Name, in one short sentence, the first thing you would check in such data."
+)
+_SPEED_TOKENS = 24
 
 
 @dataclass(frozen=True)
@@ -93,7 +109,63 @@ def run_doctor(config: Config) -> DoctorReport:
             return report
         report.checks.append(_tools_check(facts, client.model))
         report.checks.append(_context_check(facts, settings.num_ctx))
+    report.checks.append(_speed_check(config))
     return report
+
+
+@dataclass(frozen=True)
+class Speed:
+    prompt_per_second: float
+    generated_per_second: float
+
+    def seconds(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens / self.prompt_per_second + completion_tokens / self.generated_per_second
+        )
+
+
+def measure_speed(client: ModelClient) -> Speed:
+    """A warm-up call, then one small call: rates from the server's own timings (else the wall
+    clock). Raises ModelCallError."""
+    # A first call may include loading the model into memory: warm up, then measure.
+    client.chat([{"role": "user", "content": "Say OK."}], num_predict=1)
+    reply = client.chat([{"role": "user", "content": _SPEED_PROMPT}], num_predict=_SPEED_TOKENS)
+    prompt_seconds = reply.prompt_seconds or reply.seconds
+    eval_seconds = reply.eval_seconds or reply.seconds
+    return Speed(
+        max(reply.prompt_tokens, 1) / max(prompt_seconds, 1e-6),
+        max(reply.completion_tokens, 1) / max(eval_seconds, 1e-6),
+    )
+
+
+def _speed_check(config: Config) -> DoctorCheck:
+    settings = config.agent
+    try:
+        with ModelClient(settings) as client:
+            speed = measure_speed(client)
+    except ModelCallError as exc:
+        return DoctorCheck("speed", WARN, f"could not measure: {exc.message}")
+    run = speed.seconds(SAMPLE_RUN_PROMPT_TOKENS, SAMPLE_RUN_COMPLETION_TOKENS)
+    first = speed.seconds(FIRST_PROMPT_TOKENS, settings.num_predict_tools)
+    detail = (
+        f"{speed.prompt_per_second:.0f} prompt tokens/s, {speed.generated_per_second:.1f} "
+        f"generated tokens/s: a run on the sample takes about {_duration(run)}, "
+        f"a first call about {_duration(first)}"
+    )
+    if first > settings.timeout_seconds:
+        return DoctorCheck(
+            "speed",
+            WARN,
+            f"{detail}, beyond --model-timeout {settings.timeout_seconds:g} s",
+            f"raise --model-timeout to {int(first * 1.5 / 10 + 1) * 10} or use a faster model",
+        )
+    return DoctorCheck("speed", OK, f"{detail} (--model-timeout {settings.timeout_seconds:g} s)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min"
 
 
 def _tools_check(facts: ModelFacts, model: str) -> DoctorCheck:

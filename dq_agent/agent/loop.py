@@ -1,22 +1,32 @@
 """The ReAct loop: the model calls tools until it answers, within a step budget.
 
-Model mistakes (unknown tools, bad arguments, repeats, an answer without verify_result, an empty
-answer) are answered with an observation or one nudge and the loop goes on. Infrastructure
-failures end it: on the very first call as `ModelUnavailableError` (the model cannot be used),
-later as a result with `error` set. Either way the guard completes what is missing.
+Model mistakes (unknown tools, bad arguments, repeats, an empty answer) are answered with an
+observation or one nudge and the loop goes on. Infrastructure failures end it: on the very first
+call as `ModelUnavailableError` (the model cannot be used), later as a result with `error` set.
+Either way the guard completes what is missing.
+
+The loop enforces the sentinel: a final answer, an empty turn or a turn of nothing but repeats,
+while detection tools are missing, is never the end. The loop runs verify_result itself and sends
+its "not ready" as the next message (`by: loop`), until the shared round limit is reached.
 
 Ollama cannot force a tool choice, so the offered tool list is the lever: after a "not ready"
-verdict only the missing detection tools and verify_result are offered; after "ready" none.
+verdict only the missing detection tools are offered; once all have run, drill_down (and
+verify_result until it said "ready").
+
+Every call sets `num_predict`: short while tools are missing (a turn of calls needs little), long
+once the account is due.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from dq_agent.agent.budget import prompt_budget
 from dq_agent.agent.client import ModelClient, ModelReply
-from dq_agent.agent.dispatch import Dispatcher
+from dq_agent.agent.dispatch import REPEATED, Dispatcher, Outcome
+from dq_agent.agent.drilldown import drill_down_schema
 from dq_agent.agent.prompting import prompt, sentinel_position, system_prompt, task_prompt
 from dq_agent.agent.react import (
     ParsedTurn,
@@ -25,7 +35,7 @@ from dq_agent.agent.react import (
     parse_react,
     visible_part,
 )
-from dq_agent.agent.sentinel import NOT_READY, READY, SENTINEL_SCHEMA, Sentinel
+from dq_agent.agent.sentinel import BY_LOOP, BY_MODEL, NOT_READY, READY, SENTINEL_SCHEMA, Sentinel
 from dq_agent.errors import ModelCallError, ModelUnavailableError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -50,6 +60,10 @@ class LoopResult:
     completion_tokens: int
     end_reason: str
     error: str | None = None
+    called_after_push: list[str] = field(default_factory=list)
+    """Detection tools the model called only after a loop-invoked sentinel round."""
+    sentinel_invocations: list[dict[str, Any]] = field(default_factory=list)
+    drill_downs: list[CheckResult] = field(default_factory=list)
 
 
 class AgentLoop:
@@ -65,6 +79,8 @@ class AgentLoop:
         question: str | None = None,
         trace: Trace | None = None,
         use_sentinel: bool = True,
+        num_predict_tools: int | None = None,
+        num_predict_answer: int | None = None,
     ) -> None:
         self.model = model
         self.tools = list(tools)
@@ -81,8 +97,12 @@ class AgentLoop:
         self.replies = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
-        self._reminded = False
+        self.num_predict_tools = num_predict_tools
+        self.num_predict_answer = num_predict_answer
+        self._before_push: set[str] | None = None
         self._nudged = False
+        self._format_nudged = False
+        self._stalled = False
         self._answer_only = False
         self._context_traced = False
 
@@ -111,43 +131,89 @@ class AgentLoop:
             if turn.calls:
                 self._answer_only = False
                 messages.append(self._assistant_message(reply))
-                messages.extend(self._execute(turn))
+                outcomes = self._execute(turn)
+                messages.extend(self._observation_message(o.tool, o.observation) for o in outcomes)
+                if all(o.kind == REPEATED for o in outcomes) and not self._push(messages, None):
+                    # Nothing left to push: a model that only repeats gets no tools, then ends.
+                    if self._stalled:
+                        return self._end("repeating")
+                    self._stalled = True
+                    self._answer_only = True
                 continue
             answer = (turn.final_answer or "").strip()
-            nudge = "react_format" if self.react and turn.final_answer is None else None
-            nudge = nudge or self._nudge_for(answer)
-            if nudge is None:
-                if not answer:
+            if self.react and turn.final_answer is None and not self._format_nudged:
+                self._format_nudged = True
+                self._nudge(messages, reply, "react_format")
+                continue
+            if self._push(messages, reply):
+                continue
+            if not answer:
+                if self._nudged:
                     return self._end("empty_answer")
-                self.trace.emit("answer", step=self.steps, chars=len(answer), text=answer)
-                return self._end("answered", narrative=answer)
-            self.trace.emit("nudge", step=self.steps, kind=nudge)
-            messages.append({"role": "assistant", "content": visible_part(reply.content)})
-            messages.append({"role": "user", "content": prompt(nudge)})
+                self._nudged = True
+                self._answer_only = True
+                self._nudge(messages, reply, "summarise")
+                continue
+            self.trace.emit("answer", step=self.steps, chars=len(answer), text=answer)
+            return self._end("answered", narrative=answer)
         return self._end("step_budget")
 
-    def _execute(self, turn: ParsedTurn) -> list[dict[str, Any]]:
-        """Run each call of the turn; the observations to append, in order."""
-        observations = []
+    def _execute(self, turn: ParsedTurn) -> list[Outcome]:
+        """Run each call of the turn, in order."""
+        outcomes = []
         for call in turn.calls:
             outcome = self.dispatcher.execute(call, self.steps)
             if outcome.verdict is not None:
-                verdict = outcome.verdict
-                self.trace.emit(
-                    "sentinel",
-                    step=self.steps,
-                    verdict=verdict.verdict,
-                    missing=verdict.missing,
-                    round=verdict.round,
-                    claimed_ready=verdict.claimed_ready,
-                )
-            observations.append(self._observation_message(call.name, outcome.observation))
-        return observations
+                self._trace_verdict(outcome.verdict.verdict, BY_MODEL, outcome)
+            outcomes.append(outcome)
+        return outcomes
+
+    def _trace_verdict(self, verdict: str, by: str, outcome: Outcome | None = None) -> None:
+        last = self.sentinel.last
+        self.trace.emit(
+            "sentinel",
+            step=self.steps,
+            verdict=verdict,
+            missing=last.missing if last else [],
+            round=last.round if last else 0,
+            claimed_ready=outcome.verdict.claimed_ready if outcome and outcome.verdict else None,
+            by=by,
+        )
+
+    def _push(self, messages: list[dict[str, Any]], reply: ModelReply | None) -> bool:
+        """The model stopped while tools are missing: run verify_result for it. False when the
+        sentinel is off, nothing is missing or the rounds are used up (the guard then backfills)."""
+        missing = self.dispatcher.missing
+        if not self.use_sentinel or not missing or self.sentinel.exhausted:
+            return False
+        verdict = self.sentinel.review({}, self.dispatcher.results, by=BY_LOOP)
+        if self._before_push is None:
+            self._before_push = set(self.dispatcher.results)
+        self._answer_only = False
+        self._trace_verdict(verdict.verdict, BY_LOOP)
+        if reply is not None:
+            messages.append({"role": "assistant", "content": visible_part(reply.content)})
+        text = f"Observation: {verdict.observation}" if self.react else verdict.observation
+        messages.append({"role": "user", "content": text})
+        return True
+
+    def _nudge(self, messages: list[dict[str, Any]], reply: ModelReply, kind: str) -> None:
+        self.trace.emit("nudge", step=self.steps, kind=kind)
+        messages.append({"role": "assistant", "content": visible_part(reply.content)})
+        messages.append({"role": "user", "content": prompt(kind)})
 
     def _call(self, messages: list[dict[str, Any]]) -> ModelReply:
         offered = [] if self.react else self._offered()
+        # Short while tools are missing: a turn of calls needs little, and a small model that
+        # answers instead is pushed back anyway. Long once the account is due.
+        num_predict = self.num_predict_tools if self.dispatcher.missing else self.num_predict_answer
         try:
-            reply = self.model.chat(messages, offered, stop=_REACT_STOP if self.react else None)
+            reply = self.model.chat(
+                messages,
+                offered,
+                stop=_REACT_STOP if self.react else None,
+                num_predict=num_predict,
+            )
         except ModelCallError as exc:
             if exc.kind != "no_tools" or self.react:
                 raise
@@ -158,9 +224,14 @@ class AgentLoop:
                 "role": "system",
                 "content": system_prompt(self.tools, react=True, sentinel=self.use_sentinel),
             }
-            reply = self.model.chat(messages, offered, stop=_REACT_STOP)
+            reply = self.model.chat(messages, offered, stop=_REACT_STOP, num_predict=num_predict)
         self.prompt_tokens += reply.prompt_tokens
         self.completion_tokens += reply.completion_tokens
+        budget = prompt_budget(len(self.tools))
+        if reply.prompt_tokens > budget:
+            self.trace.emit(
+                "over_budget", step=self.steps, prompt_tokens=reply.prompt_tokens, budget=budget
+            )
         self.trace.emit(
             "model_call",
             step=self.steps,
@@ -169,6 +240,13 @@ class AgentLoop:
             completion_tokens=reply.completion_tokens,
             mode=self.mode,
             offered=[t["function"]["name"] for t in offered],
+            num_predict=num_predict,
+        )
+        self.trace.emit(
+            "model_reply",
+            step=self.steps,
+            content=reply.content,
+            tool_calls=[{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
         )
         if self.model.context_warned and not self._context_traced:
             self._context_traced = True
@@ -183,9 +261,16 @@ class AgentLoop:
         last = self.sentinel.last.verdict if self.sentinel.last else None
         if self._answer_only or last == READY:
             return []
-        missing = self.sentinel.missing(self.dispatcher.results)
-        schemas = [t.ollama_schema() for t in self.tools if last != NOT_READY or t.name in missing]
-        if self.use_sentinel and not self.sentinel.exhausted:
+        missing = self.dispatcher.missing
+        sentinel = self.use_sentinel and not self.sentinel.exhausted
+        if not missing:
+            names = [t.name for t in self.tools]
+            schemas = [drill_down_schema(names, self.dataset)]
+            return [SENTINEL_SCHEMA, *schemas] if sentinel else schemas
+        if last == NOT_READY:
+            return [t.ollama_schema() for t in self.tools if t.name in missing]
+        schemas = [t.ollama_schema() for t in self.tools if t.name in missing]
+        if sentinel:
             schemas.insert(sentinel_position(len(schemas)), SENTINEL_SCHEMA)
         return schemas
 
@@ -198,17 +283,6 @@ class AgentLoop:
         if calls:
             return ParsedTurn(calls=calls)
         return ParsedTurn(final_answer=clean_answer(reply.content))
-
-    def _nudge_for(self, answer: str) -> str | None:
-        """One reminder when verify_result was never called; one nudge for an empty answer."""
-        if self.use_sentinel and self.sentinel.rounds == 0 and not self._reminded:
-            self._reminded = True
-            return "reminder"
-        if not answer and not self._nudged:
-            self._nudged = True
-            self._answer_only = True
-            return "summarise"
-        return None
 
     def _assistant_message(self, reply: ModelReply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": visible_part(reply.content)}
@@ -227,6 +301,10 @@ class AgentLoop:
         self, reason: str, *, narrative: str | None = None, error: str | None = None
     ) -> LoopResult:
         self.trace.emit("loop_end", reason=reason, steps=self.steps)
+        before = self._before_push
+        after_push = (
+            [] if before is None else [n for n in self.dispatcher.results if n not in before]
+        )
         return LoopResult(
             results=dict(self.dispatcher.results),
             narrative=narrative,
@@ -237,4 +315,7 @@ class AgentLoop:
             completion_tokens=self.completion_tokens,
             end_reason=reason,
             error=error,
+            called_after_push=after_push,
+            sentinel_invocations=list(self.sentinel.invocations),
+            drill_downs=list(self.dispatcher.drill_downs),
         )

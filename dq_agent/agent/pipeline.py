@@ -19,6 +19,7 @@ from dq_agent.config import Config
 from dq_agent.errors import ModelCallError
 from dq_agent.guard import Guarded, complete
 from dq_agent.load import Dataset
+from dq_agent.narrative.account import written_account
 from dq_agent.narrative.guard import review_narrative
 from dq_agent.outcome import AgentInfo, Audit
 from dq_agent.result import CheckResult, Status, verdict_of
@@ -66,6 +67,8 @@ def run_agent_inspection(
             question=question,
             trace=trace,
             use_sentinel=settings.sentinel,
+            num_predict_tools=settings.num_predict_tools,
+            num_predict_answer=settings.num_predict_answer,
         )
         trace.emit(
             "preflight",
@@ -77,12 +80,19 @@ def run_agent_inspection(
         run = loop.run()
         guarded = complete(tools, run.results, trace=trace)
         _account(info, run)
+        guarded.audit.called_after_push = list(run.called_after_push)
         alive = run.error is None
-        ask = _asker(model, info) if alive else None
+        ask = _asker(model, info, trace) if alive else None
         info.narrative, info.merge = _merge(
             run, guarded, ask if settings.fallback_merge else None, trace
         )
-        _review(info, guarded.checks, dataset, ask)
+        _review(info, guarded.checks, dataset, ask, run)
+        trace.emit(
+            "account",
+            line=info.account_line(),
+            rejected_narrative=info.rejected_narrative,
+            checks=info.narrative_checks,
+        )
     return AgentOutcome(guarded.checks, guarded.audit, info)
 
 
@@ -90,6 +100,7 @@ def _account(info: AgentInfo, run: LoopResult) -> None:
     info.mode = run.mode
     info.steps = run.steps
     info.sentinel_rounds = run.sentinel_rounds
+    info.sentinel_invocations = list(run.sentinel_invocations)
     info.prompt_tokens += run.prompt_tokens
     info.completion_tokens += run.completion_tokens
     if run.error is not None:
@@ -98,13 +109,25 @@ def _account(info: AgentInfo, run: LoopResult) -> None:
         log.warning("the model failed mid-run, the guard completes the inspection: %s", run.error)
 
 
-def _asker(model: ModelClient, info: AgentInfo) -> AskModel:
-    """One prompt to the model, its text back; raises ModelCallError. Tokens are counted."""
+def _asker(model: ModelClient, info: AgentInfo, trace: Trace) -> AskModel:
+    """One prompt to the model (merge, repair), its text back; raises ModelCallError. Tokens are
+    counted and the call traced like the loop's."""
 
     def ask(text: str) -> str:
-        reply = model.chat([{"role": "user", "content": text}])
+        num_predict = model.settings.num_predict_answer
+        reply = model.chat([{"role": "user", "content": text}], num_predict=num_predict)
         info.prompt_tokens += reply.prompt_tokens
         info.completion_tokens += reply.completion_tokens
+        trace.emit(
+            "model_call",
+            seconds=round(reply.seconds, 4),
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            mode="ask",
+            offered=[],
+            num_predict=num_predict,
+        )
+        trace.emit("model_reply", content=reply.content, tool_calls=[])
         return reply.content.strip()
 
     return ask
@@ -148,11 +171,28 @@ def guard_section(checks: dict[str, CheckResult], names: Sequence[str]) -> str:
 
 
 def _review(
-    info: AgentInfo, checks: dict[str, CheckResult], dataset: Dataset, ask: AskModel | None
+    info: AgentInfo,
+    checks: dict[str, CheckResult],
+    dataset: Dataset,
+    ask: AskModel | None,
+    run: LoopResult,
 ) -> None:
-    """The narrative guard: coverage, grounded names and figures, no contradicting verdict."""
+    """The narrative guard (coverage, grounded names and figures, no contradicting verdict, no
+    tool markup), then the choice of account: the model's checked text, or one written by code
+    when the model's text cannot be shown even after the repair round."""
+    verdict = verdict_of(list(checks.values()))
     if info.narrative is None:
+        reasons = ["no answer"]
+    else:
+        info.narrative, info.narrative_checks = review_narrative(
+            info.narrative, checks, dataset, verdict, ask, run.drill_downs
+        )
+        reasons = list((info.narrative_checks or {}).get("rejection_reasons") or [])
+    if not reasons:
+        info.account_source = "model"
         return
-    info.narrative, info.narrative_checks = review_narrative(
-        info.narrative, checks, dataset, verdict_of(list(checks.values())), ask
-    )
+    info.rejected_narrative = info.narrative
+    info.narrative = written_account(checks, verdict)
+    info.account_source = "dq-agent"
+    info.account_reason = ", ".join(reasons)
+    log.info("the model's account was rejected (%s): dq-agent wrote one", info.account_reason)

@@ -36,11 +36,7 @@ def system_prompt(tools: list[Tool], react: bool, sentinel: bool = True) -> str:
     text = prompt("system" if sentinel else "system_no_sentinel", tool_names=", ".join(names))
     if not react:
         return text
-    lines = [
-        f"- {tool.name}: {tool.description} Arguments (all optional): "
-        f"{', '.join(tool.parameters['properties']) or 'none'}."
-        for tool in tools
-    ]
+    lines = [f"- {tool.name}: {tool.description} No arguments." for tool in tools]
     if sentinel:
         lines.insert(
             sentinel_position(len(lines)),

@@ -22,6 +22,9 @@ _INVENTED = re.compile(r"<tool_response>.*?(</tool_response>|\Z)", re.S | re.I)
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.S | re.I)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _CALL_KEYS = {"name", "arguments", "parameters", "type", "id", "function"}
+# `<function name="null_check" arguments={...} />`, as Qwen2.5-Coder-1.5B writes calls inside a
+# `<tools>` wrapper (the arguments are often unbalanced: only the name is relied on).
+_XML_FUNCTION = re.compile(r"<function\s+name\s*=\s*[\"']?([A-Za-z_][\w.-]*)[\"']?([^\n]*)", re.I)
 
 
 @dataclass(frozen=True)
@@ -34,11 +37,15 @@ class ParsedTurn:
 
 
 def parse_content_calls(text: str) -> list[ToolCall]:
-    """Tool calls written as JSON in the text: `{"name": ..., "arguments": ...}`, or a list."""
+    """Tool calls written in the text: JSON `{"name": ..., "arguments": ...}` objects (bare, fenced,
+    in lists, one per line in a `<tools>` wrapper), or `<function name=... arguments=...>` tags."""
+    body = _THINK.sub("", _INVENTED.sub("", text))
+    tagged = [_xml_call(m) for m in _XML_FUNCTION.finditer(body)]
+    if tagged:
+        return tagged
     decoder = json.JSONDecoder()
     calls: list[ToolCall] = []
     position = 0
-    body = _THINK.sub("", _INVENTED.sub("", text))
     while position < len(body):
         match = re.compile(r"[\[{]").search(body, position)
         if match is None:
@@ -51,6 +58,18 @@ def parse_content_calls(text: str) -> list[ToolCall]:
         calls.extend(_calls_in(value))
         position = end
     return calls
+
+
+def _xml_call(match: re.Match[str]) -> ToolCall:
+    rest = match.group(2)
+    at = rest.find("{")
+    arguments: Any = {}
+    if at >= 0:
+        try:
+            arguments, _ = json.JSONDecoder().raw_decode(rest, at)
+        except json.JSONDecodeError:
+            arguments = {"arguments": rest.strip()}
+    return ToolCall(match.group(1), arguments)
 
 
 def parse_react(text: str) -> ParsedTurn:

@@ -3,6 +3,11 @@
 The reply never echoes the model's own opinion (`is_ready`): it is computed from which detection
 tools have actually run. It checks only the five dimensions and the user's question, never a
 wider scope the model invents in `missing_items`.
+
+The loop also runs it itself (`by=LOOP`) when the model stops while tools are missing: a final
+answer, an empty turn, or a turn of repeats is never the end. Both kinds of round share one limit,
+and `invocations` keeps who asked, so a model that checks itself can be told from one that is
+pushed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ SENTINEL_NAME = "verify_result"
 READY = "ready"
 NOT_READY = "not_ready"
 EXHAUSTED = "exhausted"
+
+BY_MODEL = "model"
+BY_LOOP = "loop"
 
 SENTINEL_SCHEMA: dict[str, Any] = {
     "type": "function",
@@ -63,6 +71,7 @@ class Sentinel:
         self.question = question
         self.rounds = 0
         self.last: SentinelVerdict | None = None
+        self.invocations: list[dict[str, Any]] = []
 
     @property
     def exhausted(self) -> bool:
@@ -71,7 +80,12 @@ class Sentinel:
     def missing(self, called: Collection[str]) -> list[str]:
         return [name for name in self.expected if name not in called]
 
-    def review(self, arguments: Mapping[str, Any], called: Collection[str]) -> SentinelVerdict:
+    def rounds_by(self, by: str) -> int:
+        return sum(1 for i in self.invocations if i["by"] == by)
+
+    def review(
+        self, arguments: Mapping[str, Any], called: Collection[str], by: str = BY_MODEL
+    ) -> SentinelVerdict:
         missing = self.missing(called)
         claimed = _as_bool(arguments.get("is_ready"))
         if self.exhausted:
@@ -82,7 +96,15 @@ class Sentinel:
             )
             return SentinelVerdict(EXHAUSTED, missing, claimed, self.rounds, text)
         self.rounds += 1
-        if missing:
+        self.invocations.append({"round": self.rounds, "by": by, "missing": list(missing)})
+        if missing and by == BY_LOOP:
+            text = (
+                f"verify_result (run by dq-agent because you stopped): NOT READY. "
+                f"{_and(missing)} {'has' if len(missing) == 1 else 'have'} not run: "
+                f"call {'it' if len(missing) == 1 else 'them'} now."
+            )
+            verdict = NOT_READY
+        elif missing:
             said = "You said you are ready, but you are not. " if claimed else ""
             text = (
                 f"NOT READY. {said}These detection tools have not run yet: {', '.join(missing)}. "
@@ -99,6 +121,10 @@ class Sentinel:
             verdict = READY
         self.last = SentinelVerdict(verdict, missing, claimed, self.rounds, text)
         return self.last
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _as_bool(value: Any) -> bool | None:

@@ -2,7 +2,7 @@
 
 A jump is a change from one reading to the next on the same device that its own steps make
 implausible: robustly, beyond `k` times the spread of the device's changes (1.4826 * the median
-absolute deviation of its differences, at least its smallest non-zero deviation so data read
+absolute deviation of its differences, at least its smallest deviation beyond floating-point rounding so data read
 to 0.1 with mostly unchanged readings still has a spread), with `k` the larger of `sigma` and
 sqrt(2 ln(n / chance)) for a device with n changes, times the number of usual time steps the
 change spans (a change across a gap may be larger). That bound keeps the expected number of chance
@@ -53,6 +53,7 @@ TOOL = "spike_check"
 MAX_FINDINGS = 20
 # The median absolute deviation of a normal sample times 1.4826 estimates its standard deviation.
 MAD_TO_SIGMA = 1.4826
+ROUNDING = 1e-9
 RATE_UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
 SPIKE, STEP = "spike", "step"
 _D = "__d"
@@ -101,13 +102,17 @@ def jump_values(
     d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
     dev = (pl.col(_D) - pl.col(_D).median().over(SERIES)).abs()
     n = pl.col(_D).count().over(SERIES)
-    floor = pl.col(_DEV).filter(pl.col(_DEV) > 0).min().over(SERIES)
+    # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread at all.
+    rounding = ROUNDING * pl.col(X).abs().max().over(SERIES)
+    floor = pl.col(_DEV).filter(pl.col(_DEV) > rounding).min().over(SERIES)
     spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_DEV).median().over(SERIES), floor)
     multiple = pl.max_horizontal(
         pl.lit(settings.sigma), (2 * (pl.col(_N).cast(pl.Float64) / settings.chance).log()).sqrt()
     )
-    robust = (pl.col(_N) >= settings.min_series_readings - 1) & (
-        pl.col(_DEV) > multiple * pl.col(_SCALE) * _gap_ratio(dataset)
+    robust = (
+        (pl.col(_N) >= settings.min_series_readings - 1)
+        & (pl.col(_SCALE) > 0)
+        & (pl.col(_DEV) > multiple * pl.col(_SCALE) * _gap_ratio(dataset))
     )
     jump = robust.fill_null(False) | _too_fast(dataset, column, settings)
     lookahead = settings.return_within

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -248,10 +248,16 @@ def _collect_result(collected: _Collector, result: CheckResult) -> None:
             collected.value(row, ())
 
 
-def build_fact_book(checks: Mapping[str, CheckResult], dataset: Dataset) -> FactBook:
+def build_fact_book(
+    checks: Mapping[str, CheckResult],
+    dataset: Dataset,
+    drill_downs: Sequence[CheckResult] = (),
+) -> FactBook:
+    """`drill_downs`: narrowed re-runs the model asked for; their figures are facts too, of the
+    whole inspection and of the check they narrowed."""
     everything = _Collector()
     _collect_dataset(everything, dataset)
-    for result in checks.values():
+    for result in (*checks.values(), *drill_downs):
         _collect_result(everything, result)
     files = {dataset.path, Path(dataset.path).name}
     files.update(name for file in dataset.files for name in (str(file), file.name))
@@ -270,6 +276,9 @@ def build_fact_book(checks: Mapping[str, CheckResult], dataset: Dataset) -> Fact
         own = _Collector()
         _collect_dataset(own, dataset)
         _collect_result(own, result)
+        for narrowed in drill_downs:
+            if narrowed.tool == tool:
+                _collect_result(own, narrowed)
         # Sizes of the data (rows, entities) are every check's business, wherever they were counted.
         own.numbers.update(everything.sizes)
         by_tool[tool] = replace(

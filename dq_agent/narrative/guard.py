@@ -13,13 +13,19 @@ checks or dimensions ("5 tools", "3 of 5 checks"), and digits inside a name (`co
 A date or time is one claim, checked against the results' timestamps; a bare year counts when
 a result timestamp lies in it. Each figure is matched within the rounding of its last digit.
 
-`review_narrative` adds one repair round: when the review finds a problem and a model is at
+`review_narrative` first removes tool markup from the prose (`narrative.markup`: tool calls,
+`<tools>` wrappers, echoed `<tool_result>` blocks and observation JSON); an echo is a problem of
+its own. Then one repair round: when the review finds a problem and a model is at
 hand, the model is asked once to rewrite the narrative from the list of problems and the facts;
 the rewrite is reviewed again. Whatever is still wrong stays marked. Outcomes: `not_needed` (no
 problem, no model call), `no_model`, `model_failed` (the model raised or answered nothing: the
 deterministic review stands), `fixed`, `still_unsupported` (an unknown name or figure or a verdict
 conflict remains, marked), `still_incomplete` (only an omitted dimension remains, added by the
 guard).
+
+After the repair, `rejection_reasons` lists why the text cannot be shown as the model's account:
+an unsupported name or figure, a verdict conflict, echoed tool output, or fewer than half of the
+dimensions covered. The pipeline then shows the account dq-agent writes (`narrative.account`).
 
 Marking convention (plain text that reads the same in a terminal, Markdown and JSON): the text
 is kept; after each sentence with a problem come bracketed upper-case markers,
@@ -35,7 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +56,7 @@ from dq_agent.narrative.dimensions import (
 )
 from dq_agent.narrative.facts import build_fact_book
 from dq_agent.narrative.figures import find_figures
+from dq_agent.narrative.markup import clean_markup
 from dq_agent.narrative.names import NameKind, find_name_claims
 from dq_agent.narrative.text import Sentence, mask, split_sentences
 from dq_agent.result import CheckResult, Verdict
@@ -169,10 +176,14 @@ def _scope_words(conflict: VerdictConflict) -> str:
 
 
 def check_narrative(
-    narrative: str, checks: Mapping[str, CheckResult], dataset: Dataset, verdict: Verdict
+    narrative: str,
+    checks: Mapping[str, CheckResult],
+    dataset: Dataset,
+    verdict: Verdict,
+    drill_downs: Sequence[CheckResult] = (),
 ) -> NarrativeReview:
     """Review `narrative` against the results and the dataset. Pure: no model, no data scan."""
-    book = build_fact_book(checks, dataset)
+    book = build_fact_book(checks, dataset, drill_downs)
     facts = book.whole
     names: list[UnsupportedClaim] = []
     figures: list[UnsupportedClaim] = []
@@ -218,8 +229,16 @@ def _add_once(claims: list[UnsupportedClaim], claim: UnsupportedClaim) -> None:
         claims.append(claim)
 
 
+ECHO_PROBLEM = (
+    "- the report pasted raw tool output (<tool_result> blocks or JSON): write sentences instead"
+)
+
+
 def repair_prompt(
-    review: NarrativeReview, checks: Mapping[str, CheckResult], dataset: Dataset
+    review: NarrativeReview,
+    checks: Mapping[str, CheckResult],
+    dataset: Dataset,
+    echoed: bool = False,
 ) -> str:
     """The one prompt of the repair round: the narrative, its problems, and the facts."""
     check_lines = "\n".join(
@@ -229,7 +248,7 @@ def repair_prompt(
     return prompt(
         "repair",
         narrative=review.narrative.strip(),
-        problems="\n".join(review.problems()),
+        problems="\n".join([*review.problems(), *([ECHO_PROBLEM] if echoed else [])]),
         dataset=json.dumps(dataset.path),
         columns=json.dumps(dataset.columns),
         checks=check_lines,
@@ -244,42 +263,69 @@ def _repair_outcome(final: NarrativeReview) -> str:
     return "still_incomplete" if final.added_summaries else "fixed"
 
 
+def rejection_reasons(review: NarrativeReview, echoed: bool, dimensions: int) -> list[str]:
+    """Why the reviewed text cannot be shown as the model's account (empty: it can)."""
+    reasons = []
+    if review.unsupported_names:
+        reasons.append("unsupported name")
+    if review.unsupported_figures:
+        reasons.append("unsupported figure")
+    if review.verdict_conflicts:
+        reasons.append("verdict conflict")
+    if echoed:
+        reasons.append("echoed tool output")
+    covered = len(review.covered_dimensions)
+    if 2 * covered < dimensions:
+        reasons.append(f"covers {covered} of {dimensions} dimensions")
+    return reasons
+
+
 def review_narrative(
     narrative: str,
     checks: dict[str, CheckResult],
     dataset: Dataset,
     verdict: Verdict,
     ask_model: Callable[[str], str] | None,
+    drill_downs: Sequence[CheckResult] = (),
 ) -> tuple[str, dict[str, Any]]:
     """The narrative to show (problems marked, omissions added) and `agent.narrative_checks`.
 
-    The model is called at most once, and only when the review finds a problem.
+    The model is called at most once, and only when the review finds a problem. The report's
+    `rejection_reasons` say whether the result can stand as the model's account.
     """
-    first = check_narrative(narrative, checks, dataset, verdict)
-    final = first
+    cleaned = clean_markup(narrative)
+    first = check_narrative(cleaned.text, checks, dataset, verdict, drill_downs)
+    final, echoed = first, cleaned.echoed
     attempted = False
-    if not first.needs_repair:
+    if not (first.needs_repair or echoed):
         outcome = "not_needed"
     elif ask_model is None:
         outcome = "no_model"
     else:
         attempted = True
         try:
-            rewritten = ask_model(repair_prompt(first, checks, dataset))
+            rewritten = ask_model(repair_prompt(first, checks, dataset, echoed))
         except DQAgentError as exc:
             log.warning("narrative repair failed, keeping the reviewed narrative: %s", exc)
             rewritten = ""
         if not rewritten.strip():
             outcome = "model_failed"
         else:
-            final = check_narrative(rewritten, checks, dataset, verdict)
-            outcome = _repair_outcome(final)
+            again = clean_markup(rewritten)
+            final, echoed = (
+                check_narrative(again.text, checks, dataset, verdict, drill_downs),
+                again.echoed,
+            )
+            outcome = "still_unsupported" if echoed else _repair_outcome(final)
     report = {key: value for key, value in final.to_dict().items() if key != "needs_repair"}
     report.update(
         repair_attempted=attempted,
         repair_outcome=outcome,
-        needed_repair=first.needs_repair,
+        needed_repair=first.needs_repair or cleaned.echoed,
         kept_unsupported=final.keeps_unsupported,
+        removed_markup=cleaned.removed_markup,
+        echoed_tool_output=echoed,
+        rejection_reasons=rejection_reasons(final, echoed, len(checks)),
         before_repair=first.to_dict() if attempted else None,
     )
     return final.annotated_text(), report

@@ -1,0 +1,64 @@
+"""What a real small model did, replayed: its exact replies to the frozen sample, through the fake
+server, which checks that every request offers what it offered when recorded.
+
+The fixtures (tests/fixtures/llm/*.json) were recorded against the llm-lab server
+(Qwen2.5-Coder-1.5B-Instruct Q4_K_M, Ollama-style tool parsing) with
+`tests/fixtures/llm/record.py`; `sensors.parquet` there is the frozen copy of the sample they saw.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dq_agent.agent.budget import (
+    OBSERVATION_BUDGET,
+    SYSTEM_BUDGET,
+    estimate_tokens,
+    prompt_budget,
+    request_tokens,
+)
+from dq_agent.config import Config
+from dq_agent.inspection import inspect
+from dq_agent.outcome import Inspection
+from dq_agent.tools import DETECTION_TOOL_NAMES
+from tests.fake_ollama import FIXTURES, FakeOllama, Replay, load_transcript
+
+SAMPLE = FIXTURES / "sensors.parquet"
+ALL = list(DETECTION_TOOL_NAMES)
+TRANSCRIPTS = sorted(p.stem for p in FIXTURES.glob("*.json"))
+
+
+def replay(name: str) -> tuple[Inspection, Replay, list[dict[str, Any]]]:
+    transcript = load_transcript(name)
+    script = Replay(transcript["turns"])
+    with FakeOllama(script, models=[transcript["model"]]) as fake:
+        config = Config()
+        config.agent.host = fake.url
+        config.agent.model = transcript["model"]
+        config.agent.timeout_seconds = 10
+        config.history.enabled = False
+        inspection = inspect(str(SAMPLE), config)
+    return inspection, script, fake.chat_requests
+
+
+@pytest.mark.parametrize("name", TRANSCRIPTS)
+def test_the_replay_offers_what_the_real_run_offered(name: str) -> None:
+    _, script, _ = replay(name)
+    assert script.mismatches == []
+    assert script.exhausted
+
+
+@pytest.mark.parametrize("name", TRANSCRIPTS)
+def test_the_prompts_stay_within_their_budgets(name: str) -> None:
+    _, _, requests = replay(name)
+    first = requests[0]
+    system = first["messages"][0]["content"]
+    assert estimate_tokens(system + json.dumps(first["tools"])) <= SYSTEM_BUDGET
+    for request in requests:
+        assert request_tokens(request["messages"], request.get("tools") or []) <= prompt_budget(5)
+        for message in request["messages"]:
+            if message["role"] == "tool":
+                assert estimate_tokens(message["content"]) <= OBSERVATION_BUDGET
