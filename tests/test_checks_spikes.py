@@ -144,3 +144,23 @@ def test_floating_point_rounding_is_no_spread(tmp_path: Path) -> None:
     rows = [[minute(i), "s1", round(20.0 + (i % 3) / 10, 1)] for i in range(40)]
     result = run_check(plan_spike_check, write_csv(tmp_path / "r.csv", HEADER, rows))
     assert result.status is Status.PASS, result.summary
+
+
+def test_flagged_rows_name_each_reading_once_with_its_check(tmp_path: Path) -> None:
+    from dq_agent.checks.base import Scope
+    from dq_agent.checks.value_flags import flagged_rows
+    from dq_agent.load import load
+
+    config = Config()
+    config.range_check.limits = {"temp": {"max": 50.0}}
+    dataset = load(str(_fleet(tmp_path)), config)
+    flags = flagged_rows(dataset, Scope(), "temp", config).collect().sort("__at_row")
+    b = MINUTES  # device b's rows follow device a's 200 in the file
+    assert flags.rows() == [
+        (50, 3, "spike_check"),
+        (100, 3, "spike_check"),
+        (101, 3, "spike_check"),
+        (150, 3, "spike_check"),
+        (b + 80, 4, "range_check"),
+        *[(b + i, 4, "flatline_check") for i in range(120, 140)],
+    ]

@@ -60,10 +60,10 @@ _D = "__d"
 _DEV = "__dev"
 _N = "__n"
 _SCALE = "__scale"
-_JUMP = "__jump"
-_WIDTH = "__width"
+JUMP = "__jump"
+WIDTH = "__width"
 _PREVIOUS = "__previous"
-_COVERED = "__covered"
+COVERED = "__covered"
 
 
 @dataclass
@@ -88,8 +88,8 @@ def jump_values(
     dataset: Dataset, scope: Scope, column: str, config: Config, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
     """The column's readings (missing, out-of-range and stuck ones left out) in series order,
-    with for each whether a jump starts there (`_JUMP`), the spike's width (null for a step) and
-    whether it lies inside or ends an earlier spike (`_COVERED`)."""
+    with for each whether a jump starts there (`JUMP`), the spike's width (null for a step) and
+    whether it lies inside or ends an earlier spike (`COVERED`)."""
     flat = config.section(FlatlineCheckConfig)
     values = checked_values(dataset, scope, column, config.section(RangeCheckConfig))
     if not matches_any(column, flat.excluded):
@@ -124,14 +124,14 @@ def jump_values(
         back = pl.when(returned.fill_null(False)).then(pl.lit(j, dtype=pl.Int32)).otherwise(back)
     covered = pl.lit(False)
     for j in range(1, lookahead + 1):
-        covered = covered | (pl.col(_WIDTH).shift(j) >= j).fill_null(False)
+        covered = covered | (pl.col(WIDTH).shift(j) >= j).fill_null(False)
     return (
         values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
         .with_columns(dev.alias(_DEV), n.alias(_N))
         .with_columns(spread.alias(_SCALE))
-        .with_columns(jump.fill_null(False).alias(_JUMP))
-        .with_columns(pl.when(pl.col(_JUMP)).then(back).alias(_WIDTH))
-        .with_columns(covered.alias(_COVERED))
+        .with_columns(jump.fill_null(False).alias(JUMP))
+        .with_columns(pl.when(pl.col(JUMP)).then(back).alias(WIDTH))
+        .with_columns(covered.alias(COVERED))
     )
 
 
@@ -202,8 +202,8 @@ def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
 
 
 def _events(jumps: pl.LazyFrame) -> pl.LazyFrame:
-    return jumps.filter(pl.col(_JUMP) & ~pl.col(_COVERED)).select(
-        ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, _WIDTH, _SCALE
+    return jumps.filter(pl.col(JUMP) & ~pl.col(COVERED)).select(
+        ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, WIDTH, _SCALE
     )
 
 
@@ -218,9 +218,9 @@ def _result(
     statuses: list[Status] = []
     for column, (stats_frame, events) in frames.items():
         stats = stats_frame.row(0, named=True)
-        spikes = events.filter(pl.col(_WIDTH).is_not_null())
-        steps = events.filter(pl.col(_WIDTH).is_null())
-        spike_readings = int(spikes[_WIDTH].sum()) if spikes.height else 0
+        spikes = events.filter(pl.col(WIDTH).is_not_null())
+        steps = events.filter(pl.col(WIDTH).is_null())
+        spike_readings = int(spikes[WIDTH].sum()) if spikes.height else 0
         values = int(stats["values"])
         status = status_from_thresholds(
             spike_readings + steps.height, values, settings.warn_at, settings.fail_at
@@ -255,11 +255,11 @@ def _result(
 
 
 def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool) -> Finding:
-    kind = STEP if row[_WIDTH] is None else SPIKE
+    kind = STEP if row[WIDTH] is None else SPIKE
     where = f" on device {row[ENTITY]}" if row[ENTITY] is not None else ""
     jump = f"{row[_PREVIOUS]:g} to {row[X]:g}"
     if kind == SPIKE:
-        what = f"spike in {column}{where}: {jump}, back after {plural(row[_WIDTH], 'reading')}"
+        what = f"spike in {column}{where}: {jump}, back after {plural(row[WIDTH], 'reading')}"
     else:
         what = f"step in {column}{where}: {jump}, and it stays"
     spread = row[_SCALE]
@@ -269,7 +269,7 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
     at = iso(row[TIME]) if has_time else row[AT_ROW]
     return Finding(
         what=what,
-        count=int(row[_WIDTH] or 1),
+        count=int(row[WIDTH] or 1),
         severity=severity,
         column=column,
         entity=row[ENTITY],
