@@ -150,6 +150,10 @@ def inspect(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress or notes; only errors.")
     ] = False,
+    flags: Annotated[
+        Path | None,
+        typer.Option("--flags", help="Also write a QARTOD flag per reading and column (Parquet)."),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
@@ -178,6 +182,7 @@ def inspect(
         trace_file=trace,
         question=question,
         overrides=overrides,
+        flags=flags,
     )
     with errors_handled(debug):
         code = run_inspect(options)
