@@ -63,6 +63,15 @@ from dq_agent.checks.delays_report import (
     skipped,
 )
 from dq_agent.checks.dst import naive_source
+from dq_agent.checks.events import (
+    END,
+    START,
+    bounded,
+    grain,
+    point_events,
+    span_events,
+    with_events,
+)
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -127,9 +136,42 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return DelayFinisher(settings, as_of, has_ingest, frames, naive).result()
 
-    return CheckPlan(
+    plan = CheckPlan(
         TOOL, [q for q, _ in queries], finish, engine=tuple(engine for _, engine in queries)
     )
+    grains = grain(dataset)
+    if grains is None:
+        return plan
+    events = [
+        span_events(
+            gaps.join(names, on=_GID, how="left").select(
+                ENTITY, pl.col(PREV).alias(START), pl.col(TS).alias(END)
+            ),
+            "gap",
+        ),
+        point_events(
+            backward.join(names, on=_GID, how="left").select(
+                ENTITY, pl.col(OUT_OF_ORDER_TS).alias(START)
+            ),
+            grains,
+            "out_of_order",
+            None,
+        ),
+        point_events(
+            rows.filter(pl.col(TS) > future_limit).select(ENTITY, pl.col(TS).alias(START)),
+            grains,
+            "future",
+            None,
+        ),
+    ]
+    if has_ingest:
+        late = _latency_seconds() > settings.late_threshold_seconds
+        events.append(
+            point_events(
+                rows.filter(late).select(ENTITY, pl.col(TS).alias(START)), grains, "late", None
+            )
+        )
+    return with_events(plan, bounded(events), "in-memory")
 
 
 SPEC = CheckSpec(

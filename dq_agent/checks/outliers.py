@@ -49,6 +49,14 @@ from dq_agent.checks.base import (
     plural,
     series_rows,
 )
+from dq_agent.checks.events import (
+    ENTITY,
+    START,
+    bounded,
+    grain,
+    point_events,
+    with_derived_events,
+)
 from dq_agent.checks.evidence import (
     FAR,
     NULL_MODEL,
@@ -166,7 +174,29 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
         return _result(dataset, columns, frames[0], frames[1], frames[2], settings)
 
     # The series order is a window with gathers: in memory, not copied into a stream.
-    return CheckPlan(TOOL, queries, finish, engine="in-memory")
+    plan = CheckPlan(TOOL, queries, finish, engine="in-memory")
+    grains = grain(dataset)
+    if grains is None:
+        return plan
+
+    def events(frames: list[pl.DataFrame], grains: pl.LazyFrame) -> pl.LazyFrame:
+        # The outlier rows are already collected, all of them: no second pass over the values.
+        flagged = frames[1].lazy()
+        return bounded(
+            [
+                point_events(
+                    flagged.filter(pl.col(_flag(i))).select(
+                        pl.col(_ENTITY).alias(ENTITY), pl.col(_TIME).alias(START)
+                    ),
+                    grains,
+                    "outlier",
+                    name,
+                )
+                for i, name in enumerate(columns)
+            ]
+        )
+
+    return with_derived_events(plan, grains, events)
 
 
 SPEC = CheckSpec(
