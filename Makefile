@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench sample clean
+.PHONY: install demo test lint bench bench-quality sample clean
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,11 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/bench.py
+
+# False alarms on clean data and detection of injected faults (a few minutes; not a test).
+# Options: make bench-quality ARGS="--quick --seed 5".
+bench-quality: install
+	$(BIN)/python -m bench.quality $(ARGS)
 
 sample: install
 	$(BIN)/python sample_data/generate.py

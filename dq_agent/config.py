@@ -54,6 +54,13 @@ class Config:
     history: HistoryConfig = field(default_factory=HistoryConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     checks: dict[str, Any] = field(default_factory=_check_sections)
+    origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """Where each key that is not a default was set (a file path, 'option --as-of'): for errors
+    found only once the data is loaded, such as a setting naming a column it does not have."""
+
+    def origin_of(self, key: str) -> str:
+        """Where `key` was set, for an error message: a file, an option, or the defaults."""
+        return self.origins.get(key, "the defaults")
 
     def section(self, kind: type[T]) -> T:
         for settings in self.checks.values():
@@ -123,7 +130,9 @@ def resolve(
 def _sections(config: Config) -> dict[str, Any]:
     """Every section by its YAML name: the run-level fields, then the checks in catalogue order."""
     run = {
-        f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name != "checks"
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if f.name not in ("checks", "origins")
     }
     return {**run, **config.checks}
 
@@ -188,3 +197,4 @@ def _set_dotted(config: Config, dotted: str, value: Any, origin: str) -> None:
     coerced = coerce(value, hints[key], dotted, origin)
     check_rule(section, key, coerced, dotted, origin)
     setattr(section, key, coerced)
+    config.origins[dotted] = origin

@@ -55,6 +55,7 @@ def profile(dataset: Dataset) -> DatasetInfo:
         columns=list(dataset.columns),
         dtypes=dict(dataset.raw_dtypes),
         roles=dataset.roles.to_dict(),
+        inferred=[item.to_dict() for item in dataset.inferred],
         time_start=start.isoformat() if isinstance(start, datetime) else None,
         time_end=end.isoformat() if isinstance(end, datetime) else None,
         entities=int(row["entities"]) if row.get("entities") is not None else None,

@@ -82,6 +82,17 @@ def parquet_data_bytes(file: Path) -> int:
         raise InputError(f"cannot read {file} as Parquet: {first_line}") from exc
 
 
+def csv_data_bytes(file: Path) -> int:
+    """The size of the CSV text: a `.gz` file's uncompressed size from its trailer (stored modulo
+    4 GiB, so never taken below the compressed size)."""
+    size = file.stat().st_size
+    if file.suffix.lower() != ".gz" or size < 4:
+        return size
+    with file.open("rb") as handle:
+        handle.seek(-4, 2)
+        return max(size, int.from_bytes(handle.read(4), "little"))
+
+
 def estimate_peak_bytes(dataset_files: list[Path], file_format: str) -> tuple[int, str]:
     """The estimated peak memory of inspecting these files, and how it was estimated."""
     if file_format == "parquet":
@@ -89,7 +100,7 @@ def estimate_peak_bytes(dataset_files: list[Path], file_format: str) -> tuple[in
         factor, basis = PARQUET_PEAK_FACTOR, "uncompressed size from the Parquet metadata"
     else:
         try:
-            data = sum(f.stat().st_size for f in dataset_files)
+            data = sum(csv_data_bytes(f) for f in dataset_files)
         except OSError as exc:
             raise InputError(f"cannot read {exc.filename}: {exc.strerror}") from exc
         factor, basis = CSV_PEAK_FACTOR, "CSV file size"

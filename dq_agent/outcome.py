@@ -26,6 +26,8 @@ class DatasetInfo:
     time_end: str | None = None
     entities: int | None = None
     dtypes: dict[str, str] = field(default_factory=dict)
+    inferred: list[dict[str, str]] = field(default_factory=list)
+    """What loading guessed (`loading.notes.Inference.to_dict`): role, value, reason, setting."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,6 +40,7 @@ class DatasetInfo:
             "roles": self.roles,
             "time_range": {"start": self.time_start, "end": self.time_end},
             "entities": self.entities,
+            "inferred": [dict(item) for item in self.inferred],
         }
 
 

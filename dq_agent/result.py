@@ -105,6 +105,28 @@ class Finding:
         return ", ".join(parts)
 
 
+# The metric keys each check's result always holds (README "JSON report"), by tool: each
+# check's spec registers its own (`checks.spec.CheckSpec`), and every result gets them, null when
+# the check did not evaluate them, also when it was skipped or could not run.
+_METRIC_KEYS: dict[str, tuple[str, ...]] = {}
+# Every check's result says how many findings it left out of its list.
+COMMON_METRIC_KEYS = ("findings_left_out",)
+
+
+def register_metric_keys(tool: str, keys: Iterable[str]) -> None:
+    _METRIC_KEYS[tool] = (*dict.fromkeys(keys), *COMMON_METRIC_KEYS)
+
+
+def metric_keys(tool: str) -> tuple[str, ...]:
+    """The metric keys every result of `tool` holds."""
+    return _METRIC_KEYS.get(tool, COMMON_METRIC_KEYS)
+
+
+def left_out(findings: list[Finding], limit: int) -> tuple[list[Finding], int]:
+    """The first `limit` findings and how many were left out."""
+    return findings[:limit], max(0, len(findings) - limit)
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """The outcome of one detection tool."""
@@ -118,6 +140,12 @@ class CheckResult:
     duration_seconds: float = 0.0
     error: str | None = None
     suggestion: str | None = None
+
+    def __post_init__(self) -> None:
+        # Every documented key in every result, whichever path built it.
+        missing = [k for k in metric_keys(self.tool) if k not in self.metrics]
+        if missing:
+            object.__setattr__(self, "metrics", {**self.metrics, **dict.fromkeys(missing)})
 
     @classmethod
     def failed(cls, tool: str, error: str, suggestion: str) -> CheckResult:
@@ -193,6 +221,42 @@ def verdict_rank(verdict: Verdict) -> int:
     return _VERDICT_RANK[verdict]
 
 
+# A rate threshold is reached only when the count is evidence that the rate is at or above it:
+# 1 missing value in 10 rows is 10%, but a process missing 1% of its values shows that 1 time
+# in 10.
+RATE_SIGNIFICANCE = 0.05
+
+
+def binomial_sf(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), summed in log space from k upwards."""
+    if k <= 0:
+        return 1.0
+    if k > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    if k <= n * p:
+        # At or below the mean the tail is at least about a half: no evidence either way.
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    first = (
+        math.lgamma(n + 1)
+        - math.lgamma(k + 1)
+        - math.lgamma(n - k + 1)
+        + k * log_p
+        + (n - k) * log_q
+    )
+    total, term, i = 1.0, 1.0, k
+    # Terms fall geometrically above the mean; relative to the first one.
+    while i < n:
+        term *= (n - i) / (i + 1) * (p / (1 - p))
+        i += 1
+        total += term
+        if term < 1e-17 * total:
+            break
+    return min(1.0, math.exp(first) * total)
+
+
 _STATUS_RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 
 
@@ -216,8 +280,11 @@ def status_from_thresholds(
 ) -> Status:
     """Pointblank-style threshold: a number below 1 is a fraction of `total`, 1 or more a count.
 
-    `value` reaches a threshold when it is at or above it; `None` disables that level. A zero
-    count always passes.
+    A count reaches a count threshold at or above it. A fraction is reached when `value` of
+    `total` is at or above it and that is evidence beyond chance: a process whose true rate is
+    just the threshold would give so many with a chance of at most RATE_SIGNIFICANCE (a one-sided
+    binomial test), so a small file is not failed on one bad row. `None` disables that level; 0
+    means any. A zero count always passes.
     """
     if value <= 0:
         return Status.PASS
@@ -226,7 +293,9 @@ def status_from_thresholds(
         if threshold is None:
             return False
         if threshold < 1:
-            return total > 0 and value / total >= threshold
+            if total <= 0 or value / total < threshold:
+                return False
+            return binomial_sf(math.ceil(value), total, threshold) <= RATE_SIGNIFICANCE
         return value >= threshold
 
     if reached(fail_at):

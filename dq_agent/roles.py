@@ -1,25 +1,36 @@
 """Column roles: which column is the event time, which name a series, which hold values.
 
-Auto-detected from names and dtypes on a sample, unless set in the config.
+Set in the config, else found from the data: the timestamp by name and dtype (a date column
+with a time column read together, epoch numbers by magnitude), the entity by behaviour
+(`loading.entity`), the values as the numeric columns that behave like measurements (not flags,
+states, codes, ids or epoch times). Every guess is recorded as an `Inference`, and every time
+column that could not be read as a `LoadNote`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from dq_agent.errors import ConfigError
-from dq_agent.settings import ColumnsConfig
-from dq_agent.timeparse import parse_text_timestamps
-
-_TIMESTAMP_NAME = re.compile(
-    r"^(timestamp|time|ts|datetime|date_?time|event_?time|event_?ts|t|date|zeitstempel|zeit|datum)$",
-    re.I,
+from dq_agent.loading.entity import VARIABLE_NAME, EntityGuess, find_entity, is_candidate
+from dq_agent.loading.notes import Inference, LoadNote
+from dq_agent.loading.timecols import PARSE_SHARE_NAMED, combined_expr, is_time_like, slash_order
+from dq_agent.loading.timestamp import (
+    column_stats,
+    epoch_columns,
+    find_timestamp,
+    unreadable_time_columns,
 )
-_TIMESTAMP_HINT = re.compile(r"(time|timestamp|date|_ts$|^ts_)", re.I)
+from dq_agent.loading.values import find_values
+from dq_agent.timeparse import DAY_FIRST, MONTH_FIRST, timestamp_formats
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
 _INGEST_NAME = re.compile(
     r"^(ingest|ingested|ingestion|arrival|arrived|received|receive|load|loaded|insert|inserted)"
     r"_?(time|ts|at|timestamp)?$",
@@ -27,13 +38,10 @@ _INGEST_NAME = re.compile(
 )
 _ENTITY_NAME = re.compile(
     r"^(device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
-    r"plant|well|turbine|pump|signal|channel|series)(_?(id|name|key|code|no|nr))?$",
+    r"plant|well|turbine|pump|signal|channel|series|serial|ger(ä|ae)t)([_ -]?(id|name|key|code|no|nr))?$",
     re.I,
 )
-# A column named like a timestamp needs only a majority of parseable values (the rest are then
-# reported by the structure check); a column found by a looser hint needs most of them.
-_PARSE_SHARE_NAMED = 0.5
-_PARSE_SHARE_HINTED = 0.8
+ROLE_ROWS = 250_000
 
 
 @dataclass(frozen=True)
@@ -52,45 +60,69 @@ class Roles:
         }
 
 
-def _parses_as_time(sample: pl.DataFrame, name: str, min_share: float) -> bool:
-    column = sample.get_column(name).drop_nulls()
-    if column.len() == 0:
-        return False
-    parsed = column.to_frame().select(parse_text_timestamps(pl.col(name)).is_not_null().mean())
-    return float(parsed.item() or 0.0) >= min_share
+@dataclass
+class Detection:
+    """What role detection found: roles, how to read the columns, and what it guessed."""
+
+    roles: Roles
+    text_numeric: list[str]
+    timestamp_formats: list[tuple[str, str]]
+    combined: tuple[str, str] | None = None
+    """A date column and a time column read together as the timestamp column."""
+    plain_numbers: set[str] = field(default_factory=set)
+    """Text number columns whose sample shows no unit or thousands separator: a cast reads them."""
+    epoch_unit: str | None = None
+    """The unit of a numeric timestamp column, when all its values are plausible in one."""
+    inferred: list[Inference] = field(default_factory=list)
+    notes: list[LoadNote] = field(default_factory=list)
 
 
-def numeric_share(sample: pl.DataFrame, name: str) -> float:
-    """Share of the non-null text values in `name` that parse as numbers."""
-    column = sample.get_column(name).drop_nulls()
-    if column.len() == 0:
-        return 0.0
-    share = column.to_frame().select(
-        pl.col(name).str.strip_chars().cast(pl.Float64, strict=False).is_not_null().mean()
-    )
-    return float(share.item() or 0.0)
+def _in_config(config: Config, key: str) -> str:
+    origin = config.origin_of(f"columns.{key}")
+    return f" (in {origin})" if origin != "the defaults" else ""
 
 
-def _is_time_like(dtype: pl.DataType) -> bool:
-    return isinstance(dtype, pl.Datetime) or dtype == pl.Date
+def check_configured_columns(names: list[str], config: Config) -> None:
+    """Every column a `columns.*` setting names exists: else a config error naming the key."""
+    columns = config.columns
+    configured: list[tuple[str, str]] = [
+        (key, value)
+        for key, value in (("timestamp", columns.timestamp), ("ingest_time", columns.ingest_time))
+        if value is not None
+    ]
+    configured += [
+        (key, name)
+        for key, listed in (("entity", columns.entity), ("values", columns.values))
+        for name in listed or []
+    ]
+    for key, name in configured:
+        if name not in names:
+            raise ConfigError(
+                f"columns.{key} names column '{name}', which the data does not have"
+                f"{_in_config(config, key)}; columns: {', '.join(names)}"
+            )
 
 
 def detect_roles(
-    schema: pl.Schema, sample: pl.DataFrame, columns: ColumnsConfig, text_numeric_min_share: float
-) -> tuple[Roles, list[str]]:
-    """Return the roles and the text columns that hold numbers (to be cast for the checks)."""
+    raw: pl.LazyFrame,
+    schema: pl.Schema,
+    sample: pl.DataFrame,
+    config: Config,
+    decimal_comma: bool = False,
+) -> Detection:
+    """The roles of the columns of `raw` (configured ones as set, the rest found from the data),
+    the formats to read them with, and what was guessed or could not be read.
+
+    In order: ingest time by name; timestamp (`loading.timestamp`); entity by behaviour with
+    that timestamp (`loading.entity`); the order of slash dates, which needs the entity to judge
+    each series' steps; values (`loading.values`).
+    """
     names = list(schema.names())
-    for key, configured in (("timestamp", columns.timestamp), ("ingest_time", columns.ingest_time)):
-        if configured is not None and configured not in names:
-            raise ConfigError(
-                f"columns.{key} names column '{configured}', which the data does not have"
-            )
-    for key, configured_list in (("entity", columns.entity), ("values", columns.values)):
-        for name in configured_list or []:
-            if name not in names:
-                raise ConfigError(
-                    f"columns.{key} names column '{name}', which the data does not have"
-                )
+    check_configured_columns(names, config)
+    columns = config.columns
+    tz = columns.timezone
+    inferred: list[Inference] = []
+    notes: list[LoadNote] = []
 
     ingest = columns.ingest_time
     if ingest is None:
@@ -98,69 +130,142 @@ def detect_roles(
             (
                 n
                 for n in names
-                if _INGEST_NAME.match(n) and (_is_time_like(schema[n]) or schema[n] == pl.String)
+                if _INGEST_NAME.match(n) and (is_time_like(schema[n]) or schema[n] == pl.String)
             ),
             None,
         )
-    timestamp = columns.timestamp
-    if timestamp is None:
-        candidates = [n for n in names if n != ingest]
-        timestamp = next(
-            (
-                n
-                for n in candidates
-                if _TIMESTAMP_NAME.match(n) and _time_candidate(schema, sample, n)
-            ),
-            None,
-        )
-        if timestamp is None:
-            timestamp = next((n for n in candidates if _is_time_like(schema[n])), None)
-        if timestamp is None:
-            timestamp = next(
-                (
-                    n
-                    for n in candidates
-                    if _TIMESTAMP_HINT.search(n) and _time_candidate(schema, sample, n)
-                ),
-                None,
+        if ingest is not None:
+            inferred.append(
+                Inference(
+                    "ingest_time", ingest, "named like an arrival time", "columns.ingest_time"
+                )
             )
-    entity = (
-        list(columns.entity)
-        if columns.entity is not None
-        else [
-            n
-            for n in names
-            if _ENTITY_NAME.match(n)
-            and n not in (timestamp, ingest)
-            and (schema[n] == pl.String or schema[n].is_integer() or schema[n] == pl.Categorical)
-        ]
-    )
-    taken = {timestamp, ingest, *entity}
-    text_numeric = [
-        n
-        for n in names
-        if n not in taken
-        and schema[n] == pl.String
-        and numeric_share(sample, n) >= text_numeric_min_share
-    ]
-    if columns.values is not None:
-        values = list(columns.values)
+
+    # Behaviour is judged on the first 250,000 rows: enough to see every pattern a role has,
+    # and a bounded cost on a 10M-row scan (the checks read everything anyway).
+    raw = raw.head(ROLE_ROWS)
+    stats = column_stats(raw, schema, [n for n in names if n != ingest])
+    timestamp, combined, how = (columns.timestamp, None, "")
+    if timestamp is None:
+        timestamp, combined, how = find_timestamp(sample, schema, names, ingest, stats, tz)
+    if timestamp is not None and how:
+        shown = " + ".join(combined) if combined else timestamp
+        setting = "columns.timestamp" if combined is None else "columns.timestamp (one column)"
+        inferred.append(Inference("timestamp", shown, how, setting))
+    time_parts = set(combined or ())
+    ts_expr = _timestamp_expr(timestamp, combined)
+
+    if columns.entity is not None:
+        entity, guess = list(columns.entity), None
     else:
-        values = [
-            n for n in names if n not in taken and (schema[n].is_numeric() or n in text_numeric)
-        ]
-    text_numeric = [n for n in text_numeric if n in values]
-    return Roles(
-        timestamp=timestamp, entity=entity, values=values, ingest_time=ingest
-    ), text_numeric
+        entity, guess = _find_entity(raw, schema, sample, ts_expr, {timestamp, ingest, *time_parts})
+        if entity:
+            reason = guess.reason if guess is not None else "named like a device"
+            inferred.append(Inference("entity", ", ".join(entity), reason, "columns.entity"))
+
+    formats = timestamp_formats(DAY_FIRST, columns.timestamp_format)
+    text_time = combined is not None or (timestamp is not None and schema[timestamp] == pl.String)
+    if columns.timestamp_format is None and ts_expr is not None and text_time:
+        shown = " + ".join(combined) if combined else str(timestamp)
+        formats = _date_order(raw, ts_expr, entity, tz, shown, inferred, notes)
+
+    notes += unreadable_time_columns(sample, schema, names, {timestamp, ingest, *time_parts}, tz)
+    plain: set[str] = set()
+    values, text_numeric = find_values(
+        sample,
+        schema,
+        names,
+        {timestamp, ingest, *entity, *time_parts},
+        stats,
+        config,
+        decimal_comma,
+        inferred,
+        notes,
+        plain,
+    )
+    if guess is not None and len(values) == 1 and any(VARIABLE_NAME.match(c) for c in entity):
+        inferred.append(
+            Inference(
+                "layout",
+                "long (melted)",
+                f"one value column {values[0]}, series named by {', '.join(entity)}",
+                "columns.entity and columns.values",
+            )
+        )
+    epoch = epoch_columns(schema, stats).get(timestamp) if timestamp is not None else None
+    return Detection(
+        plain_numbers=plain,
+        epoch_unit=epoch,
+        roles=Roles(timestamp=timestamp, entity=entity, values=values, ingest_time=ingest),
+        text_numeric=text_numeric,
+        timestamp_formats=formats,
+        combined=combined,
+        inferred=inferred,
+        notes=notes,
+    )
 
 
-def _time_candidate(schema: pl.Schema, sample: pl.DataFrame, name: str) -> bool:
-    dtype = schema[name]
-    if _is_time_like(dtype):
-        return True
-    if dtype == pl.String:
-        named = bool(_TIMESTAMP_NAME.match(name))
-        return _parses_as_time(sample, name, _PARSE_SHARE_NAMED if named else _PARSE_SHARE_HINTED)
-    # Epoch numbers only count when the name says it is a time.
-    return dtype.is_integer() and bool(_TIMESTAMP_NAME.match(name))
+def _find_entity(
+    raw: pl.LazyFrame,
+    schema: pl.Schema,
+    sample: pl.DataFrame,
+    ts_expr: pl.Expr | None,
+    taken: set[str | None],
+) -> tuple[list[str], EntityGuess | None]:
+    """The entity by behaviour (`loading.entity`), else the columns named like a device."""
+    candidates = [
+        n
+        for n in schema.names()
+        if n not in taken and is_candidate(schema[n]) and not _decimal_text(sample, schema, n)
+    ]
+    named = [n for n in candidates if _ENTITY_NAME.match(n)]
+    guess = find_entity(raw, schema, ts_expr, candidates, named) if ts_expr is not None else None
+    return (guess.columns, guess) if guess is not None else (named, None)
+
+
+def _date_order(
+    raw: pl.LazyFrame,
+    ts_expr: pl.Expr,
+    entity: list[str],
+    tz: str,
+    shown: str,
+    inferred: list[Inference],
+    notes: list[LoadNote],
+) -> list[tuple[str, str]]:
+    """The formats for a text timestamp: slash dates in the order the data has (`slash_order`),
+    said as an inference, and a note when both orders fit."""
+    order = slash_order(raw, ts_expr, entity, tz)
+    if order is None:
+        return timestamp_formats(DAY_FIRST)
+    inferred.append(
+        Inference("timestamp_format", order.order, order.reason, "columns.timestamp_format")
+    )
+    if not order.decided:
+        notes.append(
+            LoadNote(
+                what=f"dates in column {shown} read as {order.order}, but {MONTH_FIRST} fits the "
+                f"data too (e.g. {order.example}); set columns.timestamp_format, e.g. "
+                "'%m/%d/%Y %H:%M'",
+                label=f"ambiguous date order in {shown}",
+                column=shown,
+                key="ambiguous_date_order",
+            )
+        )
+    return timestamp_formats(order.order)
+
+
+def _decimal_text(sample: pl.DataFrame, schema: pl.Schema, name: str) -> bool:
+    """A text column of mostly decimal numbers (readings stored as text): never an entity."""
+    if schema[name] != pl.String:
+        return False
+    column = sample.get_column(name).drop_nulls()
+    if column.len() == 0:
+        return False
+    decimals = column.str.contains(r"^\s*[-+]?[0-9]*[.,][0-9]+").sum()
+    return decimals >= PARSE_SHARE_NAMED * column.len()
+
+
+def _timestamp_expr(timestamp: str | None, combined: tuple[str, str] | None) -> pl.Expr | None:
+    if combined is not None:
+        return combined_expr(*combined).alias("__ts")
+    return None if timestamp is None else pl.col(timestamp).alias("__ts")

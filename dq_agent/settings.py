@@ -82,6 +82,12 @@ def time_zone(value: Any) -> str | None:
     return None
 
 
+def strptime_format(value: Any) -> str | None:
+    if value is not None and "%" not in value:
+        return "be a strptime format such as '%m/%d/%Y %H:%M'"
+    return None
+
+
 @dataclass(frozen=True)
 class ReadingSettings:
     """What the loader takes from the checks' sections: which texts and numbers mean "missing",
@@ -99,6 +105,8 @@ class ColumnsConfig:
     values: list[str] | None = None
     ingest_time: str | None = None
     timezone: str = setting("UTC", rule=time_zone)
+    timestamp_format: str | None = setting(None, rule=strptime_format)
+    """A strptime format for a text timestamp column (e.g. '%m/%d/%Y %H:%M'): then the only one."""
 
 
 @dataclass

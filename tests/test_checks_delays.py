@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from dq_agent.checks.delays_report import MAX_FINDINGS, MAX_GAP_FINDINGS, human_
 from dq_agent.checks.structure import plan_structure_check
 from dq_agent.config import Config
 from dq_agent.load import load
-from dq_agent.result import OBSERVATION_MAX_CHARS, Status
+from dq_agent.result import OBSERVATION_MAX_CHARS, Status, metric_keys
 from tests.fixtures_checks import NAB_DIR, T0, as_tool, minute, run_check, write_csv
 from tests.fixtures_timing import (
     A_GAP_SECONDS,
@@ -48,7 +49,8 @@ def _config(**delay: object) -> Config:
 
 
 def test_gaps_only_on_the_device_that_has_them(tmp_path: Path) -> None:
-    result = run_check(plan_delay_check, intervals_csv(tmp_path), _config())
+    # a and c end hours before b: stopped devices (see the test below), not this test's subject.
+    result = run_check(plan_delay_check, intervals_csv(tmp_path), _config(stopped_share=1.0))
     m = result.metrics
     assert set(m) >= REQUIRED
     assert (m["rows"], m["timed_rows"], m["entities"]) == (INTERVALS_ROWS, INTERVALS_ROWS, 3)
@@ -103,14 +105,75 @@ def test_a_configured_interval_applies_to_every_entity(tmp_path: Path) -> None:
 
 def test_status_follows_the_thresholds_against_rows(tmp_path: Path) -> None:
     path = intervals_csv(tmp_path)
-    # 2 gaps in 57 rows is 3.5%.
-    assert run_check(plan_delay_check, path, _config()).status is Status.FAIL  # fail_at 1%
+    # 2 gaps in 57 rows is 3.5%: over fail_at 1%, but a 1% process gives 2 in 57 one time in 9.
+    assert run_check(plan_delay_check, path, _config()).status is Status.WARN
+    assert run_check(plan_delay_check, path, _config(fail_at=0.001)).status is Status.FAIL
     assert run_check(plan_delay_check, path, _config(fail_at=0.05)).status is Status.WARN
     assert run_check(plan_delay_check, path, _config(fail_at=2.0)).status is Status.FAIL
     assert run_check(plan_delay_check, path, _config(fail_at=3.0)).status is Status.WARN
-    assert run_check(plan_delay_check, path, _config(warn_at=3.0, fail_at=None)).status is (
-        Status.PASS
+    assert run_check(
+        plan_delay_check, path, _config(warn_at=3.0, fail_at=None, stopped_share=1.0)
+    ).status is (Status.PASS)
+
+
+def test_devices_that_stop_before_the_others_are_found_by_default(tmp_path: Path) -> None:
+    """In the intervals fixture b reads hourly until minute 660; a stops at minute 120 and c at
+    minute 29, both far more than 5 of their own intervals and 5% of the 11 h span before."""
+    result = run_check(
+        plan_delay_check, intervals_csv(tmp_path), _config(warn_at=3.0, fail_at=None)
     )
+    assert result.metrics["stopped_entities"] == 2
+    assert result.status is Status.WARN
+    stopped = next(f for f in result.findings if "stopped" in f.what)
+    assert stopped.examples == [
+        {"entity": "c", "timestamp": iso_at(29), "behind_seconds": (660 - 29) * 60},
+        {"entity": "a", "timestamp": iso_at(120), "behind_seconds": (660 - 120) * 60},
+    ]
+    assert stopped.what == (
+        "2 of 3 entities stopped sending before the others: c's newest reading is 10h 31m "
+        "before the newest of all (1m interval)"
+    )
+
+
+def test_a_device_a_few_intervals_behind_has_not_stopped(tmp_path: Path) -> None:
+    rows = [[minute(m), "p", 1.0] for m in range(0, 600, 10)]
+    rows += [[minute(m), "q", 2.0] for m in range(0, 560, 10)]  # 5 readings (50 min) short
+    path = write_csv(tmp_path / "fleet.csv", ["timestamp", "device_id", "value"], rows)
+    result = run_check(plan_delay_check, path, _config())
+    assert result.metrics["stopped_entities"] == 0
+    assert result.status is Status.PASS
+    rows += [[minute(m), "r", 3.0] for m in range(0, 350, 10)]  # 4 h short: stopped
+    path = write_csv(tmp_path / "fleet.csv", ["timestamp", "device_id", "value"], rows)
+    result = run_check(plan_delay_check, path, _config())
+    assert result.metrics["stopped_entities"] == 1
+    assert result.status is Status.WARN
+
+
+def test_irregular_sampling_is_judged_against_its_own_long_steps(tmp_path: Path) -> None:
+    """Steps drawn from an exponential distribution (mean 60 s): about 5% are longer than 3x
+    the median. Judged against the 99th percentile, only a real 2-hour outage is a gap."""
+
+    def poisson(outage: float) -> Path:
+        rng = random.Random(5)
+        seconds, rows = 0.0, []
+        for _ in range(2000):
+            seconds += rng.expovariate(1 / 60)
+            if len(rows) == 1000:
+                seconds += outage
+            rows.append([(T0 + timedelta(seconds=round(seconds))).isoformat(sep=" "), "p", 1.0])
+        return write_csv(tmp_path / "poisson.csv", ["timestamp", "device_id", "value"], rows)
+
+    # The 2000 readings span about 33 hours: a reference time after them.
+    config = _config(as_of=iso_at(3 * 24 * 60))
+    clean = run_check(plan_delay_check, poisson(0.0), config)
+    assert (clean.metrics["gap_count"], clean.status) == (0, Status.PASS)
+    result = run_check(plan_delay_check, poisson(7200.0), config)
+    assert result.metrics["irregular_entities"] == 1
+    assert result.metrics["gap_count"] == 1
+    assert result.metrics["max_gap_seconds"] > 7200
+    # A regular series is judged against its median step as before.
+    regular = run_check(plan_delay_check, intervals_csv(tmp_path), _config())
+    assert regular.metrics["irregular_entities"] == 0
 
 
 def test_out_of_order_and_repeated_timestamps_in_file_order_per_entity(tmp_path: Path) -> None:
@@ -204,8 +267,10 @@ def test_an_entity_that_stopped_sending_is_stale(tmp_path: Path) -> None:
     assert result.metrics["stale"] is False
     assert result.metrics["stale_entities"] == 1
     assert result.status is Status.WARN
-    (stale,) = result.findings
+    stale, stopped = result.findings
     assert stale.examples == [{"entity": "q", "timestamp": iso_at(9)}]
+    # Without max_age_seconds q is still found: it stopped 50 minutes before p.
+    assert stopped.examples == [{"entity": "q", "timestamp": iso_at(9), "behind_seconds": 3000}]
 
 
 def test_rows_without_a_timestamp_are_counted_and_left_out(tmp_path: Path) -> None:
@@ -221,7 +286,7 @@ def test_skipped_without_a_timestamp_column(tmp_path: Path) -> None:
     result = run_check(plan_delay_check, path, _config())
     assert result.status is Status.SKIPPED
     assert "timestamp" in result.summary
-    assert set(result.metrics) == REQUIRED
+    assert set(result.metrics) == set(metric_keys("delay_check")) >= REQUIRED
     assert all(value is None for value in result.metrics.values())
 
 

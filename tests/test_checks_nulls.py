@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import decimal
+from datetime import date, time, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -94,8 +96,8 @@ def test_findings_put_empty_columns_first_and_show_the_run(tmp_path: Path) -> No
     findings = run_check(plan_null_check, _fleet(tmp_path)).findings
     assert [(f.column, f.count, f.severity) for f in findings] == [
         ("spare", 20, Status.FAIL),
-        ("temp", 5, Status.FAIL),
-        ("pressure", 1, Status.FAIL),
+        ("temp", 5, Status.FAIL),  # 5 of 20: far beyond 5% (chance 0.003)
+        ("pressure", 1, Status.WARN),  # 1 of 20 is 5%: no evidence of more
     ]
     assert findings[0].what.startswith("column spare is entirely missing (20 of 20 values")
     temp = findings[1]
@@ -227,3 +229,65 @@ def test_rows_without_a_time_come_last_in_their_series(tmp_path: Path) -> None:
     ]
     assert (run["length"], run["entity"], run["start"], run["end"]) == (2, "a", iso_minute(2), None)
     assert (run["start_row"], run["end_row"]) == (0, 1)
+
+
+def test_infinities_are_invalid_values_counted_apart(tmp_path: Path) -> None:
+    frame = pl.DataFrame(
+        {
+            "timestamp": [T0 + timedelta(minutes=i) for i in range(6)],
+            "device_id": ["a"] * 6,
+            "temp": [1.0, float("inf"), float("-inf"), float("nan"), None, -999.0],
+        }
+    )
+    result = run_check(plan_null_check, write_parquet(tmp_path / "inf.parquet", frame))
+    temp = result.metrics["columns"]["temp"]
+    assert (temp["null_count"], temp["nan_count"], temp["nonfinite_count"]) == (1, 1, 2)
+    assert (temp["sentinel_count"], temp["missing_count"]) == (1, 5)
+    assert "2 infinite" in result.findings[0].what
+    assert result.status is Status.FAIL
+
+
+def test_every_dtype_is_counted_and_nested_columns_are_left_out(tmp_path: Path) -> None:
+    n = 4
+    frame = pl.DataFrame(
+        {
+            "timestamp": [T0 + timedelta(minutes=i) for i in range(n)],
+            "device_id": ["a"] * n,
+            "dec": pl.Series([decimal.Decimal("1.5"), None, decimal.Decimal("-999"), None]),
+            "f32": pl.Series([1.0, float("inf"), None, 2.0], dtype=pl.Float32),
+            "i8": pl.Series([1, None, -200 % 100, 3], dtype=pl.Int8),
+            "u64": pl.Series([1, 2, 3, None], dtype=pl.UInt64),
+            "flag": [True, None, False, True],
+            "day": [date(2024, 1, 1), None, date(2024, 1, 2), date(2024, 1, 3)],
+            "clock": [time(1, 2), time(3, 4), None, time(5, 6)],
+            "took": [timedelta(seconds=1), None, None, timedelta(seconds=2)],
+            "kind": pl.Series(["x", None, "y", "x"], dtype=pl.Categorical),
+            "nested": [{"a": 1}, None, {"a": 2}, {"a": 3}],
+            "listed": [[1], [2], None, [3]],
+        }
+    )
+    result = run_check(plan_null_check, write_parquet(tmp_path / "types.parquet", frame))
+    assert result.status is not Status.ERROR
+    missing = {name: m["missing_count"] for name, m in result.metrics["columns"].items()}
+    assert missing == {
+        "timestamp": 0,
+        "device_id": 0,
+        "dec": 3,  # two nulls and the sentinel -999
+        "f32": 2,  # inf and null
+        "i8": 1,
+        "u64": 1,
+        "flag": 1,
+        "day": 1,
+        "clock": 1,
+        "took": 2,
+        "kind": 1,
+    }
+
+
+def test_a_truncated_finding_list_says_how_many_were_left_out(tmp_path: Path) -> None:
+    names = [f"s{i}" for i in range(25)]
+    rows = [[minute(m), "a", *([None] * 25 if m == 0 else [1.0] * 25)] for m in range(4)]
+    path = write_csv(tmp_path / "wide.csv", ["timestamp", "device_id", *names], rows)
+    result = run_check(plan_null_check, path)
+    assert len(result.findings) == 20
+    assert result.metrics["findings_left_out"] == 5

@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import decimal
+import math
+import random
 import statistics
+from datetime import timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from dq_agent.checks.base import Scope
-from dq_agent.checks.outliers import plan_outlier_check
+from dq_agent.checks.evidence import ROBUST_T_SCALE, STD_T_SCALE, z_tail
+from dq_agent.checks.outliers import MAD_TO_SIGMA, plan_outlier_check
 from dq_agent.config import Config
 from dq_agent.load import load
 from dq_agent.result import Status
-from tests.fixtures_checks import T0, as_tool, iso_minute, minute, run_check, write_csv
+from tests.fixtures_checks import (
+    T0,
+    as_tool,
+    iso_minute,
+    minute,
+    run_check,
+    write_csv,
+    write_parquet,
+)
 
 HEADER = ["timestamp", "device_id", "temp", "pressure"]
 LEVELS = {"a": 10.0, "b": 100.0, "c": 50.0}
@@ -29,7 +43,15 @@ def _b_temps() -> list[float]:
 
 
 def _z(value: float, sample: list[float]) -> float:
+    """The classical z (`method: sigma`)."""
     return (value - statistics.mean(sample)) / statistics.stdev(sample)
+
+
+def _robust_z(value: float, sample: list[float]) -> float:
+    """The default z: median and MAD scaled to sigma, with the small-sample factor."""
+    centre = statistics.median(sample)
+    mad = statistics.median(abs(v - centre) for v in sample)
+    return (value - centre) / (MAD_TO_SIGMA * mad / (1 - 1.3 / len(sample)))
 
 
 def _fleet(tmp_path: Path, spikes: bool = True) -> Path:
@@ -50,20 +72,26 @@ def test_spike_on_a_device_is_found_per_device(tmp_path: Path) -> None:
     temp = result.metrics["columns"]["temp"]
     assert temp["outlier_count"] == 2
     assert temp["checked_values"] == 120  # the -999 sentinel is missing, not an outlier
-    assert temp["groups_checked"] == 3
+    assert (temp["groups_checked"], temp["groups_own_spread"], temp["groups_fleet_spread"]) == (
+        3,
+        3,
+        0,
+    )
+    assert temp["groups_with_excess"] == 1
     assert temp["outlier_rate"] == round(2 / 120, 6)
-    assert temp["max_abs_z"] == round(abs(_z(88.0, _b_temps())), 4)
+    assert temp["max_abs_z"] == round(abs(_robust_z(88.0, _b_temps())), 4)
     assert result.metrics["columns"]["pressure"]["outlier_count"] == 0
     assert result.metrics["columns"]["pressure"]["checked_values"] == 121
     assert result.metrics["total_outliers"] == 2
     assert result.metrics["grouped_by"] == ["device_id"]
-    assert result.status is Status.WARN  # 2 of 241 checked values: over warn_at 0, under fail_at 1%
+    # 2 of 40 values more than 13 robust sigmas out: far beyond chance, and beyond fail_z 10.
+    assert result.status is Status.FAIL
     assert result.summary == (
-        "2 outliers in 1 of 2 columns (3-sigma per device_id: 0.83% of 241 values, expected 0.27%)"
+        "2 outliers in 241 values (robust z > 3 per device_id): 1 group beyond chance"
     )
 
 
-def test_the_same_spike_is_missed_by_a_global_three_sigma(tmp_path: Path) -> None:
+def test_the_same_spike_is_missed_by_a_global_rule(tmp_path: Path) -> None:
     config = Config()
     config.columns.entity = []
     result = run_check(plan_outlier_check, _fleet(tmp_path), config)
@@ -78,22 +106,23 @@ def test_examples_are_the_most_extreme_with_entity_time_value_and_z(tmp_path: Pa
     assert len(findings) == 1
     finding = findings[0]
     assert (finding.column, finding.entity, finding.count) == ("temp", "b", 2)
+    assert finding.severity is Status.FAIL
     assert (finding.start, finding.end) == (iso_minute(17), iso_minute(23))
     assert finding.examples == [
         {
             "entity": "b",
             "timestamp": iso_minute(23),
             "value": 88.0,
-            "z": round(_z(88.0, _b_temps()), 4),
+            "z": round(_robust_z(88.0, _b_temps()), 4),
         },
         {
             "entity": "b",
             "timestamp": iso_minute(17),
             "value": 110.0,
-            "z": round(_z(110.0, _b_temps()), 4),
+            "z": round(_robust_z(110.0, _b_temps()), 4),
         },
     ]
-    assert finding.examples[0]["z"] < -3 < 3 < finding.examples[1]["z"]
+    assert finding.what.startswith("2 outliers in temp of 40 values (max |z| 15.7")
 
 
 def test_clean_dataset_passes(tmp_path: Path) -> None:
@@ -104,37 +133,50 @@ def test_clean_dataset_passes(tmp_path: Path) -> None:
     assert result.metrics["columns"]["temp"]["max_abs_z"] < 3
 
 
-def test_settings_are_reported_with_the_expected_normal_rate(tmp_path: Path) -> None:
+def test_settings_are_reported_with_the_null_models_rate(tmp_path: Path) -> None:
     metrics = run_check(plan_outlier_check, _fleet(tmp_path)).metrics
-    assert (metrics["method"], metrics["sigma"], metrics["min_group_size"]) == ("sigma", 3.0, 30)
-    assert metrics["expected_rate"] == 0.0027
+    assert (metrics["method"], metrics["sigma"], metrics["min_group_size"]) == ("robust", 3.0, 30)
+    assert (metrics["significance"], metrics["fail_z"]) == (0.001, 10.0)
+    assert metrics["null_model"] == "student_t_10"
+    # Student t (10 df) beyond 3 of its own robust sigmas: about 1.1%, four times the normal's.
+    assert metrics["expected_rate"] == round(z_tail(3.0, ROBUST_T_SCALE), 6) == 0.011011
+    # Three tests per group and column: 3 devices x 2 columns.
+    assert metrics["tests"] == 18
     config = Config()
-    config.outlier_check.sigma = 2.0
-    assert (
-        run_check(plan_outlier_check, _fleet(tmp_path), config).metrics["expected_rate"] == 0.0455
-    )
+    config.outlier_check.method = "sigma"
+    sigma = run_check(plan_outlier_check, _fleet(tmp_path), config).metrics
+    assert sigma["expected_rate"] == round(z_tail(3.0, STD_T_SCALE), 6)
 
 
 def _small_and_constant(tmp_path: Path) -> Path:
-    """a: 40 ordinary values; d: 5 values, one absurd; e: 35 identical values."""
+    """a: 40 ordinary values; d: 5 values, one absurd; e: 35 identical values; f: 2 values."""
     rows = [[minute(i), "a", 10.0 + _wobble(i), 1.0] for i in range(40)]
-    rows += [[minute(i), "d", 1000.0 if i == 4 else 5.0, 1.0] for i in range(5)]
+    rows += [[minute(i), "d", 1000.0 if i == 4 else 5.0 + _wobble(i), 1.0] for i in range(5)]
     rows += [[minute(i), "e", 7.0, 1.0] for i in range(35)]
+    rows += [[minute(i), "f", 3.0 + i, 1.0] for i in range(2)]
     return write_csv(tmp_path / "mixed.csv", HEADER, rows)
 
 
-def test_small_groups_are_skipped_and_named(tmp_path: Path) -> None:
+def test_small_groups_are_judged_against_the_fleets_spread(tmp_path: Path) -> None:
     result = run_check(
         plan_outlier_check, _small_and_constant(tmp_path), scope=Scope(column="temp")
     )
     temp = result.metrics["columns"]["temp"]
-    assert temp["groups_too_small"] == 1
-    assert temp["too_small_examples"] == ["d"]
-    assert temp["outlier_count"] == 0  # d's 1000 is never judged on 5 values
-    assert temp["groups_checked"] == 1
-    assert temp["checked_values"] == 40
-    assert temp["skipped_values"] == 40
-    assert "1 group too small, 1 zero-variance group" in result.summary
+    assert (temp["groups_own_spread"], temp["groups_fleet_spread"]) == (1, 1)
+    assert (temp["groups_too_small"], temp["too_small_examples"]) == (1, ["f"])
+    assert temp["zero_variance_groups"] == 1
+    # d's 1000 is 995 from d's own median, against the spread of a's and d's own deviations.
+    assert temp["outlier_count"] == 1
+    assert temp["checked_values"] == 45
+    assert temp["skipped_values"] == 37  # e's 35 constant values and f's 2
+    (finding,) = result.findings
+    assert (finding.entity, finding.examples[0]["value"]) == ("d", 1000.0)
+    assert "fleet spread" in finding.what
+    assert result.status is Status.FAIL
+    assert result.summary.endswith(
+        "1 groups judged on their own spread, 1 on the fleet's; 1 group too small to check, "
+        "1 zero-variance group"
+    )
 
 
 def test_zero_variance_groups_are_reported_not_divided_by(tmp_path: Path) -> None:
@@ -142,23 +184,32 @@ def test_zero_variance_groups_are_reported_not_divided_by(tmp_path: Path) -> Non
     temp = result.metrics["columns"]["temp"]
     assert temp["zero_variance_groups"] == 1
     assert temp["zero_variance_examples"] == ["e"]
-    assert temp["max_abs_z"] == pytest.approx(
-        1 / statistics.stdev([10.0 + _wobble(i) for i in range(40)]), abs=1e-4
-    )
-    # pressure is 1.0 everywhere: every group with enough values is constant, so nothing is checked.
+    # pressure is 1.0 everywhere: the big groups are constant, and the small ones have no fleet
+    # spread to be judged by.
     pressure = result.metrics["columns"]["pressure"]
     assert (pressure["zero_variance_groups"], pressure["checked_values"]) == (2, 0)
+    assert pressure["groups_too_small"] == 2
     assert pressure["max_abs_z"] is None
-    assert result.status is Status.PASS
+    assert pressure["fleet_spread"] == 0.0
 
 
-def test_no_group_large_enough_is_skipped(tmp_path: Path) -> None:
+def test_all_groups_small_are_still_checked_by_the_fleet(tmp_path: Path) -> None:
     config = Config()
     config.outlier_check.min_group_size = 100
     result = run_check(plan_outlier_check, _fleet(tmp_path), config)
-    assert result.status is Status.SKIPPED
-    assert result.metrics["columns"]["temp"]["groups_too_small"] == 3
-    assert result.summary.startswith("no group had 100 clean values")
+    temp = result.metrics["columns"]["temp"]
+    assert (temp["groups_own_spread"], temp["groups_fleet_spread"]) == (0, 3)
+    assert temp["outlier_count"] == 2
+    assert result.status is Status.FAIL
+
+
+def test_nothing_checkable_warns(tmp_path: Path) -> None:
+    rows = [[minute(i), f"d{i}", 1.0 + i] for i in range(6)]
+    path = write_csv(tmp_path / "single.csv", ["timestamp", "device_id", "temp"], rows)
+    result = run_check(plan_outlier_check, path)
+    assert result.status is Status.WARN
+    assert result.summary.startswith("no value could be checked for outliers: no group had 4")
+    assert result.metrics["columns"]["temp"]["groups_too_small"] == 6
 
 
 def _contaminated(tmp_path: Path) -> Path:
@@ -168,26 +219,51 @@ def _contaminated(tmp_path: Path) -> Path:
     return write_csv(tmp_path / "masked.csv", ["timestamp", "device_id", "temp"], rows)
 
 
-def test_mad_finds_what_masks_itself_from_three_sigma(tmp_path: Path) -> None:
-    assert run_check(plan_outlier_check, _contaminated(tmp_path)).metrics["total_outliers"] == 0
+def test_robust_default_finds_what_masks_itself_from_three_sigma(tmp_path: Path) -> None:
+    config = Config()
+    config.outlier_check.method = "sigma"
+    assert (
+        run_check(plan_outlier_check, _contaminated(tmp_path), config).metrics["total_outliers"]
+        == 0
+    )
+    result = run_check(plan_outlier_check, _contaminated(tmp_path))
+    assert result.metrics["method"] == "robust"
+    assert result.metrics["columns"]["temp"]["outlier_count"] == 6
+    sample = [10.0 + _wobble(i) for i in range(40)] + [50.0] * 6
+    assert result.findings[0].examples[0]["z"] == round(_robust_z(50.0, sample), 4)
+    assert result.status is Status.FAIL
+
+
+def test_mad_is_the_robust_method(tmp_path: Path) -> None:
     config = Config()
     config.outlier_check.method = "mad"
     result = run_check(plan_outlier_check, _contaminated(tmp_path), config)
-    assert result.metrics["method"] == "mad"
     assert result.metrics["columns"]["temp"]["outlier_count"] == 6
-    # median 10, MAD 0.5: robust z = 0.6745 * 40 / 0.5
-    assert result.findings[0].examples[0]["z"] == pytest.approx(0.6745 * 40 / 0.5)
-    assert result.summary.startswith("6 outliers in 1 of 1 columns (MAD z > 3 per device_id")
 
 
-def test_mad_of_zero_is_a_zero_variance_group(tmp_path: Path) -> None:
-    config = Config()
-    config.outlier_check.method = "mad"
-    rows = [[minute(i), "a", 5.0 if i < 30 else 6.0 + i] for i in range(40)]
+def test_a_mad_of_zero_falls_back_to_the_mean_absolute_deviation(tmp_path: Path) -> None:
+    """A mostly flat sensor: 37 x 5.0, 2 x 5.1 and one 9.0. The MAD is 0; the mean absolute
+    deviation (0.105) stands in, and a step of 0.1 is within the column's resolution."""
+    values = [5.0] * 37 + [5.1, 5.1, 9.0]
+    rows = [[minute(i), "a", v] for i, v in enumerate(values)]
     path = write_csv(tmp_path / "flat.csv", ["timestamp", "device_id", "temp"], rows)
-    result = run_check(plan_outlier_check, path, config)
-    assert result.metrics["columns"]["temp"]["zero_variance_groups"] == 1
-    assert result.status is Status.SKIPPED
+    result = run_check(plan_outlier_check, path)
+    temp = result.metrics["columns"]["temp"]
+    assert temp["spread_fallback_groups"] == 1
+    assert temp["resolution"] == 0.1
+    assert temp["outlier_count"] == 1
+    spread = max(1.2533141373155001 * (0.2 + 4.0) / 40 / (1 - 1.3 / 40), 0.1)
+    assert result.findings[0].examples[0]["z"] == round(4.0 / spread, 4)
+    assert result.status is Status.FAIL
+
+
+def test_one_quantisation_step_is_no_outlier(tmp_path: Path) -> None:
+    values = [20.0] * 36 + [20.1, 19.9, 20.1, 20.1]
+    rows = [[minute(i), "a", v] for i, v in enumerate(values)]
+    path = write_csv(tmp_path / "steps.csv", ["timestamp", "device_id", "temp"], rows)
+    result = run_check(plan_outlier_check, path)
+    assert result.metrics["total_outliers"] == 0
+    assert result.status is Status.PASS
 
 
 def test_scope_column_narrows_to_one_column(tmp_path: Path) -> None:
@@ -200,6 +276,8 @@ def test_scope_on_a_text_column_is_skipped(tmp_path: Path) -> None:
     result = run_check(plan_outlier_check, _fleet(tmp_path), scope=Scope(column="device_id"))
     assert result.status is Status.SKIPPED
     assert result.summary == "column device_id is not numeric: nothing to check for outliers"
+    # Every documented key is there, null when not evaluated.
+    assert result.metrics["columns"] is None and result.metrics["total_checked_values"] is None
 
 
 def test_scope_entity_and_time_window_narrow(tmp_path: Path) -> None:
@@ -209,21 +287,18 @@ def test_scope_entity_and_time_window_narrow(tmp_path: Path) -> None:
     only_b = run_check(plan_outlier_check, _fleet(tmp_path), scope=Scope(entity="b"))
     assert only_b.metrics["columns"]["temp"]["outlier_count"] == 2
     window = Scope(start=T0.replace(minute=20), end=T0.replace(minute=59))
-    before_23 = run_check(plan_outlier_check, _fleet(tmp_path), scope=window)
-    # Minutes 20-39 leave 20 values per device: below min_group_size 30, nothing is judged.
-    assert before_23.status is Status.SKIPPED
-    config = Config()
-    config.outlier_check.min_group_size = 20
-    late = run_check(plan_outlier_check, _fleet(tmp_path), config, scope=window)
+    late = run_check(plan_outlier_check, _fleet(tmp_path), scope=window)
+    # Minutes 20-39 leave 20 values per device: under min_group_size 30, judged by the fleet.
+    assert late.metrics["columns"]["temp"]["groups_fleet_spread"] == 3
     assert late.metrics["columns"]["temp"]["outlier_count"] == 1
     assert late.findings[0].start == iso_minute(23)
 
 
-def test_no_value_columns_is_skipped(tmp_path: Path) -> None:
+def test_no_value_columns_warns_that_nothing_was_checked(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "text.csv", ["timestamp", "device_id"], [[minute(0), "a"]])
     result = run_check(plan_outlier_check, path)
-    assert result.status is Status.SKIPPED
-    assert result.summary == "the data has no value columns: nothing to check for outliers"
+    assert result.status is Status.WARN
+    assert result.summary.startswith("no value column could be checked for outliers")
 
 
 def test_tool_arguments_reach_the_check(tmp_path: Path) -> None:
@@ -243,3 +318,138 @@ def test_an_entity_without_values_in_a_column_is_no_group_of_it(tmp_path: Path) 
     assert (columns["temp"]["groups_checked"], columns["temp"]["checked_values"]) == (1, 40)
     assert (columns["pressure"]["groups_checked"], columns["pressure"]["checked_values"]) == (2, 80)
     assert columns["temp"]["too_small_examples"] == []
+
+
+# Clean data passes at every size; real faults never pass.
+
+
+def _series(path: Path, values: list[float], devices: int = 1) -> Path:
+    per = len(values) // devices
+    times = [T0 + timedelta(minutes=i % per) for i in range(len(values))]
+    frame = pl.DataFrame(
+        {
+            "timestamp": times,
+            "device_id": [f"d{i // per}" for i in range(len(values))],
+            "value": values,
+        }
+    )
+    return write_parquet(path, frame)
+
+
+def _ar1(rng: random.Random, n: int, phi: float = 0.9) -> list[float]:
+    values = [rng.gauss(0, 1)]
+    for _ in range(n - 1):
+        values.append(phi * values[-1] + rng.gauss(0, math.sqrt(1 - phi * phi)))
+    return [20 + v for v in values]
+
+
+@pytest.mark.parametrize("rows", [100, 200])
+def test_twenty_clean_gaussian_files_all_pass(tmp_path: Path, rows: int) -> None:
+    rng = random.Random(rows)
+    results = [
+        run_check(
+            plan_outlier_check,
+            _series(tmp_path / f"g{i}.parquet", [20 + rng.gauss(0, 0.5) for _ in range(rows)]),
+        )
+        for i in range(20)
+    ]
+    assert [r.status for r in results] == [Status.PASS] * 20
+    # Some of them hold values beyond 3 sigma, as normal data does: counted, and not a finding.
+    assert sum(r.metrics["total_outliers"] for r in results) > 0
+    assert all("consistent with chance" in r.summary for r in results)
+
+
+@pytest.mark.parametrize(
+    ("kind", "rows", "devices"),
+    [("ar1", 1000, 1), ("ar1", 200, 5), ("quantised", 500, 2), ("cycle", 1440, 3)],
+)
+def test_clean_autocorrelated_quantised_and_cyclic_data_pass(
+    tmp_path: Path, kind: str, rows: int, devices: int
+) -> None:
+    rng = random.Random(7)
+    statuses = []
+    for i in range(5):
+        if kind == "ar1":
+            values = [v for _ in range(devices) for v in _ar1(rng, rows)]
+        elif kind == "quantised":
+            values = [round(20 + rng.gauss(0, 0.05), 1) for _ in range(rows * devices)]
+        else:
+            values = [
+                20 + 5 * math.sin(2 * math.pi * (j % rows) / rows) + rng.gauss(0, 0.3)
+                for j in range(rows * devices)
+            ]
+        path = _series(tmp_path / f"{kind}{i}.parquet", values, devices)
+        statuses.append(run_check(plan_outlier_check, path).status)
+    assert statuses == [Status.PASS] * 5
+
+
+def test_one_huge_value_among_ten_thousand_small_devices_is_found(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    values = [20 + rng.gauss(0, 0.5) for _ in range(100_000)]
+    values[12_345] = 1e6
+    result = run_check(plan_outlier_check, _series(tmp_path / "fleet.parquet", values, 10_000))
+    column = result.metrics["columns"]["value"]
+    assert (column["groups_own_spread"], column["groups_fleet_spread"]) == (0, 10_000)
+    assert result.status is Status.FAIL
+    (finding,) = result.findings
+    assert (finding.entity, finding.examples[0]["value"]) == ("d1234", 1e6)
+
+
+def test_a_huge_value_does_not_mask_smaller_ones(tmp_path: Path) -> None:
+    rng = random.Random(2)
+    values = [20 + rng.gauss(0, 0.5) for _ in range(200)]
+    values[10], values[50], values[90] = 1e9, 45.0, -5.0
+    result = run_check(plan_outlier_check, _series(tmp_path / "masked.parquet", values))
+    (finding,) = result.findings
+    # Most extreme first; a value a little beyond 3 sigma is normal at 200 values.
+    assert [e["value"] for e in finding.examples[:3]] == [1e9, 45.0, -5.0]
+    assert finding.examples[3]["z"] == pytest.approx(-3.8, abs=0.1)
+    assert result.status is Status.FAIL
+
+
+def test_a_spike_on_a_daily_cycle_is_found_against_its_neighbours(tmp_path: Path) -> None:
+    """A 4-degree spike on a 5-degree daily swing with 0.1 noise: only 1 sigma from the series'
+    centre, far from its neighbours' median."""
+    rng = random.Random(3)
+    values = [20 + 5 * math.sin(2 * math.pi * j / 1440) + rng.gauss(0, 0.1) for j in range(1440)]
+    values[700] += 8.0
+    result = run_check(plan_outlier_check, _series(tmp_path / "cycle.parquet", values))
+    assert result.metrics["columns"]["value"]["outlier_count"] == 1
+    assert result.status is Status.FAIL
+    assert "from its neighbours" in result.findings[0].what
+
+
+def test_infinities_are_kept_out_of_the_statistics(tmp_path: Path) -> None:
+    values = [10.0 + _wobble(i) for i in range(40)]
+    values[3], values[9], values[20] = math.inf, -math.inf, 30.0
+    result = run_check(plan_outlier_check, _series(tmp_path / "inf.parquet", values))
+    column = result.metrics["columns"]["value"]
+    assert column["checked_values"] == 38
+    assert column["outlier_count"] == 1
+    assert result.findings[0].examples[0]["value"] == 30.0
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [pl.Decimal(10, 3), pl.Float32, pl.Int8, pl.Int16, pl.Int32, pl.UInt8, pl.UInt64],
+)
+def test_every_numeric_dtype_is_checked(tmp_path: Path, dtype: pl.DataType) -> None:
+    # Twenty levels: an integer column with only a handful is a flag or a state, not a sensor.
+    values = [10 + (i % 20) for i in range(40)]
+    values[17] = 100
+    series = (
+        pl.Series([decimal.Decimal(v) for v in values], dtype=dtype)
+        if isinstance(dtype, pl.Decimal)
+        else pl.Series(values).cast(dtype)
+    )
+    frame = pl.DataFrame(
+        {
+            "timestamp": [T0 + timedelta(minutes=i) for i in range(40)],
+            "device_id": ["a"] * 40,
+            "value": series,
+        }
+    )
+    result = run_check(plan_outlier_check, write_parquet(tmp_path / "typed.parquet", frame))
+    assert result.status is Status.FAIL
+    assert result.metrics["columns"]["value"]["outlier_count"] == 1
+    assert result.findings[0].examples[0]["value"] == 100.0

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import decimal
 import json
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -12,7 +13,8 @@ import pytest
 from dq_agent.checks.base import Scope
 from dq_agent.checks.structure import format_family, plan_structure_check
 from dq_agent.checks.structure_report import dtype_matches, normalise_offset
-from dq_agent.config import Config
+from dq_agent.config import Config, resolve
+from dq_agent.errors import ConfigError
 from dq_agent.load import load
 from dq_agent.result import Status
 from dq_agent.timeparse import format_family_exprs
@@ -52,7 +54,7 @@ MIXED_TIMESTAMPS = [
     "2024-01-01T00:12:00Z",
     "2024-01-02",
     "not a time",
-    "2024/01/03 00:00",
+    "03-01-2024 00:00",
 ]
 
 
@@ -100,7 +102,7 @@ def test_mixed_formats_zones_and_unparseable_timestamps(tmp_path: Path) -> None:
     assert (unparseable.count, unparseable.severity) == (2, Status.WARN)
     assert unparseable.examples == [
         {"row": 10, "value": "not a time"},
-        {"row": 11, "value": "2024/01/03 00:00"},
+        {"row": 11, "value": "03-01-2024 00:00"},
     ]
     formats = next(f for f in result.findings if "formats" in f.what)
     assert formats.count == 4  # values outside the main format
@@ -186,7 +188,10 @@ def test_numbers_stored_as_text(tmp_path: Path) -> None:
     assert m["text_numeric_columns"] == ["pressure"]
     assert m["text_numeric_unparseable"] == {"pressure": 3}
     finding = next(f for f in result.findings if f.column == "pressure")
-    assert finding.count == 20
+    assert finding.count == 3
+    assert finding.what == (
+        "3 text values in numeric column pressure (15.0% of 20 values; the rest are read as numbers)"
+    )
     assert [e["value"] for e in finding.examples] == ["n/a", "err", "12..5"]
     assert result.status is Status.WARN
 
@@ -223,15 +228,27 @@ def test_dtype_mismatches(clean_parquet: Path) -> None:
         "timestamp": "Datetime",
         "device_id": "Int64",
         "pressure": "float32",
-        "nope": "String",
     }
     result = run_check(plan_structure_check, clean_parquet, config)
     assert result.metrics["dtype_mismatches"] == [
         {"column": "device_id", "expected": "Int64", "actual": "String"},
         {"column": "pressure", "expected": "float32", "actual": "Float64"},
-        {"column": "nope", "expected": "String", "actual": None},
     ]
     assert result.status is Status.WARN
+
+
+def test_a_dtype_for_a_column_not_in_the_data_is_a_config_error(
+    clean_parquet: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "dq.yaml"
+    path.write_text("structure_check:\n  dtypes: {nope: String}\n", encoding="utf-8")
+    config = resolve(path, environ={})
+    with pytest.raises(ConfigError) as info:
+        run_check(plan_structure_check, clean_parquet, config)
+    assert info.value.exit_code == 2
+    assert info.value.message.startswith(
+        f"bad value for 'structure_check.dtypes' in {path}: column 'nope' is not in the data"
+    )
 
 
 def test_text_columns_match_the_dtype_the_loader_gave_them(tmp_path: Path) -> None:
@@ -389,3 +406,39 @@ def test_every_scope_runs_on_the_sample_with_numbers_stored_as_text() -> None:
         for name, tool in tools.items():
             result = tool(**arguments)
             assert result.status != "error", (name, arguments, result.summary)
+
+
+def test_a_one_device_file_has_no_constant_entity_column(tmp_path: Path) -> None:
+    lines = ["timestamp,device_id,temp"] + [f"{minute(i)},dev-1,{20 + i % 3}" for i in range(10)]
+    path = _write(tmp_path / "one.csv", ("\n".join(lines) + "\n").encode())
+    result = run_check(plan_structure_check, path)
+    assert result.metrics["constant_columns"] == []
+    assert result.status is Status.PASS
+
+
+def test_nested_columns_are_reported_and_every_dtype_works(tmp_path: Path) -> None:
+    n = 3
+    frame = pl.DataFrame(
+        {
+            "timestamp": [T0 + timedelta(minutes=i) for i in range(n)],
+            "device_id": ["a"] * n,
+            "temp": [1.0, 2.0, 3.0],
+            "took": [timedelta(seconds=5)] * n,
+            "clock": [time(1, 2)] * n,
+            "dec": pl.Series([decimal.Decimal("1.5")] * n),
+            "kind": pl.Series(["x"] * n, dtype=pl.Categorical),
+            "nested": [{"a": i} for i in range(n)],
+            "listed": [[i] for i in range(n)],
+        }
+    )
+    path = tmp_path / "types.parquet"
+    frame.write_parquet(path)
+    result = run_check(plan_structure_check, path)
+    assert result.metrics["nested_columns"] == ["nested", "listed"]
+    assert result.metrics["constant_columns"] == ["took", "clock", "dec"]
+    nested = next(f for f in result.findings if "nested" in f.what)
+    assert nested.what == (
+        "2 nested columns (struct or list values) that no other check reads: "
+        "nested (struct), listed (list)"
+    )
+    assert result.status is Status.WARN

@@ -61,6 +61,13 @@ def test_unknown_section(tmp_path: Path) -> None:
             "structure_check:\n  text_numeric_min_share: 2\n",
             "structure_check.text_numeric_min_share",
         ),
+        ("null_check:\n  fail_at: .nan\n", "null_check.fail_at"),
+        ("null_check:\n  warn_at: -0.1\n", "null_check.warn_at"),
+        ("delay_check:\n  gap_factor: .nan\n", "delay_check.gap_factor"),
+        ("outlier_check:\n  significance: .nan\n", "outlier_check.significance"),
+        ("outlier_check:\n  fail_z: -3\n", "outlier_check.fail_z"),
+        ("outlier_check:\n  warn_at: 0\n", "outlier_check.warn_at"),
+        ("structure_check:\n  dtypes: {temperature: banana}\n", "structure_check.dtypes"),
     ],
 )
 def test_bad_values_name_key_and_file(tmp_path: Path, text: str, key: str) -> None:
@@ -113,3 +120,17 @@ def test_warn_threshold_above_fail_threshold_is_rejected(tmp_path: Path) -> None
         ConfigError, match=r"null_check.warn_at \(0.5\) is above null_check.fail_at"
     ):
         resolve(path, environ={})
+
+
+def test_nan_from_the_environment_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="DQ_AGENT_MODEL_TIMEOUT"):
+        resolve(environ={"DQ_AGENT_MODEL_TIMEOUT": "nan"})
+
+
+@pytest.mark.parametrize(
+    "name", ["Float64", "float32", "Datetime", 'Datetime(time_unit="us")', "str", "bool", "Decimal"]
+)
+def test_known_dtype_names_are_accepted(tmp_path: Path, name: str) -> None:
+    config = resolve(write(tmp_path, f"structure_check:\n  dtypes: {{t: '{name}'}}\n"), environ={})
+    assert config.structure_check.dtypes == {"t": name}
+    assert config.origins["structure_check.dtypes"] == str(tmp_path / "dq.yaml")

@@ -22,7 +22,7 @@ from dq_agent.history.paths import history_path
 from dq_agent.history.records import RunRecord, dataset_key
 from dq_agent.history.store import HistoryError, HistoryStore
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
-from dq_agent.result import CheckResult, Source, Status
+from dq_agent.result import CheckResult, Source, Status, metric_keys
 
 TOOLS = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
 
@@ -254,7 +254,11 @@ def test_save_run_round_trips_every_recorded_field(
     assert run.narrative_checks == narrative
     assert run.started_at == "2024-05-01T02:00:00+00:00"
     assert list(run.checks) == TOOLS
-    assert run.checks["null_check"].metrics == {"columns": {"pressure": {"missing_rate": 0.048}}}
+    # A result holds every documented metric key (null when not evaluated).
+    assert run.checks["null_check"].metrics == {
+        **dict.fromkeys(metric_keys("null_check")),
+        "columns": {"pressure": {"missing_rate": 0.048}},
+    }
     assert (run.checks["null_check"].status, run.checks["structure_check"].source) == (
         "warn",
         "backfilled",

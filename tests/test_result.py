@@ -2,6 +2,9 @@ import json
 import math
 from datetime import UTC, datetime
 
+import pytest
+
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.result import (
     OBSERVATION_MAX_CHARS,
     CheckResult,
@@ -10,6 +13,8 @@ from dq_agent.result import (
     Status,
     Verdict,
     jsonable,
+    left_out,
+    metric_keys,
     status_from_thresholds,
     verdict_of,
 )
@@ -30,7 +35,13 @@ def test_verdict_is_worst_status_and_error_is_not_a_pass() -> None:
 def test_thresholds_fraction_or_count() -> None:
     assert status_from_thresholds(0, 100, 0.0, 0.05) is Status.PASS
     assert status_from_thresholds(1, 100, 0.0, 0.05) is Status.WARN
-    assert status_from_thresholds(5, 100, 0.0, 0.05) is Status.FAIL
+    # 5 of 100 is 5%, but a process missing 5% gives 5 or more more often than not: no fail.
+    assert status_from_thresholds(5, 100, 0.0, 0.05) is Status.WARN
+    assert status_from_thresholds(10, 100, 0.0, 0.05) is Status.FAIL  # P(>= 10 | 5%) = 0.03
+    assert status_from_thresholds(9, 100, 0.0, 0.05) is Status.WARN  # P(>= 9 | 5%) = 0.06
+    # One bad row of ten is 10%, and weak evidence: warn, not fail.
+    assert status_from_thresholds(1, 10, 0.0, 0.05) is Status.WARN
+    assert status_from_thresholds(5, 10, 0.0, 0.05) is Status.FAIL
     assert status_from_thresholds(4, 100, 10, 20) is Status.PASS
     assert status_from_thresholds(10, 100, 10, 20) is Status.WARN
     assert status_from_thresholds(25, 100, 10, 20) is Status.FAIL
@@ -72,4 +83,21 @@ def test_to_dict_is_json_and_carries_source() -> None:
     r = CheckResult(tool="null_check", status=Status.WARN, summary="s", metrics={"x": math.inf})
     data = r.with_source(Source.BACKFILLED).to_dict()
     assert data["source"] == "backfilled"
-    assert json.loads(json.dumps(data))["metrics"] == {"x": None}
+    assert json.loads(json.dumps(data))["metrics"] == {
+        **dict.fromkeys(metric_keys("null_check")),
+        "x": None,
+    }
+
+
+@pytest.mark.parametrize("tool", CHECK_NAMES)
+def test_every_result_holds_the_documented_keys_even_when_it_could_not_run(tool: str) -> None:
+    failed = CheckResult.failed(tool, "boom", "retry")
+    assert failed.to_dict()["metrics"] == dict.fromkeys(metric_keys(tool))
+    kept = CheckResult(tool, Status.PASS, "s", metrics={metric_keys(tool)[0]: 7})
+    assert kept.metrics[metric_keys(tool)[0]] == 7
+
+
+def test_left_out_counts_what_a_list_drops() -> None:
+    findings = [Finding(what=str(i), count=i) for i in range(5)]
+    assert left_out(findings, 3) == (findings[:3], 2)
+    assert left_out(findings, 10) == (findings, 0)

@@ -8,7 +8,8 @@ were due but none arrived. `max_gap_seconds` is the plain duration of the longes
 gap. Rows without a timestamp are counted (`null_timestamps`) and left out of the analysis.
 
 Order is judged in file order (a row index taken before any filtering): a row is out of order
-when its timestamp is earlier than the previous row of the same entity.
+when its timestamp is earlier than the previous row of the same entity in the same file (the
+order between the files of a glob or directory means nothing); the examples name the file.
 
 With `scope.column` naming a value column, only the rows where that column holds a value are
 timed, so the gaps are those of that column's readings (in a wide layout one sensor can stop while
@@ -39,12 +40,16 @@ from dq_agent.checks.base import (
     Engine,
     Scope,
     entity_key,
+    missing,
     series_rows,
 )
 from dq_agent.checks.delays_report import (
+    BOUND,
     ENTITY,
     EXPECTED,
+    FILE,
     INGEST,
+    IRREGULAR,
     LATENCY,
     MAX_EXAMPLES,
     OUT_OF_ORDER_TS,
@@ -57,6 +62,7 @@ from dq_agent.checks.delays_report import (
     DelayFinisher,
     skipped,
 )
+from dq_agent.checks.dst import naive_source
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -73,6 +79,9 @@ _GID = "__series_id"
 _TIMED = "__timed"
 
 LONGEST_GAPS_KEPT = 10
+# Steps whose middle half spans more than this ratio are irregular sampling (exponential steps:
+# about 4.8; a regular logger with jitter: about 1.1).
+IRREGULAR_SPREAD = 1.5
 
 
 def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
@@ -95,7 +104,9 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     in_time = _in_time(series, timed)
     per_series = _per_series(in_time, settings)
     gaps = _gap_rows(in_time, per_series, settings)
-    backward = _backward_rows(series, timestamp, timed, file_rows=not scope.filters_rows())
+    backward = _backward_rows(
+        series, timestamp, timed, file_rows=not scope.filters_rows(), dataset=dataset
+    )
     # The series order is a window with gathers: in memory, not copied into a stream. The
     # figures taken row by row stream: less is held at once.
     queries: list[tuple[pl.LazyFrame, Engine]] = [
@@ -111,8 +122,10 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     if has_ingest:
         queries.append((_late_query(rows, settings.late_threshold_seconds), "streaming"))
 
+    naive = naive_source(dataset.raw_dtypes.get(timestamp, ""), config.columns.timezone)
+
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return DelayFinisher(settings, as_of, has_ingest, frames).result()
+        return DelayFinisher(settings, as_of, has_ingest, frames, naive).result()
 
     return CheckPlan(
         TOOL, [q for q, _ in queries], finish, engine=tuple(engine for _, engine in queries)
@@ -128,7 +141,14 @@ SPEC = CheckSpec(
     ),
     settings=DelayCheckConfig,
     plan=plan_delay_check,
-    metric_keys=("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows"),
+    metric_keys=(
+        "gap_count",
+        "max_gap_seconds",
+        "late_rows",
+        "out_of_order_rows",
+        "stopped_entities",
+        "irregular_entities",
+    ),
     baseline=(
         BaselineMetric("gap_count", "count", "gap count"),
         BaselineMetric("late_rows", "count", "late rows"),
@@ -158,7 +178,7 @@ def _timing_frame(dataset: Dataset, scope: Scope, timestamp: str) -> pl.LazyFram
     roles = dataset.roles
     role_columns = {timestamp, roles.ingest_time, *roles.entity}
     if scope.column is not None and scope.column not in role_columns:
-        lf = lf.filter(~dataset.missing(scope.column))
+        lf = lf.filter(~missing(dataset, scope.column))
     key = entity_key(dataset)
     columns = [
         pl.col(FILE_ROW),
@@ -188,7 +208,7 @@ def _timed(dataset: Dataset, scope: Scope, timestamp: str) -> pl.Expr:
         roles.ingest_time,
         *roles.entity,
     }:
-        timed = timed & ~dataset.missing(scope.column)
+        timed = timed & ~missing(dataset, scope.column)
     return timed
 
 
@@ -238,12 +258,26 @@ def _in_time(series: pl.LazyFrame, timed: pl.Expr) -> pl.LazyFrame:
 
 
 def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFrame:
-    """One row per series: timed rows, newest time, repeated timestamps, expected interval."""
+    """One row per series: timed rows, newest time, repeated timestamps, expected interval, and
+    the step beyond which a step is a gap (`BOUND`).
+
+    A series is irregular when its steps vary in their middle half (the 75th percentile more
+    than IRREGULAR_SPREAD times the 25th: random or report-on-change sampling). Its median step
+    says little about a missing reading, so its gaps are judged against a high quantile of its
+    own steps (`irregular_quantile`) instead: a regular series' long steps stay gaps however
+    many there are, an irregular one's quiet spells are its normal."""
     step = pl.col(STEP)
+    positive = step.filter(step > 0)
     if settings.expected_interval_seconds is not None:
         expected = pl.lit(settings.expected_interval_seconds, dtype=pl.Float64)
+        irregular = pl.lit(False)
+        bound = settings.gap_factor * expected
     else:
-        expected = step.filter(step > 0).median().cast(pl.Float64)
+        expected = positive.median().cast(pl.Float64)
+        quartile = positive.quantile(0.25, interpolation="lower")
+        irregular = positive.quantile(0.75, interpolation="higher") > IRREGULAR_SPREAD * quartile
+        high = positive.quantile(settings.irregular_quantile, interpolation="higher")
+        bound = settings.gap_factor * pl.when(irregular).then(high).otherwise(expected)
     return (
         in_time.group_by(_GID)
         .agg(
@@ -251,6 +285,8 @@ def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFra
             pl.col(TS).max().alias("newest"),
             (step == 0).sum().alias("duplicates"),
             expected.alias(EXPECTED),
+            irregular.fill_null(False).alias(IRREGULAR),
+            bound.cast(pl.Float64).alias(BOUND),
         )
         # Read by two queries: computed once.
         .cache()
@@ -262,9 +298,9 @@ def _gap_rows(
 ) -> pl.LazyFrame:
     """The gaps: series, step, previous and next timestamp, and the series' expected interval.
 
-    A gap is longer than `gap_factor` times its series' expected interval, a median of positive
-    steps, so longer than that factor times the shortest positive step of all: only the few
-    steps past that bound are put next to their series' interval and judged exactly.
+    A gap is longer than its series' bound, at least `gap_factor` times its median positive
+    step, so longer than that factor times the shortest positive step of all: only the few
+    steps past that bound are put next to their series' bound and judged exactly.
     """
     step = pl.col(STEP)
     if settings.expected_interval_seconds is not None:
@@ -274,8 +310,8 @@ def _gap_rows(
     return (
         in_time.with_columns(_within_series(pl.col(TS).shift(1)).alias(PREV))
         .filter(step > bound)
-        .join(per_series.select(_GID, EXPECTED), on=_GID, how="inner")
-        .filter(step > settings.gap_factor * pl.col(EXPECTED))
+        .join(per_series.select(_GID, EXPECTED, BOUND), on=_GID, how="inner")
+        .filter(step > pl.col(BOUND))
         .select(_GID, STEP, PREV, TS, EXPECTED)
         # Read by two queries: computed once.
         .cache()
@@ -283,25 +319,41 @@ def _gap_rows(
 
 
 def _backward_rows(
-    series: pl.LazyFrame, timestamp: str, timed: pl.Expr, file_rows: bool
+    series: pl.LazyFrame, timestamp: str, timed: pl.Expr, file_rows: bool, dataset: Dataset
 ) -> pl.LazyFrame:
-    """The timed rows earlier than the previous timed row of their entity in file order: series,
-    row in the file, timestamp, previous timestamp. There are few."""
+    """The timed rows earlier than the previous timed row of their entity in file order, within
+    one file: series, row in the data, timestamp, previous timestamp, file. There are few."""
     ts = pl.col(TS)
     row = pl.col(FILE_ORDER) if file_rows else pl.col(FILE_ROW).gather(pl.col(FILE_ORDER))
-    return (
-        _in_series_order(
-            series,
-            FILE_ORDER,
-            {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), FILE_ROW: row},
-            timed,
+    columns = {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), FILE_ROW: row}
+    same_file = pl.lit(True)
+    file_name = pl.lit(None, dtype=pl.String)
+    if len(dataset.files) > 1:
+        columns[_FILE] = dataset.file_index(row)
+        same_file = pl.col(_FILE) == pl.col(_FILE).shift(1)
+        names = pl.Series([str(f) for f in dataset.files], dtype=pl.String)
+        starts = pl.Series(
+            [sum(dataset.file_rows[:i]) for i in range(len(dataset.files))], dtype=pl.Int64
         )
+        # "file: row n" counts the rows of that file (from 0, as `row` does).
+        file_name = pl.format(
+            "{}: row {}",
+            pl.lit(names).gather(pl.col(_FILE)),
+            pl.col(FILE_ROW).cast(pl.Int64) - pl.lit(starts).gather(pl.col(_FILE)),
+        )
+    return (
+        _in_series_order(series, FILE_ORDER, columns, timed)
         .with_columns(_within_series(ts.shift(1)).alias(PREV_IN_FILE))
-        .filter(ts < pl.col(PREV_IN_FILE))
-        .select(_GID, FILE_ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE)
+        .filter((ts < pl.col(PREV_IN_FILE)) & same_file)
+        .select(
+            _GID, FILE_ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE, file_name.alias(FILE)
+        )
         # Read by two queries: computed once.
         .cache()
     )
+
+
+_FILE = "__file_index"
 
 
 def _within_series(previous: pl.Expr) -> pl.Expr:
@@ -318,6 +370,7 @@ def _overall_query(
         ts.is_null().sum().alias("null_timestamps"),
         (ts > future_limit).sum().alias("future_rows"),
         ts.max().alias("newest"),
+        ts.min().alias("oldest"),
     ]
     if has_ingest:
         latency = pl.col(LATENCY)
@@ -365,6 +418,8 @@ def _per_entity_query(
             "newest",
             ENTITY,
             pl.col("out_of_order").fill_null(0),
+            IRREGULAR,
+            BOUND,
         )
     )
 
@@ -386,7 +441,7 @@ def _out_of_order_query(backward: pl.LazyFrame, names: pl.LazyFrame) -> pl.LazyF
         .head(MAX_EXAMPLES)
         .join(names, on=_GID, how="left")
         .sort(FILE_ROW)
-        .select(ENTITY, FILE_ROW, OUT_OF_ORDER_TS, PREV_IN_FILE)
+        .select(ENTITY, FILE_ROW, OUT_OF_ORDER_TS, PREV_IN_FILE, FILE)
     )
 
 

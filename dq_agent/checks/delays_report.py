@@ -14,16 +14,18 @@ from typing import Any
 import polars as pl
 
 from dq_agent.checks.base import FILE_ROW, iso, plural
+from dq_agent.checks.dst import offset_cause, repeat_cause, skip_cause
 from dq_agent.result import (
     CheckResult,
     Finding,
     Status,
     at_least_warn,
+    left_out,
     status_from_thresholds,
     status_rank,
     worst_status,
 )
-from dq_agent.settings import iso_time, non_negative, positive, setting
+from dq_agent.settings import fraction, iso_time, non_negative, positive, setting
 
 TOOL = "delay_check"
 
@@ -36,6 +38,12 @@ class DelayCheckConfig:
     max_age_seconds: float | None = setting(None, rule=positive)
     future_tolerance_seconds: float = setting(300.0, rule=non_negative)
     as_of: str | None = setting(None, rule=iso_time)
+    # Irregular sampling: gaps are judged against this quantile of the series' own steps.
+    irregular_quantile: float = setting(0.99, rule=fraction)
+    # A device whose newest reading is more than this many of its own intervals (its gap bound
+    # at least) and this share of the data's span before the fleet's newest has stopped.
+    stopped_intervals: float = setting(5.0, rule=positive)
+    stopped_share: float = setting(0.05, rule=fraction)
     warn_at: float | None = setting(0.0, rule=non_negative)
     fail_at: float | None = setting(0.01, rule=non_negative)
 
@@ -45,11 +53,14 @@ ENTITY = "__entity"
 TS = "__ts"
 INGEST = "__ingest"
 PREV_IN_FILE = "__prev_in_file"
+FILE = "__file"
 PREV = "__prev"
 STEP = "__step"
 EXPECTED = "__expected"
 OUT_OF_ORDER_TS = "__out_of_order_ts"
 LATENCY = "__latency"
+IRREGULAR = "__irregular"
+BOUND = "__bound"
 
 MAX_GAP_FINDINGS = 10
 MAX_EXAMPLES = 5
@@ -89,8 +100,11 @@ class DelayFinisher:
         as_of: datetime,
         has_ingest: bool,
         frames: list[pl.DataFrame],
+        naive: bool = False,
     ):
         self.settings = settings
+        # Times that may be local wall-clock times read as UTC: findings name DST and offsets.
+        self.naive = naive
         self.as_of = as_of
         self.has_ingest = has_ingest
         overall, entities, longest, out_of_order, future = frames[:5]
@@ -120,11 +134,15 @@ class DelayFinisher:
             )
             for name in ("gap_count", "out_of_order_rows", "late_rows", "future_rows")
         }
-        stale = bool(metrics["stale"]) or bool(metrics["stale_entities"])
+        stale = (
+            bool(metrics["stale"])
+            or bool(metrics["stale_entities"])
+            or bool(metrics["stopped_entities"])
+        )
         status = worst_status(statuses.values())
         if stale and status is Status.PASS:
             status = Status.WARN
-        findings = self._findings(metrics, statuses)
+        findings, metrics["findings_left_out"] = self._findings(metrics, statuses)
         return CheckResult(TOOL, status, self._summary(metrics), metrics=metrics, findings=findings)
 
     def _metrics(self) -> dict[str, Any]:
@@ -184,20 +202,48 @@ class DelayFinisher:
             "max_age_seconds": max_age,
             "stale": max_age is not None and age is not None and age > max_age,
             "stale_entities": stale_entities,
+            "irregular_entities": int(entities.get_column(IRREGULAR).sum()),
+            "stopped_entities": self._stopped().height,
         }
 
-    def _findings(self, metrics: dict[str, Any], statuses: dict[str, Status]) -> list[Finding]:
+    def _stopped(self) -> pl.DataFrame:
+        """The entities whose newest reading is far before the fleet's: more than
+        `stopped_intervals` of their own intervals (and their gap bound) and `stopped_share` of
+        the data's span. With one entity there is no fleet to compare with."""
+        entities = self.entities
+        newest, oldest = self.overall["newest"], self.overall["oldest"]
+        if entities.height < 2 or newest is None or oldest is None:
+            return entities.clear()
+        span = (newest - oldest).total_seconds()
+        behind = (pl.lit(newest) - pl.col("newest")).dt.total_microseconds() / 1_000_000
+        own = pl.max_horizontal(self.settings.stopped_intervals * pl.col("expected"), pl.col(BOUND))
+        return (
+            entities.with_columns(behind.alias("behind"))
+            .filter(
+                (pl.col("behind") > own) & (pl.col("behind") > self.settings.stopped_share * span)
+            )
+            .sort(["newest", ENTITY], nulls_last=True)
+        )
+
+    def _findings(
+        self, metrics: dict[str, Any], statuses: dict[str, Status]
+    ) -> tuple[list[Finding], int]:
         gap_findings = self._gap_findings(statuses["gap_count"])
         leaders = gap_findings[:1] + self._order_finding(metrics, statuses["out_of_order_rows"])
         if self.late is not None:
             leaders += self._late_finding(metrics, statuses["late_rows"])
-        leaders += self._future_finding(metrics, statuses["future_rows"]) + self._stale_findings(
-            metrics
+        leaders += (
+            self._future_finding(metrics, statuses["future_rows"])
+            + self._stale_findings(metrics)
+            + self._stopped_finding()
         )
         findings = leaders + gap_findings[1:]
         # Stable: within one severity, each kind of problem leads before the other gaps.
         findings.sort(key=lambda f: -status_rank(f.severity))
-        return findings[:MAX_FINDINGS]
+        # Entities with gaps beyond the MAX_GAP_FINDINGS listed are left out too.
+        unlisted = max(0, metrics["entities_with_gaps"] - MAX_GAP_FINDINGS)
+        shown, dropped = left_out(findings, MAX_FINDINGS)
+        return shown, dropped + unlisted
 
     def _gap_findings(self, severity: Status) -> list[Finding]:
         findings = []
@@ -225,12 +271,18 @@ class DelayFinisher:
                         "gap_seconds": entity["max_gap"],
                     }
                 ]
+            basis = (
+                f"its {self.settings.irregular_quantile:.0%} step "
+                f"({human_duration(entity[BOUND] / factor)}; irregular sampling)"
+                if entity[IRREGULAR]
+                else f"the expected interval of {human_duration(entity['expected'])}"
+            )
             findings.append(
                 Finding(
                     what=(
-                        f"{plural(entity['gaps'], 'gap')} longer than {factor:g}x the expected "
-                        f"interval of {human_duration(entity['expected'])}; "
+                        f"{plural(entity['gaps'], 'gap')} longer than {factor:g}x {basis}; "
                         f"longest {human_duration(entity['max_gap'])}"
+                        + self._cause(self._skip_cause(examples, entity["expected"]))
                     ),
                     count=entity["gaps"],
                     severity=at_least_warn(severity),
@@ -252,15 +304,22 @@ class DelayFinisher:
                 "entity": r[ENTITY],
                 "timestamp": iso(r[OUT_OF_ORDER_TS]),
                 "previous_timestamp": iso(r[PREV_IN_FILE]),
+                # Only when several files were read: which one the row is in.
+                **({"file": r[FILE]} if r.get(FILE) is not None else {}),
             }
             for r in self.out_of_order.iter_rows(named=True)
         ]
         first = examples[0] if examples else {}
+        cause = (
+            repeat_cause([r[OUT_OF_ORDER_TS] for r in self.out_of_order.iter_rows(named=True)])
+            if self.naive
+            else None
+        )
         return [
             Finding(
                 what=(
                     f"{plural(count, 'row')} out of order: earlier than the previous row "
-                    "of the same entity in file order"
+                    "of the same entity in file order" + _in_one_file(examples) + self._cause(cause)
                 ),
                 count=count,
                 severity=at_least_warn(severity),
@@ -310,11 +369,19 @@ class DelayFinisher:
         ]
         latest = examples[0]["timestamp"] if examples else None
         tolerance = human_duration(self.settings.future_tolerance_seconds)
+        newest: datetime | None = self.overall["newest"]
+        cause = (
+            offset_cause(
+                (newest - self.as_of).total_seconds(), self.settings.future_tolerance_seconds
+            )
+            if self.naive and newest is not None
+            else None
+        )
         return [
             Finding(
                 what=(
                     f"{plural(count, 'row')} timestamped more than {tolerance} "
-                    f"after {metrics['as_of']}"
+                    f"after {metrics['as_of']}" + self._cause(cause)
                 ),
                 count=count,
                 severity=at_least_warn(severity),
@@ -330,12 +397,14 @@ class DelayFinisher:
         max_age = metrics["max_age_seconds"]
         findings = []
         if metrics["stale"]:
+            age = metrics["freshness_age_seconds"]
+            cause = offset_cause(-age, max_age) if self.naive else None
             findings.append(
                 Finding(
                     what=(
                         "data is stale: newest row is "
-                        f"{human_duration(metrics['freshness_age_seconds'])} old "
-                        f"(max {human_duration(max_age)})"
+                        f"{human_duration(age)} old "
+                        f"(max {human_duration(max_age)})" + self._cause(cause)
                     ),
                     count=1,
                     severity=Status.WARN,
@@ -361,6 +430,51 @@ class DelayFinisher:
                 )
             )
         return findings
+
+    def _stopped_finding(self) -> list[Finding]:
+        stopped = self._stopped()
+        if not stopped.height:
+            return []
+        newest = self.overall["newest"]
+        first = stopped.row(0, named=True)
+        return [
+            Finding(
+                what=(
+                    f"{stopped.height:,} of {self.entities.height:,} entities stopped sending "
+                    f"before the others: {first[ENTITY]}'s newest reading is "
+                    f"{human_duration(first['behind'])} before the newest of all "
+                    f"({human_duration(first['expected'] or 0.0)} interval)"
+                ),
+                count=stopped.height,
+                severity=Status.WARN,
+                entity=first[ENTITY] if stopped.height == 1 else None,
+                start=iso(first["newest"]),
+                end=iso(newest),
+                examples=[
+                    {
+                        "entity": r[ENTITY],
+                        "timestamp": iso(r["newest"]),
+                        "behind_seconds": r["behind"],
+                    }
+                    for r in stopped.head(MAX_EXAMPLES).iter_rows(named=True)
+                ],
+            )
+        ]
+
+    @staticmethod
+    def _cause(cause: str | None) -> str:
+        return f" ({cause})" if cause else ""
+
+    def _skip_cause(self, examples: list[dict[str, Any]], interval: float | None) -> str | None:
+        if not self.naive or interval is None:
+            return None
+        for example in examples:
+            start = datetime.fromisoformat(example["timestamp"])
+            end = datetime.fromisoformat(example["next_timestamp"])
+            cause = skip_cause(start, end, example["gap_seconds"] - interval, interval)
+            if cause is not None:
+                return cause
+        return None
 
     @staticmethod
     def _single_entity(frame: pl.DataFrame) -> bool:
@@ -390,6 +504,19 @@ class DelayFinisher:
             parts.append(f"newest {metrics['newest_timestamp']} ({age} old{stale})")
         if metrics["stale_entities"]:
             parts.append(f"{metrics['stale_entities']} stale entities")
+        if metrics["stopped_entities"]:
+            parts.append(f"{metrics['stopped_entities']} stopped early")
+        if metrics["irregular_entities"]:
+            parts.append(
+                f"{metrics['irregular_entities']} irregularly sampled (gaps judged against their "
+                f"{self.settings.irregular_quantile:.0%} step)"
+            )
         if metrics["null_timestamps"]:
             parts.append(f"{metrics['null_timestamps']} rows without timestamp skipped")
         return f"{metrics['timed_rows']} timed rows: " + ", ".join(parts)
+
+
+def _in_one_file(examples: list[dict[str, Any]]) -> str:
+    """' (in day_2.csv)' when every example names the same file, else ''."""
+    files = {str(e["file"]).rsplit(": row ", 1)[0] for e in examples if e.get("file")}
+    return f" (in {files.pop()})" if len(files) == 1 else ""

@@ -34,6 +34,7 @@ from dq_agent.checks.base import (
     series_rows,
     shown_value,
 )
+from dq_agent.checks.dst import naive_source, repeat_cause
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
@@ -82,7 +83,15 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     settings = config.section(DuplicateCheckConfig)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return _result(dataset, frames, key, compared, settings.warn_at, settings.fail_at)
+        return _result(
+            dataset,
+            frames,
+            key,
+            compared,
+            settings.warn_at,
+            settings.fail_at,
+            config.columns.timezone,
+        )
 
     # The series order is a window with gathers: in memory, not copied into a stream.
     return CheckPlan(TOOL, queries, finish, engine="in-memory")
@@ -97,7 +106,7 @@ SPEC = CheckSpec(
     ),
     settings=DuplicateCheckConfig,
     plan=plan_duplicate_check,
-    metric_keys=("exact_duplicate_rows", "duplicate_key_rows", "conflicting_key_rows"),
+    metric_keys=("rows", "exact_duplicate_rows", "duplicate_key_rows", "conflicting_key_rows"),
     baseline=(
         BaselineMetric("exact_duplicate_rows", "count", "exact duplicate rows"),
         BaselineMetric("duplicate_key_rows", "count", "duplicate key rows"),
@@ -248,6 +257,7 @@ def _result(
     compared: Sequence[str],
     warn_at: float | None,
     fail_at: float | None,
+    dataset_timezone: str = "UTC",
 ) -> CheckResult:
     totals = frames[0].row(0, named=True)
     rows = int(totals["rows"] or 0)
@@ -285,12 +295,14 @@ def _result(
             entities_with_duplicate_keys=len(by_entity),
         )
         examples = frames[3].to_dicts()
-        findings += _key_findings(by_entity, examples, compared, key[-1])
+        naive = naive_source(dataset.raw_dtypes.get(key[-1], ""), dataset_timezone)
+        findings += _key_findings(by_entity, examples, compared, key[-1], naive)
     worst = max(exact, metrics["duplicate_key_rows"] or 0)
     status = status_from_thresholds(worst, rows, warn_at, fail_at)
     severity = at_least_warn(status)
     findings.sort(key=lambda item: (_KIND_ORDER[item[0]], -item[1].count, item[1].entity or ""))
     ordered = [replace(f, severity=severity) for _, f in findings[:MAX_FINDINGS]]
+    metrics["findings_left_out"] = max(0, len(findings) - MAX_FINDINGS)
     return CheckResult(TOOL, status, _summary(metrics), metrics, ordered)
 
 
@@ -324,9 +336,12 @@ def _key_findings(
     examples: list[dict[str, Any]],
     compared: Sequence[str],
     ts: str,
+    naive: bool = False,
 ) -> list[tuple[str, Finding]]:
     findings: list[tuple[str, Finding]] = []
     column = compared[0] if len(compared) == 1 else None
+    cause = repeat_cause([e[ts] for e in examples if e[_DISTINCT] > 1]) if naive else None
+    because = f" ({cause})" if cause else ""
     for entity in by_entity:
         name = entity[_ENTITY]
         own = [e for e in examples if e[_ENTITY] == name]
@@ -339,6 +354,7 @@ def _key_findings(
                         what=(
                             f"{plural(conflicting, 'conflicting reading')} at "
                             f"{plural(int(entity['conflicting_groups']), 'duplicated key')}"
+                            f"{because}"
                         ),
                         count=conflicting,
                         column=column,

@@ -23,7 +23,10 @@ from dq_agent.checks.base import (
     CheckPlan,
     Scope,
     entity_key,
+    is_nested,
     iso,
+    missing,
+    nonfinite,
     plural,
     series_rows,
     shown_value,
@@ -35,6 +38,7 @@ from dq_agent.result import (
     Finding,
     Status,
     at_least_warn,
+    left_out,
     status_from_thresholds,
     status_rank,
     worst_status,
@@ -66,6 +70,9 @@ _KEEP = "__keep"
 def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
     scope.check_column(dataset)
     columns = scope.columns(dataset.columns)
+    # Nested values are structure_check's to report; their nulls are not readings.
+    schema = dataset.frame.collect_schema()
+    columns = [c for c in columns if not is_nested(schema[c])]
     frame = scope.filter(dataset)
     counts = frame.select(
         pl.len().alias("rows"),
@@ -92,12 +99,21 @@ SPEC = CheckSpec(
     name=TOOL,
     label="Missing values",
     description=(
-        "Count missing values per column: nulls, NaN and sentinel numbers such as -999; "
+        "Count missing values per column: nulls, NaN, infinities and sentinel numbers such as "
+        "-999; "
         "missing rate, fully empty columns, longest run of consecutive missing values."
     ),
     settings=NullCheckConfig,
     plan=plan_null_check,
-    column_metric_keys=("null_count", "missing_count", "missing_rate"),
+    metric_keys=("rows", "total_missing", "empty_columns", "columns"),
+    column_metric_keys=(
+        "null_count",
+        "nan_count",
+        "nonfinite_count",
+        "sentinel_count",
+        "missing_count",
+        "missing_rate",
+    ),
     baseline=(
         BaselineMetric(
             "missing_rate", "rate", "missing rate", per_column=True, count_key="missing_count"
@@ -114,7 +130,8 @@ def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:
     return [
         col.null_count().cast(pl.Int64).alias(f"c{index}_null"),
         nan.cast(pl.Int64).alias(f"c{index}_nan"),
-        dataset.missing(name).sum().cast(pl.Int64).alias(f"c{index}_missing"),
+        nonfinite(dataset, name).sum().cast(pl.Int64).alias(f"c{index}_inf"),
+        missing(dataset, name).sum().cast(pl.Int64).alias(f"c{index}_missing"),
     ]
 
 
@@ -130,7 +147,7 @@ def _longest_runs(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.
     """
     entity_columns = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
-    any_missing = pl.any_horizontal([dataset.missing(name) for name in columns])
+    any_missing = pl.any_horizontal([missing(dataset, name) for name in columns])
     keep = pl.col(_KEEP)
     picked = pl.col(ORDER).filter(keep)
     carried = list(dict.fromkeys([*entity_columns, *([ts] if ts else []), *columns]))
@@ -154,12 +171,10 @@ def _longest_runs(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.
 
     depths: list[pl.Expr] = []
     for i, name in enumerate(columns):
-        missing = dataset.missing(name)
-        continues = missing & missing.shift().fill_null(False) & same_series
-        run_start = pl.when(missing & ~continues).then(index).otherwise(None).forward_fill()
-        depths.append(
-            pl.when(missing).then(index - run_start + 1).otherwise(0).alias(f"c{i}_depth")
-        )
+        absent = missing(dataset, name)
+        continues = absent & absent.shift().fill_null(False) & same_series
+        run_start = pl.when(absent & ~continues).then(index).otherwise(None).forward_fill()
+        depths.append(pl.when(absent).then(index - run_start + 1).otherwise(0).alias(f"c{i}_depth"))
 
     time_or_row = pl.col(ts) if ts else pl.col(ROW)
     key = entity_key(dataset)
@@ -208,6 +223,7 @@ def _result(
     for index, name in enumerate(columns):
         nulls = int(counts[f"c{index}_null"])
         nans = int(counts[f"c{index}_nan"])
+        infinite = int(counts[f"c{index}_inf"])
         missing = int(counts[f"c{index}_missing"])
         empty = missing == rows
         status = Status.FAIL if empty else status_from_thresholds(missing, rows, warn_at, fail_at)
@@ -216,8 +232,9 @@ def _result(
         per_column[name] = {
             "null_count": nulls,
             "nan_count": nans,
-            # Null, NaN and a sentinel number are disjoint kinds, so sentinels are the rest.
-            "sentinel_count": missing - nulls - nans,
+            "nonfinite_count": infinite,
+            # Null, NaN, +-inf and a sentinel number are disjoint kinds: sentinels are the rest.
+            "sentinel_count": missing - nulls - nans - infinite,
             "missing_count": missing,
             "missing_rate": round(missing / rows, 6),
             "empty": empty,
@@ -241,9 +258,8 @@ def _result(
         "columns": per_column,
     }
     status = worst_status(statuses)
-    return CheckResult(
-        TOOL, status, _summary(per_column, rows, empty_columns), metrics, findings[:MAX_FINDINGS]
-    )
+    shown, metrics["findings_left_out"] = left_out(findings, MAX_FINDINGS)
+    return CheckResult(TOOL, status, _summary(per_column, rows, empty_columns), metrics, shown)
 
 
 def _run_metrics(runs: dict[str, Any], index: int, has_time: bool) -> dict[str, Any] | None:
@@ -285,6 +301,9 @@ def _finding(
         f"{column['null_count']} {_null_word(name, dataset)}, {column['nan_count']} NaN, "
         f"{column['sentinel_count']} sentinel"
     )
+    if column["nonfinite_count"]:
+        kinds += f", {column['nonfinite_count']} infinite"
+
     if column["empty"]:
         what = f"column {name} is entirely missing ({missing} of {rows} values: {kinds})"
     else:

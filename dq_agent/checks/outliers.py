@@ -1,31 +1,67 @@
-"""outlier_check: values far from their own series' centre, per value column and per entity.
+"""outlier_check: values far from their own series' centre, per value column and per entity, and
+a status only when there are more of them, or more extreme ones, than clean data gives by chance.
 
 Grouping by entity matters: a global 3-sigma hides a spike on a device whose level differs from
-the fleet, because the fleet's spread dwarfs the device's own. Per group the centre and spread are
-the mean and sample standard deviation (`sigma`) or the median and the median absolute deviation
-(`mad`, robust z = 0.6745 * |x - median| / MAD). Groups with too few clean values are skipped and
-groups with no spread are reported, never divided by.
+the fleet, because the fleet's spread dwarfs the device's own.
 
-Two lazy queries for all value columns together: one group-by gives per entity and column the
-count, centre, spread and extremes (the largest |z| of a group is at its minimum or maximum, so
-it needs no pass over the rows), and one join of that small table back onto the rows keeps only
-the outliers. Counts per entity and the most extreme examples come from those few rows.
+Centre and spread of a group (see README "outlier_check"):
+- `robust` (default; `mad` is the same): the median, and the median absolute deviation (MAD)
+  scaled to sigma (x 1.4826), so one huge value cannot inflate the spread and mask others. When
+  the MAD is 0 (a quantised or mostly flat sensor) the mean absolute deviation scaled to sigma
+  (x 1.2533) stands in (`spread_fallback_groups`). A spread is never below the column's
+  resolution (0.1 for readings in tenths): one quantisation step is not an outlier.
+- `sigma`: the mean and the sample standard deviation.
+- A group with fewer than `min_group_size` values (but at least `MIN_FLEET_GROUP`) is judged by
+  its deviations from its own median, scaled by the fleet's robust spread of such deviations
+  for that column (`groups_fleet_spread`).
+
+A value is an outlier when |x - centre| > sigma * spread. The status is decided by evidence
+(`evidence.py`): per group, the chance that clean data (Student t, 10 degrees of freedom) gives
+as many outliers, or one as extreme, is compared with `significance` divided by the number of
+tests made (three per group and column: the count beyond sigma, the count beyond 5/3 sigma, and the largest |z|). A group beyond that is a finding (warn); one whose most
+extreme value is also beyond `fail_z` robust sigmas is a fail.
+
+Lazy queries for all value columns together: one group-by for the per-group statistics, a tiny
+per-column query (fleet spread, resolution), and one join of the group table back onto the rows
+that keeps only the outliers.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from dq_agent.checks.base import ROW, CheckPlan, Scope, entity_key, iso, plural
+from dq_agent.checks.base import (
+    ORDER,
+    ROW,
+    SERIES,
+    TIME_IN_ORDER,
+    CheckPlan,
+    Scope,
+    entity_key,
+    is_measurement,
+    iso,
+    measurement,
+    plural,
+    series_rows,
+)
+from dq_agent.checks.evidence import (
+    FAR,
+    NULL_MODEL,
+    ROBUST_T_SCALE,
+    STD_T_SCALE,
+    TESTS_PER_GROUP,
+    group_p_value,
+    z_tail,
+)
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
-from dq_agent.settings import choice, non_negative, positive, setting
+from dq_agent.result import CheckResult, Finding, Status
+from dq_agent.settings import choice, fraction, positive, setting
 from dq_agent.timeparse import TIMESTAMP_DTYPE
 
 if TYPE_CHECKING:
@@ -36,37 +72,71 @@ TOOL = "outlier_check"
 
 @dataclass
 class OutlierCheckConfig:
-    method: str = setting("sigma", rule=choice("sigma", "mad"))
+    # robust: median and MAD scaled to sigma (`mad` is the same); sigma: mean and std.
+    method: str = setting("robust", rule=choice("robust", "mad", "sigma"))
     sigma: float = setting(3.0, rule=positive)
     min_group_size: int = setting(30, rule=positive)
-    warn_at: float | None = setting(0.0, rule=non_negative)
-    fail_at: float | None = setting(0.01, rule=non_negative)
+    # Chance of a finding on clean data, for the whole check (split over the groups tested).
+    significance: float = setting(0.001, rule=fraction)
+    # A group beyond chance whose most extreme value is this many sigmas out is a fail.
+    fail_z: float = setting(10.0, rule=positive)
 
 
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 MAX_GROUP_NAMES = 5
-# The MAD of a normal sample times 1/0.6745 estimates its standard deviation.
-MAD_CONSISTENCY = 0.6745
-# A spread this small next to the level is rounding noise of a constant series, not variation.
-_ZERO_SPREAD = 1e-12
+# The MAD and the mean absolute deviation of a normal sample, times these, estimate its sigma.
+MAD_TO_SIGMA = 1.482602218505602
+MEAN_ABS_TO_SIGMA = 1.2533141373155001
+# Fewer values than this say nothing about a spike: with two, both are equally far out, and
+# one of three always sits on the median.
+MIN_FLEET_GROUP = 4
+# Deviations from a sample's own median are smaller than from the true centre: their median is
+# about (1 - 1.3 / n) of the normal one (simulated, n = 4..50); divided out per group.
+_SMALL_SAMPLE_BIAS = 1.3
+# Decimal places tried when working out a column's resolution (1 down to 0.000001), on the
+# first values of the column.
+_MAX_DECIMALS = 6
+_RESOLUTION_SAMPLE = 10_000
 _ENTITY = "__entity"
 _TIME = "__time"
 _X = "__x"
 _Z = "__z"
 _ABS_Z = "__abs_z"
+_ZL = "__zl"
+
+# How a group was judged (`_route`).
+_TOO_SMALL, _OWN, _FLEET, _CONSTANT = 0, 1, 2, 3
 # Per column metrics in their documented order (the JSON report keeps it).
 _METRIC_ORDER = (
     "outlier_count",
     "outlier_rate",
+    "expected_outliers",
+    "groups_with_excess",
     "checked_values",
     "skipped_values",
     "groups_checked",
+    "groups_own_spread",
+    "groups_fleet_spread",
     "groups_too_small",
     "zero_variance_groups",
+    "spread_fallback_groups",
+    "fleet_spread",
+    "resolution",
     "max_abs_z",
     "too_small_examples",
     "zero_variance_examples",
+)
+# Top-level metrics that exist in every run, null when not evaluated.
+_RUN_METRICS = (
+    "total_outliers",
+    "total_checked_values",
+    "tests",
+    "significant_groups",
+    "findings_total",
+    "findings_left_out",
+    "grouped_by",
+    "columns",
 )
 
 
@@ -75,33 +145,48 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
     schema = dataset.frame.collect_schema()
     scope.check_column(dataset)
     candidates = scope.columns(dataset.roles.values)
-    columns = [c for c in candidates if schema[c].is_numeric()]
+    columns = [c for c in candidates if is_measurement(schema[c])]
     if not columns:
-        reason = (
-            f"column {scope.column} is not numeric"
-            if scope.column is not None
-            else "the data has no value columns"
+        if scope.column is not None:
+            summary = f"column {scope.column} is not numeric: nothing to check for outliers"
+            return CheckPlan(TOOL, [], _nothing(summary, Status.SKIPPED, settings))
+        # A run that checked no value at all must not read as a clean one.
+        summary = (
+            "no value column could be checked for outliers: no numeric column besides the "
+            "time and entity columns; set columns.values if the readings are there"
         )
-        return CheckPlan(TOOL, [], _skipped(f"{reason}: nothing to check for outliers", settings))
+        return CheckPlan(TOOL, [], _nothing(summary, Status.WARN, settings))
     values = _values(dataset, scope, columns)
-    stats = _group_stats(values, len(columns), settings).cache()
-    queries = [stats, _outlier_rows(values, stats, len(columns), settings)]
+    stats = _group_stats(values, len(columns)).cache()
+    per_column = _column_stats(values, stats, schema, columns).cache()
+    groups = _judged_groups(stats, per_column, len(columns), settings).cache()
+    queries = [groups, _outlier_rows(values, groups, len(columns), settings), per_column]
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return _result(dataset, columns, frames[0], frames[1], settings)
+        return _result(dataset, columns, frames[0], frames[1], frames[2], settings)
 
-    return CheckPlan(TOOL, queries, finish)
+    # The series order is a window with gathers: in memory, not copied into a stream.
+    return CheckPlan(TOOL, queries, finish, engine="in-memory")
 
 
 SPEC = CheckSpec(
     name=TOOL,
     label="Outliers",
     description=(
-        "Find outliers per value column and per entity with the 3-sigma rule (or median/MAD)."
+        "Find outliers per value column and per entity (robust 3-sigma rule, small devices "
+        "against the fleet's spread); a status only beyond what clean data gives by chance."
     ),
     settings=OutlierCheckConfig,
     plan=plan_outlier_check,
-    column_metric_keys=("outlier_count",),
+    metric_keys=("total_outliers", "total_checked_values", "significant_groups", "columns"),
+    column_metric_keys=(
+        "outlier_count",
+        "expected_outliers",
+        "groups_with_excess",
+        "groups_own_spread",
+        "groups_fleet_spread",
+        "groups_too_small",
+    ),
     baseline=(
         BaselineMetric(
             "outlier_rate", "rate", "outlier rate", per_column=True, count_key="outlier_count"
@@ -111,11 +196,11 @@ SPEC = CheckSpec(
 )
 
 
-def _skipped(
-    summary: str, settings: OutlierCheckConfig
+def _nothing(
+    summary: str, status: Status, settings: OutlierCheckConfig
 ) -> Callable[[list[pl.DataFrame]], CheckResult]:
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return CheckResult(TOOL, Status.SKIPPED, summary, metrics=_settings_metrics(settings))
+        return CheckResult(TOOL, status, summary, metrics=_settings_metrics(settings))
 
     return finish
 
@@ -128,6 +213,18 @@ def _z(i: int) -> str:
     return f"__z{i}"
 
 
+def _local(i: int) -> str:
+    return f"__local{i}"
+
+
+def _two_sided(i: int) -> str:
+    return f"__spike{i}"
+
+
+def _zl(i: int) -> str:
+    return f"__zl{i}"
+
+
 def _flag(i: int) -> str:
     return f"__outlier{i}"
 
@@ -137,79 +234,263 @@ def _stat(name: str, i: int) -> str:
 
 
 def _values(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame:
-    """Entity, time, row and the clean values (missing ones null) of each column."""
+    """Entity, time, row, series and the valid values (missing, NaN and +-inf null) of each
+    column in series order (each entity's rows in time order), with each value's deviation
+    from the median of its neighbours (`_local`)."""
     key = entity_key(dataset)
     ts = dataset.roles.timestamp
+    order = pl.col(ORDER)
     return (
-        scope.filter(dataset)
-        .with_row_index(ROW)
+        series_rows(dataset, scope)
         .select(
-            key.alias(_ENTITY) if key is not None else pl.lit(None, dtype=pl.String).alias(_ENTITY),
-            (pl.col(ts) if ts is not None else pl.lit(None, dtype=TIMESTAMP_DTYPE)).alias(_TIME),
-            pl.col(ROW),
-            *[dataset.clean(name).alias(_x(i)) for i, name in enumerate(columns)],
+            (key.gather(order) if key is not None else pl.lit(None, dtype=pl.String)).alias(
+                _ENTITY
+            ),
+            (
+                pl.col(TIME_IN_ORDER) if ts is not None else pl.lit(None, dtype=TIMESTAMP_DTYPE)
+            ).alias(_TIME),
+            order.alias(ROW),
+            pl.col(SERIES),
+            *[
+                measurement(dataset, name).gather(order).alias(_x(i))
+                for i, name in enumerate(columns)
+            ],
         )
-        # Read by both queries: computed once.
+        # Distances from the mean of the two readings before and of the two after: columns of
+        # their own, as each is read several times below.
+        .with_columns(
+            expr
+            for i in range(len(columns))
+            for expr in (
+                (pl.col(_x(i)) - _side_mean(pl.col(_x(i)), 1)).alias(_local(i)),
+                (pl.col(_x(i)) - _side_mean(pl.col(_x(i)), -1)).alias(_after(i)),
+            )
+        )
+        .with_columns(_spike(i).alias(_two_sided(i)) for i in range(len(columns)))
+        .drop(_after(i) for i in range(len(columns)))
+        # Read by several queries: computed once.
         .cache()
     )
 
 
-def _group_stats(values: pl.LazyFrame, count: int, settings: OutlierCheckConfig) -> pl.LazyFrame:
-    """Per entity and column: clean values, centre, spread, smallest and largest value."""
+def _after(i: int) -> str:
+    return f"__after{i}"
+
+
+def _side_mean(x: pl.Expr, direction: int) -> pl.Expr:
+    """The mean of the two readings before (direction 1) or after (-1) in the same series, null
+    near a series' ends. The series' rows are contiguous, so a shift with a mask does what a
+    window per series would, several times faster."""
+    series = pl.col(SERIES)
+    far = 2 * direction
+    return pl.when(series.shift(far) == series).then((x.shift(direction) + x.shift(far)) / 2)
+
+
+def _spike(i: int) -> pl.Expr:
+    """How far a reading stands out from both sides: the nearer of its distances from the mean
+    of the two readings before and of the two after, when it is above both or below both (else
+    0; null near a series' ends). A step between two levels stands out from one side only, and
+    is no spike."""
+    up, down = pl.col(_local(i)), pl.col(_after(i))
+    nearer = pl.when(up.abs() < down.abs()).then(up).otherwise(down)
+    return pl.when(up * down > 0).then(nearer).otherwise(0.0)
+
+
+def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
+    """Per entity and column: count, median, MAD, mean absolute deviation, mean, std, extremes."""
     exprs: list[pl.Expr] = []
     for i in range(count):
         x = pl.col(_x(i))
-        if settings.method == "mad":
-            center, scale = x.median(), (x - x.median()).abs().median()
-        else:
-            center, scale = x.mean(), x.std(ddof=1)
+        deviation = (x - x.median()).abs()
         exprs += [
             x.count().cast(pl.Int64).alias(_stat("n", i)),
-            center.alias(_stat("center", i)),
-            scale.fill_null(0.0).alias(_stat("scale", i)),
+            x.median().alias(_stat("median", i)),
+            deviation.median().fill_null(0.0).alias(_stat("mad", i)),
+            deviation.mean().fill_null(0.0).alias(_stat("meanad", i)),
+            x.mean().alias(_stat("mean", i)),
+            x.std(ddof=1).fill_null(0.0).alias(_stat("std", i)),
             x.min().alias(_stat("min", i)),
             x.max().alias(_stat("max", i)),
+            # Neighbouring readings of a slow process move together: fewer independent values.
+            _quadrant_rho((x - x.median()).sign(), (x - x.median()).sign().shift()).alias(
+                _stat("rho", i)
+            ),
+            pl.col(_local(i)).abs().median().fill_null(0.0).alias(_stat("local_mad", i)),
+            pl.col(_local(i)).abs().mean().fill_null(0.0).alias(_stat("local_meanad", i)),
         ]
     return values.group_by(_ENTITY).agg(exprs)
 
 
-def _eligible(i: int, settings: OutlierCheckConfig) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
-    """Group-level flags for column i: too few values, no spread, and checked (neither)."""
-    n, center, spread = pl.col(_stat("n", i)), pl.col(_stat("center", i)), pl.col(_stat("scale", i))
-    too_small = n < settings.min_group_size
-    no_spread = spread <= _ZERO_SPREAD * pl.max_horizontal(center.abs(), pl.lit(1.0))
-    return too_small, no_spread, ~too_small & ~no_spread
+def _resolution(x: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """The coarsest step of 1, 0.1, ... 0.000001 that every value is a whole multiple of (0 when
+    none is): readings in tenths have resolution 0.1. Float32 holds about 7 digits, so its values
+    are compared more loosely."""
+    relative = 1e-6 if dtype == pl.Float32 else 1e-12
+    steps = []
+    for decimals in range(_MAX_DECIMALS + 1):
+        scaled = x * 10.0**decimals
+        whole = (
+            (scaled - scaled.round()).abs() <= relative * pl.max_horizontal(scaled.abs(), 1.0)
+        ).all()
+        steps.append(pl.when(whole).then(pl.lit(10.0**-decimals)))
+    return pl.coalesce(*steps, pl.lit(0.0))
 
 
-def _factor(settings: OutlierCheckConfig) -> float:
-    return MAD_CONSISTENCY if settings.method == "mad" else 1.0
+def _quadrant_rho(side: pl.Expr, previous: pl.Expr) -> pl.Expr:
+    """Lag-1 autocorrelation from which side of the median each reading and the one before it
+    lie on (the quadrant correlation, sin(pi/2 q) for normal data): outliers cannot fake a slow
+    process, as a run of them would with the ordinary correlation."""
+    quadrant = (side * previous).mean().fill_nan(None).fill_null(0.0)
+    return (quadrant * (math.pi / 2)).sin()
+
+
+def _unbiased(n: pl.Expr) -> pl.Expr:
+    """The factor that makes a group's deviations from its own median estimate the spread."""
+    return 1.0 / (1.0 - _SMALL_SAMPLE_BIAS / n.cast(pl.Float64).clip(lower_bound=MIN_FLEET_GROUP))
+
+
+def _column_stats(
+    values: pl.LazyFrame, stats: pl.LazyFrame, schema: pl.Schema, columns: Sequence[str]
+) -> pl.LazyFrame:
+    """One row: per column the fleet's robust spread, the median of the groups' own spreads
+    (groups of at least MIN_FLEET_GROUP values that vary, each corrected for its size: the
+    median of per-group MADs is about (1 - 1.2 / n) of the normal one, simulated n = 4..50),
+    the values behind it, the groups' median autocorrelation, and the column's resolution.
+    From the small group table only: no pass over the rows."""
+    fleet: list[pl.Expr] = []
+    for i in range(len(columns)):
+        n = pl.col(_stat("n", i))
+        mad, meanad = pl.col(_stat("mad", i)), pl.col(_stat("meanad", i))
+        # A flat group's zero spread would shrink the fleet's: only groups that vary count.
+        eligible = (n >= MIN_FLEET_GROUP) & (meanad > 0)
+        spread = pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(
+            meanad * MEAN_ABS_TO_SIGMA
+        ) * _unbiased(n)
+        fleet += [
+            spread.filter(eligible).median().fill_null(0.0).alias(_stat("fleet", i)),
+            n.filter(eligible).sum().cast(pl.Int64).alias(_stat("fleet_n", i)),
+            pl.col(_stat("rho", i))
+            .filter(eligible)
+            .median()
+            .fill_null(0.0)
+            .alias(_stat("fleet_rho", i)),
+        ]
+    # The resolution is a floor for the spread: the first values tell it as well as all.
+    resolution = values.head(_RESOLUTION_SAMPLE).select(
+        _resolution(pl.col(_x(i)), schema[name]).alias(_stat("resolution", i))
+        for i, name in enumerate(columns)
+    )
+    return stats.select(fleet).join(resolution, how="cross")
+
+
+def _judged_groups(
+    stats: pl.LazyFrame, per_column: pl.LazyFrame, count: int, settings: OutlierCheckConfig
+) -> pl.LazyFrame:
+    """Per group and column: how it is judged (`route`), its centre and spread, its extremes."""
+    robust = settings.method != "sigma"
+    exprs: list[pl.Expr] = [pl.col(_ENTITY)]
+    for i in range(count):
+        n = pl.col(_stat("n", i))
+        median, mad, meanad = (pl.col(_stat(s, i)) for s in ("median", "mad", "meanad"))
+        resolution = pl.col(_stat("resolution", i))
+        # No spread at all: every value the same (up to rounding noise of the level).
+        constant = meanad <= 1e-12 * pl.max_horizontal(median.abs(), 1.0)
+        own_spread = (
+            pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(meanad * MEAN_ABS_TO_SIGMA)
+            * _unbiased(n)
+            if robust
+            else pl.col(_stat("std", i))
+        )
+        big = n >= settings.min_group_size
+        route = (
+            pl.when(n < MIN_FLEET_GROUP)
+            .then(_TOO_SMALL)
+            .when(big & constant)
+            .then(_CONSTANT)
+            .when(big)
+            .then(_OWN)
+            .when(pl.col(_stat("fleet", i)) > 0)
+            .then(_FLEET)
+            .otherwise(_TOO_SMALL)
+        )
+        spread = pl.when(big).then(own_spread).otherwise(pl.col(_stat("fleet", i)))
+        exprs += [
+            n,
+            route.cast(pl.Int8).alias(_stat("route", i)),
+            pl.when(big & pl.lit(not robust))
+            .then(pl.col(_stat("mean", i)))
+            .otherwise(median)
+            .alias(_stat("center", i)),
+            pl.max_horizontal(spread, resolution).alias(_stat("spread", i)),
+            (big & pl.lit(robust) & (mad <= 0) & ~constant).alias(_stat("fallback", i)),
+            pl.col(_stat("min", i)),
+            pl.col(_stat("max", i)),
+            pl.col(_stat("fleet", i)),
+            resolution,
+            pl.when(big)
+            .then(pl.col(_stat("rho", i)))
+            .otherwise(pl.col(_stat("fleet_rho", i)))
+            .alias(_stat("rho", i)),
+            pl.when(big).then(n).otherwise(pl.col(_stat("fleet_n", i))).alias(_stat("spread_n", i)),
+            pl.when(big)
+            .then(pl.max_horizontal(_local_spread(i), resolution))
+            .otherwise(None)
+            .alias(_stat("local_spread", i)),
+        ]
+    return stats.join(per_column, how="cross").select(exprs)
+
+
+def _local_spread(i: int) -> pl.Expr:
+    """The robust spread of the readings' distances from the mean of the two before (MAD about
+    0 scaled to sigma, else the mean absolute deviation). Clean data's two-sided spike measure
+    is smaller than that distance, so its tail lies inside the null's."""
+    mad, meanad = pl.col(_stat("local_mad", i)), pl.col(_stat("local_meanad", i))
+    return pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(meanad * MEAN_ABS_TO_SIGMA)
+
+
+def _checked(i: int) -> pl.Expr:
+    return pl.col(_stat("route", i)).is_in([_OWN, _FLEET])
 
 
 def _outlier_rows(
-    values: pl.LazyFrame, stats: pl.LazyFrame, count: int, settings: OutlierCheckConfig
+    values: pl.LazyFrame, groups: pl.LazyFrame, count: int, settings: OutlierCheckConfig
 ) -> pl.LazyFrame:
     """The rows that are an outlier in at least one column, with z and a flag per column."""
-    factor = _factor(settings)
     scored: list[pl.Expr] = []
     for i in range(count):
         offset = pl.col(_x(i)) - pl.col(_stat("center", i))
-        spread = pl.col(_stat("scale", i))
+        spread = pl.col(_stat("spread", i))
         scored += [
-            (factor * offset / spread).alias(_z(i)),
-            # Compared without dividing, so the rule is exactly |x - centre| > sigma * spread.
-            (_eligible(i, settings)[2] & (factor * offset.abs() > settings.sigma * spread))
+            (offset / spread).alias(_z(i)),
+            (pl.col(_two_sided(i)) / pl.col(_stat("local_spread", i))).alias(_zl(i)),
+            # Compared without dividing, so the rule is exactly |x - centre| > sigma * spread;
+            # or far from its neighbours (a spike on a daily cycle may sit near the centre).
+            (
+                _checked(i)
+                & (
+                    (offset.abs() > settings.sigma * spread)
+                    | (
+                        pl.col(_two_sided(i)).abs()
+                        > FAR * settings.sigma * pl.col(_stat("local_spread", i))
+                    ).fill_null(False)
+                )
+            )
             .fill_null(False)
             .alias(_flag(i)),
         ]
+    kept = [
+        _ENTITY,
+        *[_stat(s, i) for i in range(count) for s in ("route", "center", "spread", "local_spread")],
+    ]
     return (
-        values.join(stats, on=_ENTITY, how="inner", nulls_equal=True)
+        values.join(groups.select(kept), on=_ENTITY, how="inner", nulls_equal=True)
         .with_columns(scored)
         .filter(pl.any_horizontal([pl.col(_flag(i)) for i in range(count)]))
         .select(
             _ENTITY,
             _TIME,
             ROW,
-            *[pl.col(name(i)) for i in range(count) for name in (_x, _z, _flag)],
+            *[pl.col(name(i)) for i in range(count) for name in (_x, _z, _zl, _flag)],
         )
     )
 
@@ -217,31 +498,62 @@ def _outlier_rows(
 def _result(
     dataset: Dataset,
     columns: Sequence[str],
-    stats: pl.DataFrame,
+    groups: pl.DataFrame,
     flagged: pl.DataFrame,
+    per_column_stats: pl.DataFrame,
     settings: OutlierCheckConfig,
 ) -> CheckResult:
     has_time = dataset.roles.timestamp is not None
     metrics = _settings_metrics(settings)
-    per_column: dict[str, dict[str, Any]] = {}
-    findings: list[tuple[float, Finding]] = []
+    column_row = per_column_stats.row(0, named=True)
+    per_column = {
+        name: _column_metrics(groups, i, column_row, settings) for i, name in enumerate(columns)
+    }
+    tests = TESTS_PER_GROUP * sum(m["groups_checked"] for m in per_column.values())
+    threshold = settings.significance / tests if tests else 0.0
+    findings: list[tuple[int, float, Finding]] = []
+    significant = 0
     for i, name in enumerate(columns):
-        per_column[name] = _column_metrics(stats, i, settings)
         outliers = flagged.filter(pl.col(_flag(i))).select(
-            _ENTITY, _TIME, ROW, pl.col(_x(i)).alias(_X), pl.col(_z(i)).alias(_Z)
+            _ENTITY,
+            _TIME,
+            ROW,
+            pl.col(_x(i)).alias(_X),
+            pl.col(_z(i)).alias(_Z),
+            pl.col(_zl(i)).abs().fill_nan(None).alias(_ZL),
         )
-        count = outliers.height
-        checked = per_column[name]["checked_values"]
-        per_column[name]["outlier_count"] = count
-        per_column[name]["outlier_rate"] = round(count / checked, 6) if checked else 0.0
-        if not count:
+        column = per_column[name]
+        column["outlier_count"] = outliers.height
+        checked = column["checked_values"]
+        column["outlier_rate"] = round(outliers.height / checked, 6) if checked else 0.0
+        if not outliers.height:
             continue
         outliers = outliers.with_columns(pl.col(_Z).abs().alias(_ABS_Z))
-        by_entity = outliers.group_by(_ENTITY).agg(
-            pl.len().cast(pl.Int64).alias("outliers"),
-            pl.col(_ABS_Z).max().alias("max_abs_z"),
-            pl.col(_TIME).min().alias("start"),
-            pl.col(_TIME).max().alias("end"),
+        by_entity = (
+            outliers.group_by(_ENTITY)
+            .agg(
+                pl.len().cast(pl.Int64).alias("outliers"),
+                pl.col(_ABS_Z).max().alias("max_abs_z"),
+                pl.col(_ZL).max().alias("max_local_z"),
+                (pl.max_horizontal(_ABS_Z, pl.col(_ZL).fill_null(0.0)) > FAR * settings.sigma)
+                .sum()
+                .cast(pl.Int64)
+                .alias("far"),
+                pl.col(_TIME).min().alias("start"),
+                pl.col(_TIME).max().alias("end"),
+            )
+            .join(
+                groups.select(
+                    _ENTITY,
+                    pl.col(_stat("n", i)).alias("n"),
+                    pl.col(_stat("route", i)).alias("route"),
+                    pl.col(_stat("rho", i)).alias("rho"),
+                    pl.col(_stat("spread_n", i)).alias("spread_n"),
+                ),
+                on=_ENTITY,
+                how="left",
+                nulls_equal=True,
+            )
         )
         examples = (
             outliers.filter(
@@ -250,73 +562,111 @@ def _result(
             .sort(_ABS_Z, descending=True)
             .to_dicts()
         )
+        # One Python step per group holding an outlier: few by construction.
         for entity in by_entity.to_dicts():
-            findings.append(
-                (float(entity["max_abs_z"]), _finding(name, entity, examples, has_time))
+            largest = float(entity["max_abs_z"])
+            # Judged on its own spread, a group has neighbours to compare each reading with.
+            own = int(entity["route"]) == _OWN
+            local = float(entity["max_local_z"] or 0.0) if own else None
+            p_value = group_p_value(
+                int(entity["n"]),
+                int(entity["outliers"]),
+                largest,
+                settings.sigma,
+                int(entity["route"]) == _FLEET or settings.method != "sigma",
+                float(entity["rho"]),
+                float(entity["spread_n"]),
+                int(entity["far"]),
+                local,
             )
+            if p_value > threshold:
+                continue
+            significant += 1
+            column["groups_with_excess"] += 1
+            severity = Status.FAIL if max(largest, local or 0.0) >= settings.fail_z else Status.WARN
+            finding = _finding(name, entity, examples, has_time, p_value, severity)
+            findings.append((0 if severity is Status.FAIL else 1, -largest, finding))
     columns_metrics = {name: _ordered(m) for name, m in per_column.items()}
-    total_outliers = sum(c["outlier_count"] for c in columns_metrics.values())
     total_checked = sum(c["checked_values"] for c in columns_metrics.values())
+    findings.sort(key=lambda item: (item[0], item[1], item[2].column or "", item[2].entity or ""))
     metrics.update(
-        total_outliers=total_outliers,
+        total_outliers=sum(c["outlier_count"] for c in columns_metrics.values()),
         total_checked_values=total_checked,
+        tests=tests,
+        significant_groups=significant,
+        findings_total=len(findings),
+        findings_left_out=max(0, len(findings) - MAX_FINDINGS),
         grouped_by=list(dataset.roles.entity) or None,
         columns=columns_metrics,
     )
     if total_checked == 0:
         summary = (
-            f"no group had {settings.min_group_size} clean values with any spread "
-            f"to check for outliers "
-            f"({_skipped_groups_text(columns_metrics)})"
+            f"no value could be checked for outliers: no group had {MIN_FLEET_GROUP} or more "
+            f"clean values with any spread ({_skipped_groups_text(columns_metrics)})"
         )
-        return CheckResult(TOOL, Status.SKIPPED, summary, metrics)
-    status = status_from_thresholds(
-        total_outliers, total_checked, settings.warn_at, settings.fail_at
-    )
-    severity = at_least_warn(status)
-    findings.sort(
-        key=lambda item: (-item[1].count, -item[0], item[1].column or "", item[1].entity or "")
-    )
-    ordered = [replace(f, severity=severity) for _, f in findings[:MAX_FINDINGS]]
-    return CheckResult(TOOL, status, _summary(dataset, columns_metrics, metrics), metrics, ordered)
+        return CheckResult(TOOL, Status.WARN, summary, metrics)
+    shown = [f for _, _, f in findings[:MAX_FINDINGS]]
+    if any(f.severity is Status.FAIL for f in shown):
+        status = Status.FAIL
+    else:
+        status = Status.WARN if shown else Status.PASS
+    return CheckResult(TOOL, status, _summary(dataset, columns_metrics, metrics), metrics, shown)
 
 
-def _column_metrics(stats: pl.DataFrame, i: int, settings: OutlierCheckConfig) -> dict[str, Any]:
-    """Group counts and the largest |z| of column i, from the per-entity statistics."""
-    too_small, no_spread, eligible = _eligible(i, settings)
-    factor = _factor(settings)
-    center, spread = pl.col(_stat("center", i)), pl.col(_stat("scale", i))
+def _column_metrics(
+    groups: pl.DataFrame, i: int, column_row: dict[str, Any], settings: OutlierCheckConfig
+) -> dict[str, Any]:
+    """Group counts, expected outliers and the largest |z| of column i, from the group table."""
+    route = pl.col(_stat("route", i))
+    checked = _checked(i)
+    center, spread = pl.col(_stat("center", i)), pl.col(_stat("spread", i))
     # |z| grows with the distance from the centre, so a group's largest is at its min or max.
     largest_z = pl.max_horizontal(
-        (factor * (pl.col(_stat("max", i)) - center) / spread).abs(),
-        (factor * (pl.col(_stat("min", i)) - center) / spread).abs(),
+        ((pl.col(_stat("max", i)) - center) / spread).abs(),
+        ((pl.col(_stat("min", i)) - center) / spread).abs(),
     )
     n = pl.col(_stat("n", i))
     # An entity with no clean value in this column is no group of it.
     row = (
-        stats.filter(n > 0)
+        groups.filter(n > 0)
         .select(
-            pl.len().cast(pl.Int64).alias("groups"),
-            eligible.sum().cast(pl.Int64).alias("groups_checked"),
-            too_small.sum().cast(pl.Int64).alias("groups_too_small"),
-            (~too_small & no_spread).sum().cast(pl.Int64).alias("zero_variance_groups"),
-            n.filter(eligible).sum().alias("checked_values"),
-            n.filter(~eligible).sum().alias("skipped_values"),
-            largest_z.filter(eligible).max().alias("max_abs_z"),
-            _names(too_small).alias("small"),
-            _names(~too_small & no_spread).alias("constant"),
+            checked.sum().cast(pl.Int64).alias("groups_checked"),
+            (route == _OWN).sum().cast(pl.Int64).alias("own"),
+            (route == _FLEET).sum().cast(pl.Int64).alias("fleet"),
+            (route == _TOO_SMALL).sum().cast(pl.Int64).alias("too_small"),
+            (route == _CONSTANT).sum().cast(pl.Int64).alias("constant"),
+            pl.col(_stat("fallback", i)).sum().cast(pl.Int64).alias("fallback"),
+            n.filter(checked).sum().alias("checked_values"),
+            n.filter(~checked).sum().alias("skipped_values"),
+            n.filter(route == _OWN).sum().alias("own_values"),
+            n.filter(route == _FLEET).sum().alias("fleet_values"),
+            largest_z.filter(checked).max().alias("max_abs_z"),
+            _names(route == _TOO_SMALL).alias("small"),
+            _names(route == _CONSTANT).alias("constant_names"),
         )
         .row(0, named=True)
     )
+    own_rate = z_tail(settings.sigma, STD_T_SCALE if settings.method == "sigma" else ROBUST_T_SCALE)
+    fleet_rate = z_tail(settings.sigma, ROBUST_T_SCALE)
+    expected = (row["own_values"] or 0) * own_rate + (row["fleet_values"] or 0) * fleet_rate
     return {
+        "outlier_count": 0,
+        "outlier_rate": 0.0,
+        "expected_outliers": round(expected, 2),
+        "groups_with_excess": 0,
         "checked_values": int(row["checked_values"] or 0),
         "skipped_values": int(row["skipped_values"] or 0),
         "groups_checked": int(row["groups_checked"]),
-        "groups_too_small": int(row["groups_too_small"]),
-        "zero_variance_groups": int(row["zero_variance_groups"]),
+        "groups_own_spread": int(row["own"]),
+        "groups_fleet_spread": int(row["fleet"]),
+        "groups_too_small": int(row["too_small"]),
+        "zero_variance_groups": int(row["constant"]),
+        "spread_fallback_groups": int(row["fallback"]),
+        "fleet_spread": _rounded(column_row[_stat("fleet", i)]),
+        "resolution": column_row[_stat("resolution", i)] or None,
         "max_abs_z": _rounded(row["max_abs_z"]),
         "too_small_examples": list(row["small"]),
-        "zero_variance_examples": list(row["constant"]),
+        "zero_variance_examples": list(row["constant_names"]),
     }
 
 
@@ -329,24 +679,46 @@ def _ordered(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def _settings_metrics(settings: OutlierCheckConfig) -> dict[str, Any]:
-    return {
+    robust = settings.method != "sigma"
+    metrics: dict[str, Any] = {
         "method": settings.method,
         "sigma": settings.sigma,
         "min_group_size": settings.min_group_size,
-        # Share of normal data beyond sigma on either side: what a clean series still flags.
-        "expected_rate": round(math.erfc(settings.sigma / math.sqrt(2)), 6),
-        "total_outliers": 0,
+        "significance": settings.significance,
+        "fail_z": settings.fail_z,
+        "null_model": NULL_MODEL,
+        # Share of clean values beyond sigma on either side under the null model: what a clean
+        # series still flags, and why a few outliers alone are no finding.
+        "expected_rate": round(
+            z_tail(settings.sigma, ROBUST_T_SCALE if robust else STD_T_SCALE), 6
+        ),
     }
+    metrics.update(dict.fromkeys(_RUN_METRICS))
+    metrics["total_outliers"] = 0
+    return metrics
 
 
 def _finding(
-    name: str, entity: dict[str, Any], examples: Sequence[dict[str, Any]], has_time: bool
+    name: str,
+    entity: dict[str, Any],
+    examples: Sequence[dict[str, Any]],
+    has_time: bool,
+    p_value: float,
+    severity: Status,
 ) -> Finding:
     own = [e for e in examples if e[_ENTITY] == entity[_ENTITY]][:MAX_EXAMPLES]
     count = int(entity["outliers"])
+    how = "fleet spread, " if entity["route"] == _FLEET else ""
+    local = entity["max_local_z"]
+    if local is not None and local > entity["max_abs_z"]:
+        how += f"{local:.0f} sigma from its neighbours, "
     return Finding(
-        what=f"{plural(count, 'outlier')} in {name} (max |z| {entity['max_abs_z']:.1f})",
+        what=(
+            f"{plural(count, 'outlier')} in {name} of {int(entity['n']):,} values "
+            f"(max |z| {entity['max_abs_z']:.1f}; {how}chance {_chance(p_value)})"
+        ),
         count=count,
+        severity=severity,
         column=name,
         entity=entity[_ENTITY],
         start=iso(entity["start"]),
@@ -363,19 +735,29 @@ def _finding(
     )
 
 
+def _chance(p_value: float) -> str:
+    return "< 1e-12" if p_value < 1e-12 else f"{p_value:.1g}"
+
+
 def _summary(dataset: Dataset, columns: dict[str, dict[str, Any]], metrics: dict[str, Any]) -> str:
     rule = (
         f"{metrics['sigma']:g}-sigma"
         if metrics["method"] == "sigma"
-        else f"MAD z > {metrics['sigma']:g}"
+        else f"robust z > {metrics['sigma']:g}"
     )
     per = f" per {'/'.join(dataset.roles.entity)}" if dataset.roles.entity else ""
     total, checked = metrics["total_outliers"], metrics["total_checked_values"]
-    affected = sum(1 for c in columns.values() if c["outlier_count"] > 0)
-    text = (
-        f"{plural(total, 'outlier')} in {affected} of {len(columns)} columns ({rule}{per}: "
-        f"{total / checked:.2%} of {checked} values, expected {metrics['expected_rate']:.2%})"
-    )
+    expected = sum(c["expected_outliers"] for c in columns.values())
+    significant = metrics["significant_groups"]
+    if significant:
+        verdict = f"{plural(significant, 'group')} beyond chance"
+    else:
+        verdict = f"consistent with chance (clean data gives about {expected:.1f})"
+    text = f"{plural(total, 'outlier')} in {checked:,} values ({rule}{per}): {verdict}"
+    fleet = sum(c["groups_fleet_spread"] for c in columns.values())
+    if fleet:
+        own = sum(c["groups_own_spread"] for c in columns.values())
+        text += f"; {own:,} groups judged on their own spread, {fleet:,} on the fleet's"
     skipped = _skipped_groups_text(columns)
     return f"{text}; {skipped}" if skipped else text
 
@@ -385,7 +767,7 @@ def _skipped_groups_text(columns: dict[str, dict[str, Any]]) -> str:
     constant = sum(c["zero_variance_groups"] for c in columns.values())
     parts = []
     if small:
-        parts.append(f"{plural(small, 'group')} too small")
+        parts.append(f"{plural(small, 'group')} too small to check")
     if constant:
         parts.append(f"{plural(constant, 'zero-variance group')}")
     return ", ".join(parts)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from dq_agent.checks.base import CheckPlan, Scope
 from dq_agent.load import Dataset
+from dq_agent.result import register_metric_keys
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
@@ -53,3 +54,7 @@ class CheckSpec:
     baseline: tuple[BaselineMetric, ...] = ()
     words: str = ""
     """A regular expression of the plain words that address the dimension in prose."""
+
+    def __post_init__(self) -> None:
+        # Every result of this check holds these keys, whichever path builds it (result.py).
+        register_metric_keys(self.name, self.metric_keys)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.checks.base import ROW, CheckPlan, Scope
+from dq_agent.checks.base import ROW, CheckPlan, Scope, is_nested
 from dq_agent.checks.spec import CheckSpec
 from dq_agent.checks.structure_report import (
     MAX_EXAMPLES,
@@ -36,6 +36,7 @@ from dq_agent.checks.structure_report import (
     StructureCheckConfig,
     StructureReport,
 )
+from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 
@@ -57,6 +58,15 @@ _UNORDERED = (pl.Categorical, pl.Enum, pl.Object, pl.Null, pl.List, pl.Array, pl
 def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
     scope.check_column(dataset)
     scoped = scope.columns(dataset.columns)
+    absent = [c for c in config.section(StructureCheckConfig).dtypes if c not in dataset.columns]
+    if absent:
+        # Unlike expected_columns (whose absence is the finding), a dtype for a column the data
+        # does not have is a mistake in the configuration.
+        key = f"{TOOL}.dtypes"
+        raise ConfigError(
+            f"bad value for '{key}' in {config.origin_of(key)}: column {absent[0]!r} is not in "
+            f"the data; columns: {', '.join(dataset.columns)}"
+        )
     columns = _select_columns(dataset, scope, scoped)
     queries = [_counts_query(dataset, scope, columns)]
     timestamp = columns.timestamp
@@ -64,7 +74,11 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     if timestamp is not None:
         frame = _side_by_side(dataset, scope, [timestamp], [timestamp], row_index=True)
         if text_timestamp:
-            queries.append(_text_timestamp_query(frame, timestamp, config.columns.timezone))
+            queries.append(
+                _text_timestamp_query(
+                    frame, timestamp, config.columns.timezone, dataset.timestamp_formats
+                )
+            )
         else:
             queries.append(_typed_timestamp_query(frame, timestamp))
     settings = config.section(StructureCheckConfig)
@@ -85,7 +99,8 @@ SPEC = CheckSpec(
     label="Structure",
     description=(
         "Check the schema: expected and unexpected columns, dtypes, numbers stored as text, "
-        "unparseable timestamps, encoding problems, blank or duplicated names, constant columns."
+        "unparseable timestamps, encoding problems, blank or duplicated names, constant columns, "
+        "nested columns."
     ),
     settings=StructureCheckConfig,
     plan=plan_structure_check,
@@ -95,6 +110,7 @@ SPEC = CheckSpec(
         "unparseable_timestamps",
         "text_numeric_columns",
         "invalid_utf8_values",
+        "nested_columns",
     ),
     words=r"structur\w*|schemas?|(?:column|data) types?|dtypes?|encoding",
 )
@@ -102,13 +118,15 @@ SPEC = CheckSpec(
 
 def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Columns:
     raw_schema = dataset.raw.collect_schema()
-    entity_scoped = scope.entity is not None
     constant = [
         c
         for c in scoped
         if not isinstance(raw_schema[c], _UNORDERED)
-        # Within one entity its key columns are constant by construction.
-        and not (entity_scoped and c in dataset.roles.entity)
+        # Within one entity its key columns are constant by construction, and a one-device
+        # file's entity has one value; a one-day file's date column (read with its time
+        # column as the timestamp) too.
+        and c not in dataset.roles.entity
+        and c not in dataset.time_parts
     ]
     timestamp = dataset.roles.timestamp
     return Columns(
@@ -116,15 +134,28 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Column
         text=[c for c in scoped if raw_schema[c] == pl.String],
         text_numeric=[c for c in dataset.text_numeric_columns if c in scoped],
         constant_candidates=constant,
+        nested=[c for c in scoped if is_nested(raw_schema[c])],
         floats={c for c in scoped if raw_schema[c].is_float()},
         timestamp=timestamp if timestamp is not None and timestamp in scoped else None,
     )
 
 
+def _as_text(value: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    # A duration has no cast to text, only its ISO 8601 form (PT3S).
+    return value.dt.to_string() if isinstance(dtype, pl.Duration) else value.cast(pl.String)
+
+
 def _converted(dataset: Dataset) -> set[str | None]:
-    """The columns the loader converts (times, numbers stored as text: `load._normalise`): only
-    in these do the data as read and the normalised frame differ."""
-    return {dataset.roles.timestamp, dataset.roles.ingest_time, *dataset.text_numeric_columns}
+    """The columns the loader converts (times, numbers stored as text, decimals and durations
+    as numbers): only in these do the data as read and the normalised frame differ."""
+    raw, frame = dataset.raw.collect_schema(), dataset.frame.collect_schema()
+    retyped = {name for name, dtype in raw.items() if name in frame and frame[name] != dtype}
+    return {
+        dataset.roles.timestamp,
+        dataset.roles.ingest_time,
+        *dataset.text_numeric_columns,
+        *retyped,
+    }
 
 
 def _side_by_side(
@@ -179,6 +210,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
     leaves out rows is applied to the side-by-side data."""
     as_read = list(dict.fromkeys([*columns.text, *columns.constant_candidates]))
     converted = _converted(dataset)
+    raw_schema = dataset.raw.collect_schema()
     exprs: dict[str, list[pl.Expr]] = {"raw": [], "frame": [], "paired": [pl.len().alias("rows")]}
 
     def side(name: str) -> list[pl.Expr]:
@@ -210,7 +242,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
             [
                 values.count().alias(f"const_count_{i}"),
                 (values.min() == values.max()).alias(f"const_same_{i}"),
-                values.min().cast(pl.String).alias(f"const_value_{i}"),
+                _as_text(values.min(), raw_schema[name]).alias(f"const_value_{i}"),
             ]
         )
     if scope.filters_rows():
@@ -243,10 +275,12 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
     return counts
 
 
-def _text_timestamp_query(frame: pl.LazyFrame, timestamp: str, timezone: str) -> pl.LazyFrame:
+def _text_timestamp_query(
+    frame: pl.LazyFrame, timestamp: str, timezone: str, formats: list[tuple[str, str]]
+) -> pl.LazyFrame:
     """Per (format family, offset): values, values the loader dropped, examples of those."""
     raw = _raw(timestamp)
-    family = format_family(raw, timezone)
+    family = format_family(raw, timezone, formats)
     offset = pl.when(family == ZONE_FAMILY).then(
         raw.str.strip_chars().str.extract(_OFFSET_PATTERN, 1)
     )
@@ -291,7 +325,9 @@ def _typed_timestamp_query(frame: pl.LazyFrame, timestamp: str) -> pl.LazyFrame:
     return counts.join(examples, how="cross")
 
 
-def format_family(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:
+def format_family(
+    column: pl.Expr, timezone: str = "UTC", formats: list[tuple[str, str]] | None = None
+) -> pl.Expr:
     """The label of the first accepted format that parses each value (null when none does).
 
     Equal to the family whose `timeparse.format_family_exprs` flag is true, with each format
@@ -300,6 +336,6 @@ def format_family(column: pl.Expr, timezone: str = "UTC") -> pl.Expr:
     return pl.coalesce(
         [
             pl.when(_parse_one(column, fmt, timezone).is_not_null()).then(pl.lit(label))
-            for label, fmt in TIMESTAMP_FORMATS
+            for label, fmt in formats or TIMESTAMP_FORMATS
         ]
     )

@@ -7,25 +7,76 @@ facts (columns, header, BOM) that need no query: the metrics, the findings and t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from dq_agent.checks.base import ROW, plural, shown_value
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status
+from dq_agent.result import CheckResult, Finding, Status, left_out
 from dq_agent.settings import fraction, setting
 
 TOOL = "structure_check"
+
+
+# Base names of Polars dtypes (lower case) and the aliases `dtype_matches` accepts.
+_DTYPE_NAMES = {
+    *(f"int{b}" for b in (8, 16, 32, 64, 128)),
+    *(f"uint{b}" for b in (8, 16, 32, 64, 128)),
+    "float16",
+    "float32",
+    "float64",
+    "decimal",
+    "boolean",
+    "bool",
+    "string",
+    "utf8",
+    "str",
+    "float",
+    "int",
+    "binary",
+    "date",
+    "datetime",
+    "time",
+    "duration",
+    "categorical",
+    "enum",
+    "list",
+    "array",
+    "struct",
+    "null",
+    "object",
+}
+_DTYPE_EXAMPLES = ("Float64", "Int64", "String", "Datetime", "Boolean")
+
+
+def known_dtype(name: str) -> bool:
+    """`name` is a dtype `dtypes` can compare with: a Polars name, in full
+    ('Datetime(time_unit="us")') or by its base ('datetime'), any case."""
+    return name.strip().split("(", 1)[0].strip().lower() in _DTYPE_NAMES
+
+
+def known_dtypes(value: dict[str, str]) -> str | None:
+    """The rule for `structure_check.dtypes`: every value names a dtype."""
+    for column, name in value.items():
+        if not known_dtype(name):
+            return (
+                f"name dtypes, but {name!r} (column {column!r}) is none; use a Polars name "
+                f"such as {', '.join(_DTYPE_EXAMPLES)}"
+            )
+    return None
 
 
 @dataclass
 class StructureCheckConfig:
     expected_columns: list[str] | None = None
     allow_unexpected: bool = True
-    dtypes: dict[str, str] = field(default_factory=dict)
-    text_numeric_min_share: float = setting(0.8, rule=fraction)
+    # `setting` returns a dataclasses field with a default factory: no shared mutable default.
+    dtypes: dict[str, str] = setting(factory=dict, rule=known_dtypes)  # noqa: RUF009
+    # A column whose non-empty values are mostly numbers is a numeric column; its other values
+    # are reported as text in a numeric column.
+    text_numeric_min_share: float = setting(0.5, rule=fraction)
 
 
 MAX_FINDINGS = 20
@@ -33,7 +84,13 @@ MAX_EXAMPLES = 5
 REPLACEMENT_CHARACTER = "\ufffd"
 ZONE_FAMILY = "iso8601+zone"
 _UNPARSEABLE_MAJORITY = 0.5
-_DTYPE_ALIASES = {"utf8": "string", "str": "string", "float": "float64", "int": "int64"}
+_DTYPE_ALIASES = {
+    "utf8": "string",
+    "str": "string",
+    "float": "float64",
+    "int": "int64",
+    "bool": "boolean",
+}
 
 
 @dataclass(frozen=True)
@@ -44,6 +101,7 @@ class Columns:
     text: list[str]
     text_numeric: list[str]
     constant_candidates: list[str]
+    nested: list[str]
     floats: set[str]
     timestamp: str | None
 
@@ -89,7 +147,9 @@ class StructureReport:
 
     def _add_dataset_facts(self) -> None:
         dataset, settings = self.dataset, self.settings
-        present = dataset.columns
+        # A timestamp read from a date and a time column is not a column of the file.
+        derived = dataset.roles.timestamp if dataset.time_parts else None
+        present = [c for c in dataset.columns if c != derived]
         expected = settings.expected_columns
         missing = [c for c in expected or [] if c not in present]
         extra = [c for c in present if c not in expected] if expected is not None else []
@@ -170,10 +230,44 @@ class StructureReport:
                 ),
                 "invalid UTF-8 in the header",
             )
+        nested = self.columns.nested
+        self.metrics["nested_columns"] = nested
+        if nested:
+            kinds = ", ".join(
+                f"{c} ({type(dataset.raw.collect_schema()[c]).__name__.lower()})" for c in nested
+            )
+            self._flag(
+                Finding(
+                    what=f"{plural(len(nested), 'nested column')} (struct or list values) that "
+                    f"no other check reads: {kinds}",
+                    count=len(nested),
+                    column=nested[0] if len(nested) == 1 else None,
+                ),
+                f"nested columns {', '.join(nested)}",
+            )
         if dataset.has_bom:
             self._flag(
                 Finding(what="file starts with a UTF-8 byte order mark (BOM)", count=1), "BOM"
             )
+        self._add_load_notes()
+
+    def _add_load_notes(self) -> None:
+        """What loading found (files that differ, a trailing separator, time columns it could
+        not read, nested columns), under their keys in the metrics."""
+        by_key: dict[str, list[str]] = {}
+        for note in self.dataset.load_notes:
+            by_key.setdefault(note.key, []).append(note.what)
+            self._flag(
+                Finding(
+                    what=note.what,
+                    count=note.count,
+                    severity=note.severity,
+                    column=note.column,
+                    examples=list(note.examples),
+                ),
+                note.label,
+            )
+        self.metrics["load_notes"] = by_key
 
     def _dtype_mismatches(self) -> list[dict[str, Any]]:
         raw_schema = self.dataset.raw.collect_schema()
@@ -212,16 +306,28 @@ class StructureReport:
             bad = counts[f"numeric_bad_{i}"]
             values = counts[f"numeric_values_{i}"]
             unparseable[name] = bad
-            self._flag(
-                Finding(
-                    what=f"{plural(values, 'number')} stored as text in column {name} "
-                    f"({plural(bad, 'value')} not a number)",
-                    count=values,
+            if bad:
+                share = bad / values if values else 0.0
+                finding = Finding(
+                    what=f"{plural(bad, 'text value')} in numeric column {name} "
+                    f"({share:.1%} of {values:,} values; the rest are read as numbers)",
+                    count=bad,
                     column=name,
                     examples=[{"value": v} for v in counts[f"numeric_examples_{i}"]],
-                ),
-                f"numbers as text in {name} ({bad} unparseable)",
-            )
+                )
+                label = f"text in numeric column {name} ({bad}, {share:.1%})"
+            else:
+                # Every value is a number (with a unit, thousands separators or spaces): the
+                # column is checked as numbers, nothing is lost.
+                finding = Finding(
+                    what=f"{plural(values, 'number')} stored as text in column {name}: all read "
+                    "as numbers",
+                    count=values,
+                    severity=Status.PASS,
+                    column=name,
+                )
+                label = f"numbers as text in {name}"
+            self._flag(finding, label)
         self.metrics["text_numeric_columns"] = list(self.columns.text_numeric)
         self.metrics["text_numeric_unparseable"] = unparseable
 
@@ -309,9 +415,7 @@ class StructureReport:
                     count=dropped,
                     severity=Status.FAIL if majority else Status.WARN,
                     column=column,
-                    examples=[
-                        {"row": e[ROW], "value": e["value"]} for e in examples[:MAX_EXAMPLES]
-                    ],
+                    examples=[self._example(e) for e in examples[:MAX_EXAMPLES]],
                 ),
                 f"{dropped} unparseable timestamps ({share:.1%})",
             )
@@ -341,6 +445,12 @@ class StructureReport:
                 "mixed time zones",
             )
 
+    def _example(self, example: dict[str, Any]) -> dict[str, Any]:
+        """An unparseable timestamp's row and value, and its file when several were read."""
+        shown = {"row": example[ROW], "value": example["value"]}
+        in_file = self.dataset.file_of_row(example[ROW])
+        return {**shown, "file": in_file} if in_file else shown
+
     def result(self) -> CheckResult:
         self.metrics.setdefault("unparseable_timestamps", 0)
         self.metrics.setdefault("timestamp_formats", {})
@@ -349,15 +459,19 @@ class StructureReport:
         self.metrics.setdefault("mixed_time_zones", False)
         ranked = sorted(
             zip(self.findings, self.labels, strict=True),
-            key=lambda pair: 0 if pair[0].severity is Status.FAIL else 1,
+            key=lambda pair: {Status.FAIL: 0, Status.WARN: 1}.get(pair[0].severity, 2),
         )
-        findings = [f for f, _ in ranked][:MAX_FINDINGS]
+        findings, self.metrics["findings_left_out"] = left_out([f for f, _ in ranked], MAX_FINDINGS)
         status = _worst(findings)
         scope = f"{self.metrics['columns']} columns, {self.metrics['rows']:,} rows"
-        if not findings:
+        problems = [label for f, label in ranked if f.severity is not Status.PASS]
+        notes = [label for f, label in ranked if f.severity is Status.PASS]
+        if not problems:
             summary = f"no structural problems in {scope}"
+            if notes:
+                summary += f" (noted: {'; '.join(notes[:3])})"
         else:
-            labels = [label for _, label in ranked]
+            labels = problems
             shown = "; ".join(labels[:4]) + (
                 f"; +{len(labels) - 4} more" if len(labels) > 4 else ""
             )
@@ -366,6 +480,7 @@ class StructureReport:
 
 
 def _worst(findings: Sequence[Finding]) -> Status:
+    """FAIL or WARN by the worst finding; notes (severity PASS) never raise the status."""
     if any(f.severity is Status.FAIL for f in findings):
         return Status.FAIL
-    return Status.WARN if findings else Status.PASS
+    return Status.WARN if any(f.severity is Status.WARN for f in findings) else Status.PASS

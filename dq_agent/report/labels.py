@@ -29,3 +29,11 @@ def audit_line(inspection: Inspection) -> str:
         f"expected {len(audit.expected_tools)}, called by the model {len(audit.called_tools)}, "
         f"backfilled: {backfilled}"
     )
+
+
+def inferred_line(inferred: list[dict[str, str]]) -> str:
+    """What loading guessed, one clause each, with the setting that fixes it; '' for nothing."""
+    return "; ".join(
+        f"{item['role']}={item['value']} ({item['reason']}; set {item['setting']})"
+        for item in inferred
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from dq_agent.outcome import Inspection
-from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
+from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.text import format_example, one_line, safe
 from dq_agent.result import Status
 
@@ -29,6 +29,8 @@ def render_markdown(inspection: Inspection) -> str:
     ]
     if info.time_start and info.time_end:
         lines.append(f"- Time range: {md(info.time_start)} to {md(info.time_end)}")
+    if info.inferred:
+        lines.append(f"- Guessed: {md(inferred_line(info.inferred), 600)}")
     lines += [f"- Audit: {md(audit_line(inspection))}", ""]
     lines += ["| Dimension | Status | Key figures | Source |", "|---|---|---|---|"]
     for result in inspection.checks.values():

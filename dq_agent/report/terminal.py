@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dq_agent.outcome import Inspection
-from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name
+from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.text import compact_times, format_example, one_line, safe
 from dq_agent.result import CheckResult, Finding, Source, Status
 
@@ -48,6 +48,9 @@ def _header(inspection: Inspection) -> RenderableType:
     body.append(one_line(info.path, 300), style="bold")
     body.append("\n" + safe(" · ".join(facts), 400))
     body.append("\nroles: " + safe(role_text, 400), style="dim")
+    guessed = inferred_line(info.inferred)
+    if guessed:
+        body.append("\nguessed: " + safe(guessed, 600), style="dim")
     body.append("\ncolumns: " + one_line(", ".join(info.columns), 400), style="dim")
     return Panel(body, title="dq-agent data-quality report", title_align="left", box=box.ROUNDED)
 

@@ -1,0 +1,190 @@
+"""How surprising a count or an extreme value is for clean data: the tail probabilities behind
+"a status means the data deviates beyond chance".
+
+The null model is a Student t distribution with 10 degrees of freedom: real sensors have mildly
+heavier tails than a normal distribution, and a rule calibrated on the normal alone would call
+every long clean series an outlier. A z of c (in units of the estimated standard deviation) is
+compared with the t value of the same rank: `c * ROBUST_T_SCALE` when the spread was the MAD
+scaled to sigma, `c * STD_T_SCALE` when it was the sample standard deviation.
+
+Pure Python over a handful of numbers per tested group; no dependency for two closed forms.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from dq_agent.result import binomial_sf
+
+NULL_DEGREES_OF_FREEDOM = 10
+NULL_MODEL = f"student_t_{NULL_DEGREES_OF_FREEDOM}"
+# The MAD of a normal sample is 0.6745 of its standard deviation.
+NORMAL_MAD = 0.6744897501960817
+
+
+def t_tail(t: float, df: int = NULL_DEGREES_OF_FREEDOM) -> float:
+    """P(|T| > t) for a Student t with an even number of degrees of freedom.
+
+    With c = cos(atan(t / sqrt(df))) the closed form is sin * sum_{j < df/2} a_j c^2j with
+    a_j = (2j - 1)!! / (2j)!!, and since the full series sums to 1 / sin, the tail is the rest of
+    it: computed directly for large t, where 1 - cdf would lose every digit to cancellation.
+    """
+    if df % 2 or df <= 0:
+        raise ValueError("t_tail needs an even, positive number of degrees of freedom")
+    t = abs(t)
+    if math.isinf(t):
+        return 0.0
+    theta = math.atan(t / math.sqrt(df))
+    sin, cos2 = math.sin(theta), math.cos(theta) ** 2
+    coefficient, power, head = 1.0, 1.0, 0.0
+    for j in range(df // 2):
+        if j:
+            coefficient *= (2 * j - 1) / (2 * j)
+            power *= cos2
+        head += coefficient * power
+    if cos2 > 0.5:
+        return max(0.0, 1.0 - sin * head)
+    tail, j = 0.0, df // 2
+    coefficient *= (2 * j - 1) / (2 * j)
+    power *= cos2
+    while True:
+        term = coefficient * power
+        tail += term
+        if term < 1e-17 * tail or term == 0.0:
+            break
+        j += 1
+        coefficient *= (2 * j - 1) / (2 * j)
+        power *= cos2
+    return sin * tail
+
+
+@functools.cache
+def _quantile_of_tail(target: float, df: int = NULL_DEGREES_OF_FREEDOM) -> float:
+    low, high = 0.0, 1000.0
+    for _ in range(200):
+        middle = (low + high) / 2
+        if t_tail(middle, df) > target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+# The null's own MAD-based sigma and standard deviation, in t units: a robust z of c is a t of
+# c * ROBUST_T_SCALE (about 1.04), a classical z of c a t of c * STD_T_SCALE (about 1.12).
+ROBUST_T_SCALE = _quantile_of_tail(0.5) / NORMAL_MAD
+STD_T_SCALE = math.sqrt(NULL_DEGREES_OF_FREEDOM / (NULL_DEGREES_OF_FREEDOM - 2))
+
+
+# The MAD estimates a spread about as well as 37% as many values would with the standard
+# deviation (its asymptotic efficiency for normal data).
+MAD_EFFICIENCY = 0.37
+# Beyond this many values' worth of information the spread counts as known.
+_KNOWN_SPREAD = 5000.0
+_GRID = 400
+
+
+def _spread_ratio_grid(information: float) -> tuple[tuple[float, float], ...]:
+    """Points and weights for the ratio of an estimated spread to the true one, estimated with
+    `information` degrees of freedom (a chi distribution, sqrt(chi2_k / k)), on a log grid."""
+    k = information
+    log_norm = math.log(2.0) + (k / 2) * math.log(k / 2) - math.lgamma(k / 2)
+    low, high = math.log(1e-4), math.log(10.0)
+    step = (high - low) / _GRID
+    points = []
+    for i in range(_GRID + 1):
+        ratio = math.exp(low + i * step)
+        # density of the ratio times d(ratio)/d(log ratio) = ratio
+        log_density = log_norm + (k - 1) * math.log(ratio) - k * ratio * ratio / 2
+        weight = math.exp(log_density) * ratio * step * (0.5 if i in (0, _GRID) else 1.0)
+        points.append((ratio, weight))
+    total = sum(w for _, w in points)
+    return tuple((r, w / total) for r, w in points)
+
+
+_GRIDS: dict[float, tuple[tuple[float, float], ...]] = {}
+
+
+def z_tail(z: float, t_scale: float, information: float = math.inf) -> float:
+    """P(|Z| > z) under the null, for a z standardised with the spread `t_scale` names, when
+    that spread was estimated with `information` degrees of freedom (0.37 per value for a MAD,
+    fewer for a slowly moving series; infinite when known). A spread from ten readings may be
+    half the true one, so only a far larger deviation counts as evidence."""
+    if information >= _KNOWN_SPREAD:
+        return t_tail(z * t_scale)
+    key = round(max(information, 0.5), 1)
+    grid = _GRIDS.get(key)
+    if grid is None:
+        grid = _GRIDS[key] = _spread_ratio_grid(key)
+    return min(1.0, sum(w * t_tail(z * t_scale * r) for r, w in grid))
+
+
+def max_tail(n: int, largest_z: float, t_scale: float, information: float = math.inf) -> float:
+    """P(the largest |z| of n clean values reaches `largest_z`): a bound (the values share one
+    estimated spread, so they are not independent), exact for a known spread."""
+    if n <= 0:
+        return 1.0
+    if information < _KNOWN_SPREAD:
+        # Cheap screen: with a known spread the chance is smaller; if even that is large, done.
+        known = -math.expm1(n * math.log1p(-min(t_tail(largest_z * t_scale), 1 - 1e-16)))
+        if known > 0.5:
+            return known
+    single = z_tail(largest_z, t_scale, information)
+    if single >= 1.0:
+        return 1.0
+    return -math.expm1(n * math.log1p(-single))
+
+
+# The second count's threshold, as a multiple of the rule's sigma (5 for the default 3).
+FAR = 5 / 3
+TESTS_PER_GROUP = 3
+
+
+def group_p_value(
+    n: int,
+    flagged: int,
+    largest_z: float,
+    sigma: float,
+    robust: bool,
+    rho: float = 0.0,
+    spread_values: float | None = None,
+    far_flagged: int = 0,
+    largest_local_z: float | None = None,
+) -> float:
+    """The smallest of three tail probabilities for one group: as many values beyond `sigma` as
+    `flagged` (many moderate outliers), as many beyond `FAR * sigma` as `far_flagged` (a handful
+    of clear ones, which the heavy-tailed null would let hide among the moderate count), and a
+    value as far out as `largest_z` (one spike). The caller counts `TESTS_PER_GROUP` tests per
+    group when it controls for the number of tests. `largest_local_z` is the largest deviation
+    of a flagged value from its neighbours' median (in the null's units): a spike on a daily
+    cycle is far from its neighbours though not from the series' centre. The spike test then
+    takes the larger of the two and counts twice (either could have been the large one).
+
+    `rho` is the lag-1 autocorrelation of the group's readings: outliers of a slowly moving
+    process come in runs, so the count is judged on the effective number of independent values,
+    n (1 - rho) / (1 + rho), and the flagged count shrunk alike. `spread_values` is how many
+    values the spread came from (default n): its information is 0.37 per value, less for
+    autocorrelated values."""
+    share = 1.0 if rho <= 0 else max((1 - rho) / (1 + rho), 1 / max(n, 1))
+    effective_n = max(1, round(n * share))
+    effective_k = max(1, math.ceil(flagged * share)) if flagged else 0
+    # A spread from autocorrelated values holds less information: (1 - rho^2) / (1 + rho^2).
+    spread_share = 1.0 if rho <= 0 else max((1 - rho * rho) / (1 + rho * rho), 1 / max(n, 1))
+    values = n if spread_values is None else spread_values
+    information = MAD_EFFICIENCY * values * spread_share
+    scale = ROBUST_T_SCALE if robust else STD_T_SCALE
+    # With neighbours a value is also flagged beyond FAR * sigma from their median: the union.
+    both = 1 if largest_local_z is None else 2
+    far_rate = z_tail(FAR * sigma, scale, information)
+    rate = min(1.0, z_tail(sigma, scale, information) + (both - 1) * far_rate)
+    count = binomial_sf(effective_k, effective_n, rate)
+    effective_far = max(1, math.ceil(far_flagged * share)) if far_flagged else 0
+    far = binomial_sf(effective_far, effective_n, min(1.0, both * far_rate))
+    spike = max_tail(n, largest_z, scale, information)
+    if largest_local_z is not None:
+        # Deviations from the neighbours' median barely move together however slow the process
+        # is, so their spread counts every value. Either could have been the large one: twice.
+        local = max_tail(n, largest_local_z, ROBUST_T_SCALE, MAD_EFFICIENCY * values)
+        spike = 2 * min(spike, local)
+    return min(count, far, min(spike, 1.0))

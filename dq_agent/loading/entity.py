@@ -1,0 +1,130 @@
+"""The entity column found by behaviour, whatever its name.
+
+The entity names a series: with it, (entity, timestamp) is unique where the timestamp alone is
+not. A candidate is a text, categorical or integer column with at most a fifth as many distinct
+values as rows (or named like a device, with fewer distinct values than rows); the one that makes (entity, timestamp) unique for at least 99% of rows wins
+(ties: a name that says device/sensor/..., then text over numbers, then the first column). When
+no single column does, pairs are tried: a melted file (`device`, `variable`, `value`) is keyed
+by both. In a file where the timestamp alone is unique (one device), a column with one value
+is that device's name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+MIN_UNIQUE_SHARE = 0.99
+MAX_DISTINCT_SHARE = 0.2
+_MAX_PAIR_CANDIDATES = 8
+ENTITY_NAME = re.compile(
+    r"(device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
+    r"plant|well|turbine|pump|signal|channel|series|serial|ger(ä|ae)t|anlage|maschine|id$|"
+    r"name$|variable|metric|parameter|measurement)",
+    re.I,
+)
+# A column that names what was measured in a melted (long) file.
+VARIABLE_NAME = re.compile(
+    r"^(variable|metric|parameter|measurement|signal|tag|quantity|name)$", re.I
+)
+
+
+def is_candidate(dtype: pl.DataType) -> bool:
+    return dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum) or dtype.is_integer()
+
+
+@dataclass(frozen=True)
+class EntityGuess:
+    columns: list[str]
+    reason: str
+
+
+def _rank(name: str, dtype: pl.DataType, index: int) -> tuple[int, int, int]:
+    return (1 if ENTITY_NAME.search(name) else 0, 0 if dtype.is_integer() else 1, -index)
+
+
+def find_entity(
+    raw: pl.LazyFrame,
+    schema: pl.Schema,
+    timestamp: pl.Expr,
+    candidates: list[str],
+    named: list[str],
+) -> EntityGuess | None:
+    """The entity columns by behaviour over all rows, or None when no column acts as one."""
+    if not candidates:
+        return None
+    stats = raw.select(
+        pl.len().alias("__rows"),
+        timestamp.n_unique().alias("__ts"),
+        *[pl.col(c).n_unique().alias(c) for c in candidates],
+    ).collect()
+    counts = stats.row(0, named=True)
+    rows = int(counts["__rows"])
+    if rows == 0:
+        return None
+    order = {name: i for i, name in enumerate(schema.names())}
+    ranked = sorted(candidates, key=lambda c: _rank(c, schema[c], order[c]), reverse=True)
+    if counts["__ts"] >= MIN_UNIQUE_SHARE * rows:
+        # Timestamps alone are unique: devices that never report at the same time cannot be
+        # told by behaviour, so a device-like name decides.
+        if named:
+            return EntityGuess(list(named), "named like a device")
+        # Devices that report at their own times (irregular, on change): a column named like
+        # one with few values for its rows.
+        loose = [
+            c
+            for c in ranked
+            if ENTITY_NAME.search(c) and 1 < counts[c] <= MAX_DISTINCT_SHARE * rows
+        ]
+        if loose:
+            return EntityGuess(
+                [loose[0]],
+                "named like a device, with few values for its rows; timestamps alone are unique",
+            )
+        single = [c for c in ranked if counts[c] == 1]
+        named_or_text = [c for c in single if ENTITY_NAME.search(c) or not schema[c].is_integer()]
+        if named_or_text:
+            return EntityGuess(
+                [named_or_text[0]], "one value in a file whose timestamps are unique"
+            )
+        return None
+    # A name that says device/sensor/... lifts the fifth-of-the-rows bound (a short file of a
+    # few devices); the uniqueness test below still has to hold.
+    keyed = [
+        c
+        for c in ranked
+        if 1 < counts[c] <= MAX_DISTINCT_SHARE * rows
+        or (ENTITY_NAME.search(c) and 1 < counts[c] < rows)
+    ]
+    if not keyed:
+        return None
+    shares = _unique_shares(raw, timestamp, [[c] for c in keyed], rows)
+    best = max(keyed, key=lambda c: (shares[(c,)], _rank(c, schema[c], order[c])))
+    if shares[(best,)] >= MIN_UNIQUE_SHARE:
+        return EntityGuess(
+            [best], f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows"
+        )
+    pairs = [list(p) for p in itertools.combinations(keyed[:_MAX_PAIR_CANDIDATES], 2)]
+    if not pairs:
+        return None
+    pair_shares = _unique_shares(raw, timestamp, pairs, rows)
+    pair = max(pairs, key=lambda p: (pair_shares[tuple(p)], -order[p[0]] - order[p[1]]))
+    share = pair_shares[tuple(pair)]
+    if share < MIN_UNIQUE_SHARE:
+        return None
+    pair.sort(key=lambda c: order[c])
+    return EntityGuess(pair, f"together make (entity, timestamp) unique for {share:.1%} of rows")
+
+
+def _unique_shares(
+    raw: pl.LazyFrame, timestamp: pl.Expr, keys: list[list[str]], rows: int
+) -> dict[tuple[str, ...], float]:
+    exprs = [
+        pl.struct([*[pl.col(c) for c in key], timestamp.alias("__ts")]).n_unique().alias(f"k{i}")
+        for i, key in enumerate(keys)
+    ]
+    row = raw.select(exprs).collect().row(0)
+    return {tuple(key): int(n) / rows for key, n in zip(keys, row, strict=True)}

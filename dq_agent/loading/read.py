@@ -1,0 +1,179 @@
+"""Reading the files: CSV file by file into memory, Parquet as lazy scans checked page by page,
+then put one below the other (`unify.combine`). What reading noticed comes back with the data.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from dq_agent.errors import InputError
+from dq_agent.loading.csvfile import CsvDialect, csv_dialect, csv_layout, read_csv_file
+from dq_agent.loading.files import STDIN, Inputs
+from dq_agent.loading.notes import Inference, LoadNote
+from dq_agent.loading.unify import combine
+from dq_agent.result import Status
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
+# What reading odd bytes can raise. A Rust panic inside Polars surfaces as PanicException, a
+# BaseException, so it is named here; anything else is a bug and keeps its traceback.
+READ_FAILURES: tuple[type[BaseException], ...] = (
+    pl.exceptions.PolarsError,
+    pl.exceptions.PanicException,
+    OSError,
+    ValueError,
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Polars messages that do not say what is wrong with the file, and what to say instead.
+_READ_ERROR_HINTS = {
+    "found more fields than defined in 'Schema'": "a row has more fields than the header (ragged rows)",
+    # Read with the header's names plus a trailing separator's field: a line with more.
+    "does not match number of columns in file": "a row has more fields than the header (ragged rows)",
+}
+
+
+@dataclass
+class FilesRead:
+    """The files read, before roles: one plan, rows per file, and what reading noticed."""
+
+    raw: pl.LazyFrame
+    file_rows: list[int]
+    notes: list[LoadNote] = field(default_factory=list)
+    inferred: list[Inference] = field(default_factory=list)
+    header_names: list[str] = field(default_factory=list)
+    has_bom: bool = False
+    decimal_comma: bool = False
+
+
+def read_csv_files(inputs: Inputs, config: Config) -> FilesRead:
+    """Each CSV file read into memory, then the files one below the other."""
+    files, stdin = inputs.files, inputs.stdin
+    dialect: CsvDialect = csv_dialect(files[0], config, stdin)
+    parts: list[tuple[Path, pl.LazyFrame]] = []
+    rows: list[int] = []
+    trailing: list[Path] = []
+    comments: list[tuple[Path, int]] = []
+    first_layout = None
+    for file in files:
+        layout = csv_layout(file, dialect.separator, stdin)
+        first_layout = first_layout or layout
+        try:
+            frame = read_csv_file(file, config, dialect, layout, stdin)
+        except READ_FAILURES as exc:
+            raise InputError(f"cannot read {file} as CSV: {describe_read_error(exc)}") from exc
+        if layout.trailing_separator:
+            trailing.append(file)
+        if layout.comment_lines:
+            comments.append((file, layout.comment_lines))
+        parts.append((file, frame.lazy()))
+        rows.append(frame.height)
+    try:
+        raw, notes = combine(parts, config.columns.timezone)
+    except READ_FAILURES as exc:
+        raise InputError(
+            f"cannot put the files of {files[0].parent} together: {describe_read_error(exc)}"
+        ) from exc
+    if trailing:
+        notes.append(
+            LoadNote(
+                what=f"every line ends with the separator {dialect.separator!r} "
+                f"({_files_text(trailing, files)}): read as the end of the line, not a column",
+                label="trailing separator",
+                count=len(trailing),
+                severity=Status.PASS,
+                key="trailing_separator",
+            )
+        )
+    inferred: list[Inference] = []
+    if comments:
+        lines = sum(n for _, n in comments)
+        inferred.append(
+            Inference(
+                "header",
+                f"after {lines} comment line{'s' if lines != 1 else ''}",
+                "lines starting with # before the header are skipped",
+                "nothing to set",
+            )
+        )
+    assert first_layout is not None
+    return FilesRead(
+        raw=raw,
+        file_rows=rows,
+        notes=notes,
+        inferred=inferred,
+        header_names=first_layout.header_names,
+        has_bom=first_layout.has_bom,
+        decimal_comma=dialect.decimal_comma,
+    )
+
+
+def _files_text(some: list[Path], all_files: list[Path]) -> str:
+    if len(all_files) == 1:
+        return "the file"
+    return f"{len(some)} of {len(all_files)} files"
+
+
+def read_parquet_files(inputs: Inputs) -> FilesRead:
+    rows = verify_parquet(inputs.files, inputs.stdin)
+    parts: list[tuple[Path, pl.LazyFrame]] = []
+    for file in inputs.files:
+        try:
+            if inputs.stdin is not None:
+                part = pl.read_parquet(io.BytesIO(inputs.stdin)).lazy()
+            else:
+                part = pl.scan_parquet(file, glob=False)
+        except READ_FAILURES as exc:
+            raise InputError(f"cannot read {file} as Parquet: {describe_read_error(exc)}") from exc
+        parts.append((file, part))
+    try:
+        raw, notes = combine(parts, "UTC")
+    except READ_FAILURES as exc:
+        raise InputError(f"cannot put the files together: {describe_read_error(exc)}") from exc
+    return FilesRead(raw=raw, file_rows=rows, notes=notes)
+
+
+def verify_parquet(files: list[Path], stdin: bytes | None = None) -> list[int]:
+    """Decode every page of every file once with pyarrow, a row group at a time; the rows of
+    each file.
+
+    Polars aborts the whole process on some corrupt pages (a page header with a negative value
+    count makes it request a 2^61-byte allocation), which no `except` can catch. pyarrow checks
+    page headers and raises instead, so a corrupt file becomes a one-line error (exit 3). The
+    cost is one extra decode pass (about 0.1 s per million rows) at row-group memory.
+    """
+    # Imported here: pyarrow is slow to import and only Parquet input needs it.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows: list[int] = []
+    for file in files:
+        try:
+            source = pa.BufferReader(stdin) if stdin is not None else file
+            reader = pq.ParquetFile(source, pre_buffer=False)
+            rows.append(reader.metadata.num_rows)
+            for _ in reader.iter_batches(batch_size=1 << 16):
+                pass
+        except (pa.ArrowException, OSError, ValueError, TypeError, KeyError, IndexError) as exc:
+            name = "standard input" if str(file) == STDIN else str(file)
+            raise InputError(f"cannot read {name} as Parquet: {describe_read_error(exc)}") from exc
+    # The decoded pages are garbage now: hand pyarrow's pool back before the checks need memory.
+    pa.default_memory_pool().release_unused()
+    return rows
+
+
+def describe_read_error(exc: BaseException) -> str:
+    """The first line of a reader's error, plainer where Polars is cryptic. Readers quote bytes
+    of the file in their messages, so control characters are shown escaped, never sent raw."""
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    for cryptic, plain in _READ_ERROR_HINTS.items():
+        if cryptic in first:
+            return plain
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", first)

@@ -1,0 +1,125 @@
+"""Which columns hold the measurements, when the config does not say: numeric columns and text
+columns of numbers, without flags, states, codes, ids, row numbers and epoch times; nested
+columns are noted, not checked."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dq_agent.loading.notes import Inference, LoadNote
+from dq_agent.loading.numbers import number_text
+from dq_agent.loading.timestamp import epoch_columns
+from dq_agent.result import Status
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
+_ID_NAME = re.compile(
+    r"^(id|idx|index|row|seq|sequence)$|(^|[_\s-])(id|idx|index|no|nr|number|seq)$", re.I
+)
+# Integer columns with this few distinct values are flags, states or codes, not measurements.
+MAX_CODE_VALUES = 10
+
+
+def find_values(
+    sample: pl.DataFrame,
+    schema: pl.Schema,
+    names: list[str],
+    taken: set[str | None],
+    stats: dict[str, dict[str, Any]],
+    config: Config,
+    decimal_comma: bool,
+    inferred: list[Inference],
+    notes: list[LoadNote],
+    plain: set[str],
+) -> tuple[list[str], list[str]]:
+    """The value columns and, among them, the text columns that hold numbers (those a plain
+    cast reads are added to `plain`)."""
+    min_share = config.reading().text_numeric_min_share
+    text_numeric: list[str] = []
+    for n in names:
+        if n in taken or schema[n] != pl.String:
+            continue
+        described = number_text(sample, n, decimal_comma)
+        if described.share >= min_share:
+            text_numeric.append(n)
+            if described.units or described.thousands:
+                inferred.append(
+                    Inference("numbers as text", n, described.describe(), "columns.values")
+                )
+            elif not decimal_comma:
+                plain.add(n)
+            if len(described.units) > 1:
+                # 21.5 °C next to 70.7 °F: the numbers are read, but they do not compare.
+                notes.append(
+                    LoadNote(
+                        what=f"column {n} mixes units ({', '.join(described.units)}): its "
+                        "numbers are compared as if they had one",
+                        label=f"mixed units in {n}",
+                        count=len(described.units),
+                        column=n,
+                        key="mixed_units",
+                    )
+                )
+    nested = [n for n in names if isinstance(schema[n], pl.List | pl.Array | pl.Struct)]
+    for n in nested:
+        notes.append(
+            LoadNote(
+                what=f"column {n} holds nested values ({schema[n]}): not checked",
+                label=f"nested column {n}",
+                severity=Status.PASS,
+                column=n,
+                key="nested_columns",
+            )
+        )
+    if config.columns.values is not None:
+        values = list(config.columns.values)
+        return values, [n for n in text_numeric if n in values]
+    epochs = epoch_columns(schema, stats)
+    codes = [
+        n
+        for n in names
+        if n not in taken
+        and schema[n].is_integer()
+        and n in stats
+        and stats[n]["distinct"] <= MAX_CODE_VALUES
+        # A short file with few distinct readings is not evidence of a code.
+        and stats[n]["distinct"] * 5 <= stats[n]["rows"]
+    ]
+    ids = [n for n in names if n not in taken and schema[n].is_integer() and _ID_NAME.search(n)]
+    # A row number: every value once, from its minimum up in steps of one.
+    sequences = [
+        n
+        for n in names
+        if n not in taken
+        and schema[n].is_integer()
+        and n in stats
+        and stats[n]["rows"] > MAX_CODE_VALUES
+        and stats[n]["distinct"] == stats[n]["rows"]
+        and stats[n]["max"] - stats[n]["min"] == stats[n]["rows"] - 1
+    ]
+    left_out = {
+        "integers with few distinct values (flags, states, codes)": codes,
+        "named like an id": [n for n in ids if n not in codes],
+        "a row number (every value once, in steps of one)": [
+            n for n in sequences if n not in codes and n not in ids
+        ],
+        "epoch times by magnitude": [n for n in epochs if n not in taken and n not in codes],
+    }
+    excluded = {n for group in left_out.values() for n in group}
+    for reason, group in left_out.items():
+        if group:
+            inferred.append(Inference("not values", ", ".join(group), reason, "columns.values"))
+    values = [
+        n
+        for n in names
+        if n not in taken and n not in excluded and (_is_measure(schema[n]) or n in text_numeric)
+    ]
+    return values, [n for n in text_numeric if n in values]
+
+
+def _is_measure(dtype: pl.DataType) -> bool:
+    return (dtype.is_numeric() and dtype != pl.Boolean) or isinstance(dtype, pl.Duration)
