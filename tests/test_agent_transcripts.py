@@ -85,3 +85,25 @@ def test_qwen_coder_on_the_sample_whole_dataset_calls_count() -> None:
     ]
     assert requests[1]["options"]["num_predict"] == 900
     assert len(requests) == len(transcript["turns"]) + len(script.after_end)
+
+
+def test_qwen_coder_repeating_the_same_five_calls_gets_pointers_then_no_tools() -> None:
+    """Its second reply repeated the five calls word for word (the issue's 12-step loop)."""
+    transcript = load_transcript("qwen2.5-coder-1.5b_sample")
+    first, second = (turn["content"] for turn in transcript["turns"][:2])
+    assert first == second
+    inspection, script, requests = replay("qwen2.5-coder-1.5b_sample")
+    pointers = [m for m in requests[2]["messages"][-5:] if m["role"] == "tool"]
+    assert len(pointers) == 5
+    assert all(
+        m["content"].endswith("Every detection tool has run: give your final answer now.")
+        for m in pointers
+    )
+    # A turn of nothing but repeats with nothing missing: no tools offered, room for the account.
+    (after,) = script.after_end
+    assert after["tools"] == [] and after["options"]["num_predict"] == 900
+    # The recording ends there: no answer, so the report shows the account dq-agent writes.
+    assert inspection.agent.account_line() == (
+        "account: written by dq-agent (model text rejected: no answer)"
+    )
+    assert inspection.agent.sentinel_invocations == []
