@@ -100,10 +100,14 @@ def test_qwen_coder_repeating_the_same_five_calls_gets_pointers_then_no_tools() 
         for m in pointers
     )
     # A turn of nothing but repeats with nothing missing: no tools offered, room for the account.
-    (after,) = script.after_end
-    assert after["tools"] == [] and after["options"]["num_predict"] == 900
-    # The recording ends there: no answer, so the report shows the account dq-agent writes.
-    assert inspection.agent.account_line() == (
-        "account: written by dq-agent (model text rejected: no answer)"
-    )
+    assert requests[2]["tools"] == [] and requests[2]["options"]["num_predict"] == 900
+    # Its answer came in an <answer> wrapper: the tags are removed before the review. (The review
+    # itself depends on today's check summaries, which have changed since the recording: a repair
+    # request may follow, which the recording does not hold.)
+    assert transcript["turns"][2]["content"].startswith("<answer>")
+    assert all(r["tools"] == [] for r in script.after_end)
+    checks = inspection.agent.narrative_checks or {}
+    assert checks["removed_markup"] is True
+    shown = inspection.agent.rejected_narrative or inspection.agent.narrative or ""
+    assert "<answer>" not in shown and "</answer>" not in shown
     assert inspection.agent.sentinel_invocations == []
