@@ -108,8 +108,14 @@ def inspect(
         bool, typer.Option("--no-agent", help="Run every check directly, no model.")
     ] = False,
     output_format: Annotated[
-        str, typer.Option("--format", "-f", help="rich | json | markdown.")
+        str, typer.Option("--format", "-f", help="rich | json | markdown | junit | html.")
     ] = "rich",
+    junit_warn_as: Annotated[
+        str,
+        typer.Option(
+            "--junit-warn-as", help="In JUnit XML a warning is: pass (with a property) | failure."
+        ),
+    ] = "pass",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the report here (atomically).")
     ] = None,
@@ -177,6 +183,7 @@ def inspect(
         verbose=verbose,
         trace_file=trace,
         question=question,
+        junit_warn_as=junit_warn_as,
         overrides=overrides,
     )
     with errors_handled(debug):
@@ -193,16 +200,20 @@ def history(
     stats: Annotated[
         bool, typer.Option("--stats", help="Per model and tool: call and skip rates.")
     ] = False,
+    trend: Annotated[
+        bool,
+        typer.Option("--trend", help="Key figures of PATH's last runs as sparklines (-n runs)."),
+    ] = False,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich | json.")] = "rich",
     config: ConfigOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Show recorded runs, newest first, or skip-rate statistics (--stats)."""
+    """Show recorded runs, newest first, skip-rate statistics (--stats), or a trend (--trend)."""
     from dq_agent.commands import run_history
 
     _setup_logging(debug, quiet=False, verbose=False)
     with errors_handled(debug):
-        code = run_history(path, last, stats, output_format, config)
+        code = run_history(path, last, stats, output_format, config, trend=trend)
     raise typer.Exit(code)
 
 
@@ -239,6 +250,30 @@ def eval_model(
     }
     with errors_handled(debug):
         code = run_eval_model(path, runs, no_sentinel, output_format, config, overrides)
+    raise typer.Exit(code)
+
+
+@app.command()
+def init(
+    path: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH", help="A CSV or Parquet file, a glob, or a directory of Parquet files."
+        ),
+    ],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the YAML here (default: stdout).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing --output.")] = False,
+    config: ConfigOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Suggest a commented YAML config from the data at PATH: roles, interval, ranges, sentinels."""
+    from dq_agent.commands import run_init
+
+    _setup_logging(debug, quiet=False, verbose=False)
+    with errors_handled(debug):
+        code = run_init(path, output, force, config)
     raise typer.Exit(code)
 
 

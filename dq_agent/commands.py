@@ -20,6 +20,7 @@ from dq_agent.config import Config, resolve
 from dq_agent.errors import UsageError
 from dq_agent.evaluate import evaluate_model, evaluations_json, run_table
 from dq_agent.history import (
+    DEFAULT_TREND_RUNS,
     HistoryError,
     HistoryStore,
     compare_with_baseline,
@@ -30,18 +31,25 @@ from dq_agent.history import (
     stats_json,
     stats_renderable,
     tool_table,
+    trend_json,
+    trend_renderable,
 )
+from dq_agent.history.records import dataset_key
+from dq_agent.history.trend import Trend, build_trend
 from dq_agent.inspection import inspect
 from dq_agent.load import resolve_files
 from dq_agent.outcome import FAIL_ON_CHOICES, Inspection, exit_code_for
 from dq_agent.output import refuse_input_overwrite, write_atomic
+from dq_agent.report.html import render_html
 from dq_agent.report.json_report import render_json
+from dq_agent.report.junit import WARN_AS_CHOICES, render_junit
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain, render_rich
 from dq_agent.report.text import one_line
+from dq_agent.suggest import render_suggestion, suggest
 from dq_agent.trace import Trace
 
-FORMATS = ("rich", "json", "markdown")
+FORMATS = ("rich", "json", "markdown", "junit", "html")
 
 
 @dataclass
@@ -55,6 +63,7 @@ class InspectOptions:
     verbose: bool = False
     trace_file: Path | None = None
     question: str | None = None
+    junit_warn_as: str = "pass"
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
@@ -73,22 +82,30 @@ def _progress(console: Console, enabled: bool) -> Iterator[Any]:
 
 
 def render(
-    inspection: Inspection, output_format: str, console: Console | None = None
+    inspection: Inspection,
+    output_format: str,
+    console: Console | None = None,
+    junit_warn_as: str = "pass",
+    trend: Trend | None = None,
 ) -> str | None:
     """The report in `output_format`; for `rich` with a console, printed and None returned."""
+    if output_format == "html":
+        return render_html(inspection, trend=trend)
+    if output_format == "junit":
+        return render_junit(inspection, warn_as=junit_warn_as)
     if output_format == "json":
         return render_json(inspection)
     if output_format == "markdown":
         return render_markdown(inspection)
     if console is not None:
-        render_rich(inspection, console)
+        render_rich(inspection, console, trend)
         return None
-    return render_plain(inspection)
+    return render_plain(inspection, trend=trend)
 
 
-def _record(inspection: Inspection, config: Config, exit_code: int, err: Console) -> None:
-    """Compare with the baseline, then record the run. A broken history warns; it never fails the
-    inspection (the data was checked)."""
+def _record(inspection: Inspection, config: Config, exit_code: int, err: Console) -> Trend | None:
+    """Compare with the baseline, then record the run; the dataset's trend including it. A
+    broken history warns; it never fails the inspection (the data was checked)."""
     try:
         with HistoryStore.open(history_path(config.history)) as store:
             inspection.baseline = compare_with_baseline(
@@ -98,17 +115,28 @@ def _record(inspection: Inspection, config: Config, exit_code: int, err: Console
                 dataset_name=config.history.dataset_name,
             )
             store.save_run(inspection, exit_code, dataset_name=config.history.dataset_name)
+            key = dataset_key(inspection.dataset.path, config.history.dataset_name)
+            records = store.recent_runs(limit=DEFAULT_TREND_RUNS, dataset=key)
     except HistoryError as exc:
         err.print(
             f"dq-agent: warning: run not recorded: {exc.message}", markup=False, highlight=False
         )
+        return None
+    return build_trend(records, inspection.dataset.path) if len(records) > 1 else None
 
 
 def run_history(
-    path: str | None, last: int, stats: bool, output_format: str, config_file: Path | None = None
+    path: str | None,
+    last: int,
+    stats: bool,
+    output_format: str,
+    config_file: Path | None = None,
+    trend: bool = False,
 ) -> int:
     if output_format not in ("rich", "json"):
         raise UsageError(f"--format must be rich or json, not {output_format!r}")
+    if trend and (path is None or stats):
+        raise UsageError("--trend needs a dataset PATH (or name) and cannot go with --stats")
     config = resolve(config_file)
     database = history_path(config.history)
     if not database.exists():
@@ -117,6 +145,13 @@ def run_history(
         records = store.recent_runs(limit=None if stats else last, dataset=path)
     if path is not None and not records:
         raise UsageError(f"no recorded runs of {path}; `dq-agent history` lists every dataset")
+    if trend and path is not None:
+        series = build_trend(records, path)
+        if output_format == "json":
+            sys.stdout.write(trend_json(series) + "\n")
+        else:
+            Console().print(trend_renderable(series))
+        return 0
     if output_format == "json":
         sys.stdout.write(
             (stats_json(compute_stats(records)) if stats else history_json(records)) + "\n"
@@ -164,6 +199,30 @@ def run_eval_model(
     return 0
 
 
+def run_init(path: str, output: Path | None, force: bool, config_file: Path | None = None) -> int:
+    """Suggest a config from the data at `path`: to `output`, else to stdout."""
+    config = resolve(config_file)
+    if output is not None:
+        files, _ = resolve_files(path)
+        refuse_input_overwrite(output, files)
+        if output.exists() and not force:
+            raise UsageError(f"{output} exists: give --force to replace it")
+        if not output.resolve().parent.is_dir():
+            raise UsageError(f"cannot write {output}: its folder does not exist")
+    text = render_suggestion(suggest(path, config), config)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(output, text)
+        _stderr_console(quiet=False).print(
+            f"dq-agent: suggested config written to {output}; check it, then "
+            f"`dq-agent inspect {path} --config {output}`",
+            markup=False,
+            highlight=False,
+        )
+    return 0
+
+
 def run_doctor_command(config_file: Path | None, overrides: dict[str, Any]) -> int:
     report = run_doctor(resolve(config_file, overrides))
     render_doctor(report, Console())
@@ -174,6 +233,11 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     if options.output_format not in FORMATS:
         raise UsageError(
             f"--format must be one of {', '.join(FORMATS)}, not {options.output_format!r}"
+        )
+    if options.junit_warn_as not in WARN_AS_CHOICES:
+        raise UsageError(
+            f"--junit-warn-as must be one of {', '.join(WARN_AS_CHOICES)}, "
+            f"not {options.junit_warn_as!r}"
         )
     if options.fail_on not in FAIL_ON_CHOICES:
         raise UsageError(
@@ -205,10 +269,11 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
         )
 
     code = exit_code_for(inspection, options.fail_on)
-    if config.history.enabled:
-        _record(inspection, config, code, err)
+    trend = _record(inspection, config, code, err) if config.history.enabled else None
     if options.output is not None:
-        text = render(inspection, options.output_format)
+        text = render(
+            inspection, options.output_format, junit_warn_as=options.junit_warn_as, trend=trend
+        )
         write_atomic(options.output, text or "")
         if not options.quiet:
             err.print(
@@ -219,8 +284,16 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
             )
     elif options.output_format == "rich":
         if not options.quiet:
-            render(inspection, "rich", out)
+            render(inspection, "rich", out, trend=trend)
     else:
-        sys.stdout.write(render(inspection, options.output_format) or "")
+        sys.stdout.write(
+            render(
+                inspection,
+                options.output_format,
+                junit_warn_as=options.junit_warn_as,
+                trend=trend,
+            )
+            or ""
+        )
         sys.stdout.flush()
     return code

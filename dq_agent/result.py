@@ -128,6 +128,20 @@ def left_out(findings: list[Finding], limit: int) -> tuple[list[Finding], int]:
 
 
 @dataclass(frozen=True)
+class Event:
+    """Problem rows of one kind on one entity (and column) within one time bucket, or one span
+    (a gap). The report builds its incidents and device-by-time grid from these; a check's
+    `events` are bounded (`events_complete` is False when some were left out)."""
+
+    kind: str
+    entity: str | None
+    column: str | None
+    start: datetime
+    end: datetime
+    count: int
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """The outcome of one detection tool."""
 
@@ -140,6 +154,8 @@ class CheckResult:
     duration_seconds: float = 0.0
     error: str | None = None
     suggestion: str | None = None
+    events: list[Event] = field(default_factory=list)
+    events_complete: bool = True
 
     def __post_init__(self) -> None:
         # Every documented key in every result, whichever path built it.

@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
-from dq_agent.result import CheckResult, Finding, Source, Status
+from dq_agent.result import CheckResult, Event, Finding, Source, Status
 
 TOOLS = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+
+
+DAY = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def at(hour: int, minute: int = 0) -> datetime:
+    return DAY + timedelta(hours=hour, minutes=minute)
+
+
+def _missing_events(column: str) -> list[Event]:
+    """dev-03 lost `column` from 02:00 to 03:10 (5-minute buckets), dev-05 once at 12:00."""
+    run = [Event("missing", "dev-03", column, at(2, 5 * i), at(2, 5 * i + 4), 5) for i in range(14)]
+    return [*run, Event("missing", "dev-05", column, at(12), at(12), 1)]
+
+
+def _conflict(entity: str, hour: int, minute: int) -> Finding:
+    return Finding(
+        what="1 conflicting reading at 1 duplicated key",
+        count=1,
+        entity=entity,
+        start=at(hour, minute).isoformat(),
+        end=at(hour, minute).isoformat(),
+        examples=[{"entity": entity, "timestamp": at(hour, minute).isoformat(), "copies": 2}],
+    )
 
 
 def sample_inspection(data_name: str = "pressure") -> Inspection:
@@ -38,6 +64,7 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
                 )
             ],
             source=Source.AGENT,
+            events=_missing_events(data_name),
         ),
         "duplicate_check": CheckResult(
             tool="duplicate_check",
@@ -48,7 +75,17 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
                 "duplicate_key_rows": 12,
                 "conflicting_key_rows": 12,
             },
+            findings=[
+                _conflict("dev-01", 16, 15),
+                _conflict("dev-04", 11, 21),
+                _conflict("dev-03", 3, 12),
+            ],
             source=Source.AGENT,
+            events=[
+                Event("duplicate_key", "dev-01", None, at(16, 15), at(16, 15), 2),
+                Event("duplicate_key", "dev-04", None, at(11, 21), at(11, 21), 2),
+                Event("duplicate_key", "dev-03", None, at(3, 12), at(3, 12), 2),
+            ],
         ),
         "outlier_check": CheckResult(
             tool="outlier_check",
@@ -56,6 +93,8 @@ def sample_inspection(data_name: str = "pressure") -> Inspection:
             summary="no outliers beyond 3 sigma in 2 columns",
             metrics={"columns": {"temperature": {"outlier_count": 0}}},
             source=Source.AGENT,
+            # A passing check's events are chance: the picture leaves them out.
+            events=[Event("outlier", "dev-07", "temperature", at(9), at(9), 1)],
         ),
         "delay_check": CheckResult.failed(
             "delay_check", "ComputeError: boom", "check the timestamp column"

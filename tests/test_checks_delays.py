@@ -470,3 +470,49 @@ def test_a_file_without_entity_whose_first_row_is_not_the_earliest(tmp_path: Pat
     (result,) = run_plans([plan_delay_check(dataset, config, Scope())])
     assert result.status is not Status.ERROR, result.error
     assert result.metrics["out_of_order_rows"] == 1
+
+
+def test_report_on_change_sampling_is_irregular_not_gappy(tmp_path: Path) -> None:
+    """A reading each minute while the value moves, else a heartbeat every 20 minutes: one step
+    in four is 20 minutes, which is the logger's normal, not a gap. A 3-hour outage still is."""
+    rng = random.Random(4)
+
+    def on_change(outage: int) -> Path:
+        minute_now, rows = 0, []
+        for i in range(600):
+            minute_now += 20 if rng.random() < 0.25 else 1
+            if i == 300:
+                minute_now += outage
+            rows.append([minute(minute_now), "p", 1.0])
+        return write_csv(tmp_path / "change.csv", ["timestamp", "device_id", "value"], rows)
+
+    config = _config(as_of=iso_at(30 * 24 * 60))
+    clean = run_check(plan_delay_check, on_change(0), config)
+    assert clean.metrics["irregular_entities"] == 1
+    assert (clean.metrics["gap_count"], clean.status) == (0, Status.PASS)
+    outage = run_check(plan_delay_check, on_change(180), config)
+    assert outage.metrics["gap_count"] == 1
+
+
+def test_staggered_ends_are_no_stopped_devices_but_an_early_stop_is(tmp_path: Path) -> None:
+    """20 devices of 200 readings at random steps (mean 60 s) end at their own times; in a
+    fleet that ends together, one device silent for its last 4 hours has stopped."""
+    rng = random.Random(9)
+    rows = []
+    for device in range(20):
+        seconds = 0.0
+        for _ in range(200):
+            seconds += rng.expovariate(1 / 60)
+            rows.append(
+                [(T0 + timedelta(seconds=round(seconds))).isoformat(sep=" "), f"d{device}", 1.0]
+            )
+    path = write_csv(tmp_path / "staggered.csv", ["timestamp", "device_id", "value"], rows)
+    config = _config(as_of=iso_at(3 * 24 * 60))
+    assert run_check(plan_delay_check, path, config).metrics["stopped_entities"] == 0
+    together = [[minute(m), f"d{d}", 1.0] for d in range(20) for m in range(0, 1440, 5)]
+    together = [r for r in together if not (r[1] == "d7" and r[0] >= minute(1200))]
+    path = write_csv(tmp_path / "together.csv", ["timestamp", "device_id", "value"], together)
+    result = run_check(plan_delay_check, path, config)
+    assert result.metrics["stopped_entities"] == 1
+    stopped = next(f for f in result.findings if "stopped" in f.what)
+    assert stopped.entity == "d7"

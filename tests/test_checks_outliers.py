@@ -453,3 +453,16 @@ def test_every_numeric_dtype_is_checked(tmp_path: Path, dtype: pl.DataType) -> N
     assert result.status is Status.FAIL
     assert result.metrics["columns"]["value"]["outlier_count"] == 1
     assert result.findings[0].examples[0]["value"] == 100.0
+
+
+def test_small_devices_with_their_own_noise_levels_pass(tmp_path: Path) -> None:
+    """200 devices of 10 readings, each with its own level and a spread from 0.1 to 5: a noisy
+    device is judged by its own wider spread, not failed against the fleet's."""
+    rng = random.Random(8)
+    values = []
+    for device in range(200):
+        level, spread = rng.uniform(0, 100), 0.1 * 50 ** (device / 199)
+        values += [level + rng.gauss(0, spread) for _ in range(10)]
+    result = run_check(plan_outlier_check, _series(tmp_path / "noisy.parquet", values, 200))
+    assert result.metrics["columns"]["value"]["groups_fleet_spread"] == 200
+    assert result.status is Status.PASS

@@ -278,10 +278,9 @@ def test_constant_columns(tmp_path: Path) -> None:
     assert result.metrics["constant_columns"] == ["firmware", "gain"]
     assert result.status is Status.WARN
     (finding,) = result.findings
-    assert finding.examples == [
-        {"column": "firmware", "value": "v1.2"},
-        {"column": "gain", "value": "1.0"},
-    ]
+    # Only the sensor that never varies is a problem; a constant label (firmware) is listed in
+    # the metrics but is normal in one file.
+    assert finding.examples == [{"column": "gain", "value": "1.0"}]
     # Within one device its key column is constant by construction: not reported.
     on_a = run_check(plan_structure_check, path, scope=Scope(entity="a"))
     assert on_a.metrics["constant_columns"] == ["firmware", "gain"]
@@ -442,3 +441,13 @@ def test_nested_columns_are_reported_and_every_dtype_works(tmp_path: Path) -> No
         "nested (struct), listed (list)"
     )
     assert result.status is Status.WARN
+
+
+def test_a_quiet_alarm_flag_is_not_a_constant_column(tmp_path: Path) -> None:
+    lines = ["timestamp,device_id,temp,alarm,firmware"] + [
+        f"{minute(i)},dev-1,{20 + i % 7},0,v1.2" for i in range(20)
+    ]
+    path = _write(tmp_path / "flags.csv", ("\n".join(lines) + "\n").encode())
+    result = run_check(plan_structure_check, path)
+    # The integer flag that never fired is quiet; the text column with one value is reported.
+    assert result.metrics["constant_columns"] == ["firmware"]

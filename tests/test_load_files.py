@@ -247,3 +247,42 @@ def test_memory_estimate_of_gzip_csv_uses_the_uncompressed_size(tmp_path: Path) 
     assert packed.stat().st_size < plain.stat().st_size
     assert csv_data_bytes(packed) == plain.stat().st_size
     assert csv_data_bytes(plain) == plain.stat().st_size
+
+
+def test_a_folder_of_german_plant_exports(tmp_path: Path) -> None:
+    """Comment lines, ';' with a trailing ';', decimal commas with a unit, date and time
+    columns, a compressed file, day_10 after day_2."""
+    for day in (1, 2, 10):
+        lines = ["# exported by PlantLogger 3.1", "# site: North"]
+        lines.append("Datum;Uhrzeit;Gerät;Temperatur;Status;")
+        for m in range(0, 60, 10):
+            for device in ("P-01", "P-02"):
+                value = "ERR" if (day, m, device) == (2, 30, "P-01") else f"2{m // 10},5 °C"
+                lines.append(f"{day:02d}.03.2024;10:{m:02d};{device};{value};{m % 3};")
+        data = ("\n".join(lines) + "\n").encode()
+        if day == 10:
+            (tmp_path / "day_10.csv.gz").write_bytes(gzip.compress(data))
+        else:
+            (tmp_path / f"day_{day}.csv").write_bytes(data)
+    dataset = load(str(tmp_path), Config())
+    assert [f.name for f in dataset.files] == ["day_1.csv", "day_2.csv", "day_10.csv.gz"]
+    assert dataset.roles.to_dict() == {
+        "timestamp": "Datum + Uhrzeit",
+        "entity": ["Gerät"],
+        "values": ["Temperatur"],
+        "ingest_time": None,
+    }
+    frame = dataset.frame.collect()
+    assert frame.height == 36
+    assert frame.get_column("Temperatur").null_count() == 1
+    # 20.5 .. 25.5 for two devices on three days, less the 23.5 that is ERR.
+    assert frame.get_column("Temperatur").sum() == pytest.approx(6 * 138.0 - 23.5)
+    header = next(i for i in dataset.inferred if i.role == "header")
+    assert (header.value, header.setting) == ("after 2 comment lines in 3 of 3 files", "")
+    result = run_check(plan_structure_check, tmp_path)
+    assert sorted(f.what for f in result.findings) == [
+        "1 text value in numeric column Temperatur (2.8% of 36 values; the rest are read as "
+        "numbers)",
+        "every line ends with the separator ';' (3 of 3 files): read as the end of the line, "
+        "not a column",
+    ]

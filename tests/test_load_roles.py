@@ -154,7 +154,8 @@ def test_us_dates_decided_by_regular_steps(tmp_path: Path) -> None:
     assert times.max() == datetime(2024, 3, 5, 18, tzinfo=UTC)
     fmt = next(i for i in dataset.inferred if i.role == "timestamp_format")
     assert fmt.value == "month/day/year"
-    assert fmt.reason.startswith("steps regular that way (100% vs ")
+    # Day first, each day would be a month apart: 15 of 19 steps per device are 6 h.
+    assert fmt.reason == "steps regular that way (100.0% vs 78.9%)"
 
 
 def test_ambiguous_one_day_file_is_a_structure_note(tmp_path: Path) -> None:
@@ -371,3 +372,21 @@ def test_float_epoch_seconds_keep_their_fraction(tmp_path: Path) -> None:
         START + timedelta(seconds=60, milliseconds=500),
         START + timedelta(seconds=120, milliseconds=750),
     ]
+
+
+def test_small_integer_readings_stay_values_and_named_codes_do_not(tmp_path: Path) -> None:
+    rows = 60
+    frame = pl.DataFrame(
+        {
+            "timestamp": [START + timedelta(minutes=i) for i in range(rows)],
+            "level_cm": [10 + i % 5 for i in range(rows)],
+            "status_code": [(i % 3) * 100 for i in range(rows)],
+            "mode": [i % 4 for i in range(rows)],
+        }
+    )
+    path = tmp_path / "ints.parquet"
+    frame.write_parquet(path)
+    dataset = load(str(path), Config())
+    assert dataset.roles.values == ["level_cm"]
+    left_out = next(i for i in dataset.inferred if i.role == "not values")
+    assert left_out.value == "status_code, mode"

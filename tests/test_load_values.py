@@ -1,5 +1,5 @@
 """Every value accounted for at load: numbers written as text (units, thousands separators,
-mostly numbers), every Arrow/Polars dtype, nested columns kept out of the values and reported."""
+mostly numbers), every Arrow/Polars dtype loads, nested columns kept out of the values."""
 
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -97,6 +97,8 @@ def test_every_dtype_loads(tmp_path: Path) -> None:
     frame.write_parquet(path)
     dataset = load(str(path), Config())
     assert dataset.roles.timestamp == "ts"
+    assert dataset.roles.entity == ["site"]
+    # Numbers of every width and durations are values; Boolean, dates, times and nested are not.
     assert dataset.roles.values == ["dec", "f32", "i8", "u16", "u64", "runtime"]
     schema = dataset.frame.collect_schema()
     assert schema["dec"] == pl.Float64
@@ -105,12 +107,11 @@ def test_every_dtype_loads(tmp_path: Path) -> None:
         pl.col("dec").first(), pl.col("runtime").last(), dataset.missing("dec").sum().alias("m")
     ).collect()
     assert collected.row(0) == (20.0, 69.0, 0)
+    # Nested columns are the structure check's own finding, once; loading adds no note.
+    assert dataset.load_notes == []
     result = run_check(plan_structure_check, path)
-    nested = sorted(f.what for f in result.findings if f.severity is Status.PASS)
-    assert nested == [
-        "column info holds nested values (Struct({'fw': String, 'slot': Int64})): not checked",
-        "column readings holds nested values (List(Float64)): not checked",
-    ]
+    nested = [f for f in result.findings if "nested" in f.what]
+    assert len(nested) == 1 and nested[0].count == 2
 
 
 def test_mixed_units_are_a_structure_finding(tmp_path: Path) -> None:

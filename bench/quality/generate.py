@@ -56,7 +56,12 @@ def generate(shape: Shape) -> Canon:
     rng = np.random.default_rng(shape.seed)
     sensors = list(SENSORS[: shape.sensors])
     d, n = shape.devices, shape.readings
-    base = n * 4 if shape.sampling == "on_change" else n
+    # Every device covers the same span, as in an export of one period: on-change data keeps
+    # its changes and heartbeats within n base steps, Poisson data its arrivals before the
+    # common end (a device that ends early would be a fault, not clean data).
+    irregular = shape.sampling == "irregular"
+    # Poisson arrivals: enough steps that every device passes the common end.
+    base = int(n * 1.3) + 20 if irregular else n
     times = _times(shape, rng, d, base)
     values = {s: _process(shape, s, rng, times) for s in sensors}
     keep = np.ones((d, base), dtype=bool)
@@ -66,8 +71,11 @@ def generate(shape: Shape) -> Canon:
     times = np.floor(times / resolution) * resolution
     # Flooring may put two readings of a device on one timestamp: keep the first.
     keep[:, 1:] &= np.diff(times, axis=1) > 0
-    # At most `readings` kept readings per device.
-    keep &= np.cumsum(keep, axis=1) <= n
+    if irregular:
+        # About n arrivals per device, all in the same span.
+        keep &= times < times[:, :1].min() + n * shape.interval
+    else:
+        keep &= np.cumsum(keep, axis=1) <= n
     device_index = np.broadcast_to(np.arange(d)[:, None], (d, base))
     columns: dict[str, np.ndarray] = {
         DEVICE: device_index[keep],

@@ -63,6 +63,15 @@ from dq_agent.checks.delays_report import (
     skipped,
 )
 from dq_agent.checks.dst import naive_source
+from dq_agent.checks.events import (
+    END,
+    START,
+    bounded,
+    grain,
+    point_events,
+    span_events,
+    with_events,
+)
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -82,6 +91,9 @@ LONGEST_GAPS_KEPT = 10
 # Steps whose middle half spans more than this ratio are irregular sampling (exponential steps:
 # about 4.8; a regular logger with jitter: about 1.1).
 IRREGULAR_SPREAD = 1.5
+IRREGULAR_LONG_SHARE = 0.2
+# ... judged only on series with this many steps: a short series with two gaps is gappy.
+IRREGULAR_MIN_STEPS = 50
 
 
 def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
@@ -127,9 +139,42 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return DelayFinisher(settings, as_of, has_ingest, frames, naive).result()
 
-    return CheckPlan(
+    plan = CheckPlan(
         TOOL, [q for q, _ in queries], finish, engine=tuple(engine for _, engine in queries)
     )
+    grains = grain(dataset)
+    if grains is None:
+        return plan
+    events = [
+        span_events(
+            gaps.join(names, on=_GID, how="left").select(
+                ENTITY, pl.col(PREV).alias(START), pl.col(TS).alias(END)
+            ),
+            "gap",
+        ),
+        point_events(
+            backward.join(names, on=_GID, how="left").select(
+                ENTITY, pl.col(OUT_OF_ORDER_TS).alias(START)
+            ),
+            grains,
+            "out_of_order",
+            None,
+        ),
+        point_events(
+            rows.filter(pl.col(TS) > future_limit).select(ENTITY, pl.col(TS).alias(START)),
+            grains,
+            "future",
+            None,
+        ),
+    ]
+    if has_ingest:
+        late = _latency_seconds() > settings.late_threshold_seconds
+        events.append(
+            point_events(
+                rows.filter(late).select(ENTITY, pl.col(TS).alias(START)), grains, "late", None
+            )
+        )
+    return with_events(plan, bounded(events), "in-memory")
 
 
 SPEC = CheckSpec(
@@ -262,35 +307,72 @@ def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFra
     the step beyond which a step is a gap (`BOUND`).
 
     A series is irregular when its steps vary in their middle half (the 75th percentile more
-    than IRREGULAR_SPREAD times the 25th: random or report-on-change sampling). Its median step
+    than IRREGULAR_SPREAD times the 25th: random sampling) or more than IRREGULAR_LONG_SHARE of
+    them (of at least IRREGULAR_MIN_STEPS) are longer than `gap_factor` times the median
+    (report-on-change sampling), or when most series of the data are irregular. Its median step
     says little about a missing reading, so its gaps are judged against a high quantile of its
     own steps (`irregular_quantile`) instead: a regular series' long steps stay gaps however
     many there are, an irregular one's quiet spells are its normal."""
     step = pl.col(STEP)
     positive = step.filter(step > 0)
+    aggregates = [
+        pl.len().alias("rows"),
+        pl.col(TS).max().alias("newest"),
+        (step == 0).sum().alias("duplicates"),
+    ]
     if settings.expected_interval_seconds is not None:
         expected = pl.lit(settings.expected_interval_seconds, dtype=pl.Float64)
-        irregular = pl.lit(False)
-        bound = settings.gap_factor * expected
-    else:
-        expected = positive.median().cast(pl.Float64)
-        quartile = positive.quantile(0.25, interpolation="lower")
-        irregular = positive.quantile(0.75, interpolation="higher") > IRREGULAR_SPREAD * quartile
-        high = positive.quantile(settings.irregular_quantile, interpolation="higher")
-        bound = settings.gap_factor * pl.when(irregular).then(high).otherwise(expected)
+        return (
+            in_time.group_by(_GID)
+            .agg(
+                *aggregates,
+                expected.alias(EXPECTED),
+                pl.lit(False).alias(IRREGULAR),
+                (settings.gap_factor * expected).alias(BOUND),
+            )
+            .cache()
+        )
+    quartile = positive.quantile(0.25, interpolation="lower")
+    # Report-on-change sampling has a regular middle (a reading per step while the value
+    # moves) and many long quiet steps: more than IRREGULAR_LONG_SHARE of its steps are beyond
+    # the gap factor, which a regular logger's gaps hardly ever are.
+    long_share = (positive > settings.gap_factor * positive.median()).mean()
+    spread = pl.col(_SPREAD)
+    # A fleet samples one way: when most of its series vary, a short one whose few steps happen
+    # to look even is irregular too.
+    irregular = (
+        (spread > IRREGULAR_SPREAD)
+        | (spread.median() > IRREGULAR_SPREAD)
+        | ((pl.col(_LONG) > IRREGULAR_LONG_SHARE) & (pl.col(_STEPS) >= IRREGULAR_MIN_STEPS))
+    ).fill_null(False)
     return (
         in_time.group_by(_GID)
         .agg(
-            pl.len().alias("rows"),
-            pl.col(TS).max().alias("newest"),
-            (step == 0).sum().alias("duplicates"),
-            expected.alias(EXPECTED),
-            irregular.fill_null(False).alias(IRREGULAR),
-            bound.cast(pl.Float64).alias(BOUND),
+            *aggregates,
+            positive.median().cast(pl.Float64).alias(EXPECTED),
+            (positive.quantile(0.75, interpolation="higher") / quartile)
+            .cast(pl.Float64)
+            .alias(_SPREAD),
+            long_share.alias(_LONG),
+            positive.len().alias(_STEPS),
+            positive.quantile(settings.irregular_quantile, interpolation="higher")
+            .cast(pl.Float64)
+            .alias(_HIGH),
         )
+        .with_columns(irregular.alias(IRREGULAR))
+        .with_columns(
+            (
+                settings.gap_factor
+                * pl.when(pl.col(IRREGULAR)).then(pl.col(_HIGH)).otherwise(pl.col(EXPECTED))
+            ).alias(BOUND)
+        )
+        .drop(_SPREAD, _LONG, _STEPS, _HIGH)
         # Read by two queries: computed once.
         .cache()
     )
+
+
+_SPREAD, _LONG, _STEPS, _HIGH = "__step_spread", "__long_share", "__steps", "__high_step"
 
 
 def _gap_rows(

@@ -63,6 +63,10 @@ IRREGULAR = "__irregular"
 BOUND = "__bound"
 
 MAX_GAP_FINDINGS = 10
+# With this many entities or more, a stopped one must also lag beyond the fleet's own spread
+# of ends: more than this many robust sigmas above the median lag.
+STOPPED_MIN_FLEET = 5
+STOPPED_LAG_Z = 4.0
 MAX_EXAMPLES = 5
 MAX_FINDINGS = 20
 
@@ -217,13 +221,17 @@ class DelayFinisher:
         span = (newest - oldest).total_seconds()
         behind = (pl.lit(newest) - pl.col("newest")).dt.total_microseconds() / 1_000_000
         own = pl.max_horizontal(self.settings.stopped_intervals * pl.col("expected"), pl.col(BOUND))
-        return (
-            entities.with_columns(behind.alias("behind"))
-            .filter(
-                (pl.col("behind") > own) & (pl.col("behind") > self.settings.stopped_share * span)
-            )
-            .sort(["newest", ENTITY], nulls_last=True)
+        lagging = entities.with_columns(behind.alias("behind"))
+        far_behind = (pl.col("behind") > own) & (
+            pl.col("behind") > self.settings.stopped_share * span
         )
+        if entities.height >= STOPPED_MIN_FLEET:
+            # Series that simply end at their own times (a fixed count of irregular readings)
+            # are staggered: a stopped device lags far beyond the fleet's usual spread of ends.
+            lag = pl.col("behind")
+            typical = lag.median() + STOPPED_LAG_Z * 1.4826 * (lag - lag.median()).abs().median()
+            far_behind = far_behind & (lag > typical)
+        return lagging.filter(far_behind).sort(["newest", ENTITY], nulls_last=True)
 
     def _findings(
         self, metrics: dict[str, Any], statuses: dict[str, Status]

@@ -35,6 +35,7 @@ from dq_agent.checks.base import (
     shown_value,
 )
 from dq_agent.checks.dst import naive_source, repeat_cause
+from dq_agent.checks.events import ENTITY, START, bounded, grain, point_events, with_events
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
@@ -94,7 +95,18 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
         )
 
     # The series order is a window with gathers: in memory, not copied into a stream.
-    return CheckPlan(TOOL, queries, finish, engine="in-memory")
+    plan = CheckPlan(TOOL, queries, finish, engine="in-memory")
+    grains = grain(dataset)
+    if ts is None or grains is None:
+        return plan
+    # Every row of a key that occurs more than once, per entity and time bucket.
+    events = point_events(
+        candidates.select(_entity_expr(dataset).alias(ENTITY), pl.col(ts).alias(START)),
+        grains,
+        "duplicate_key",
+        None,
+    )
+    return with_events(plan, bounded([events]), "in-memory")
 
 
 SPEC = CheckSpec(

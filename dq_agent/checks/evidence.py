@@ -82,7 +82,7 @@ STD_T_SCALE = math.sqrt(NULL_DEGREES_OF_FREEDOM / (NULL_DEGREES_OF_FREEDOM - 2))
 MAD_EFFICIENCY = 0.37
 # Beyond this many values' worth of information the spread counts as known.
 _KNOWN_SPREAD = 5000.0
-_GRID = 400
+_GRID = 120
 
 
 def _spread_ratio_grid(information: float) -> tuple[tuple[float, float], ...]:
@@ -90,7 +90,10 @@ def _spread_ratio_grid(information: float) -> tuple[tuple[float, float], ...]:
     `information` degrees of freedom (a chi distribution, sqrt(chi2_k / k)), on a log grid."""
     k = information
     log_norm = math.log(2.0) + (k / 2) * math.log(k / 2) - math.lgamma(k / 2)
-    low, high = math.log(1e-4), math.log(10.0)
+    # The ratio's log spreads about 1/sqrt(2k): the grid covers 16 of those below (the heavy
+    # side for the tail) and 8 above, within 1e-4 .. 10.
+    width = math.sqrt(1 / (2 * k))
+    low, high = max(math.log(1e-4), -16 * width), min(math.log(10.0), 8 * width)
     step = (high - low) / _GRID
     points = []
     for i in range(_GRID + 1):
@@ -113,11 +116,15 @@ def z_tail(z: float, t_scale: float, information: float = math.inf) -> float:
     half the true one, so only a far larger deviation counts as evidence."""
     if information >= _KNOWN_SPREAD:
         return t_tail(z * t_scale)
-    key = round(max(information, 0.5), 1)
-    grid = _GRIDS.get(key)
+    return _mixed_tail(round(z * t_scale, 4), round(max(information, 0.5), 1))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _mixed_tail(t: float, information: float) -> float:
+    grid = _GRIDS.get(information)
     if grid is None:
-        grid = _GRIDS[key] = _spread_ratio_grid(key)
-    return min(1.0, sum(w * t_tail(z * t_scale * r) for r, w in grid))
+        grid = _GRIDS[information] = _spread_ratio_grid(information)
+    return min(1.0, sum(w * t_tail(t * r) for r, w in grid))
 
 
 def max_tail(n: int, largest_z: float, t_scale: float, information: float = math.inf) -> float:
@@ -151,6 +158,7 @@ def group_p_value(
     spread_values: float | None = None,
     far_flagged: int = 0,
     largest_local_z: float | None = None,
+    threshold: float | None = None,
 ) -> float:
     """The smallest of three tail probabilities for one group: as many values beyond `sigma` as
     `flagged` (many moderate outliers), as many beyond `FAR * sigma` as `far_flagged` (a handful
@@ -165,10 +173,15 @@ def group_p_value(
     process come in runs, so the count is judged on the effective number of independent values,
     n (1 - rho) / (1 + rho), and the flagged count shrunk alike. `spread_values` is how many
     values the spread came from (default n): its information is 0.37 per value, less for
-    autocorrelated values."""
+    autocorrelated values.
+
+    With a `threshold`, each chance is first worked out as if the spread were known (smaller,
+    and cheap); only those at or below the threshold are worked out exactly.
+    """
     share = 1.0 if rho <= 0 else max((1 - rho) / (1 + rho), 1 / max(n, 1))
     effective_n = max(1, round(n * share))
     effective_k = max(1, math.ceil(flagged * share)) if flagged else 0
+    effective_far = max(1, math.ceil(far_flagged * share)) if far_flagged else 0
     # A spread from autocorrelated values holds less information: (1 - rho^2) / (1 + rho^2).
     spread_share = 1.0 if rho <= 0 else max((1 - rho * rho) / (1 + rho * rho), 1 / max(n, 1))
     values = n if spread_values is None else spread_values
@@ -176,15 +189,37 @@ def group_p_value(
     scale = ROBUST_T_SCALE if robust else STD_T_SCALE
     # With neighbours a value is also flagged beyond FAR * sigma from their median: the union.
     both = 1 if largest_local_z is None else 2
-    far_rate = z_tail(FAR * sigma, scale, information)
-    rate = min(1.0, z_tail(sigma, scale, information) + (both - 1) * far_rate)
-    count = binomial_sf(effective_k, effective_n, rate)
-    effective_far = max(1, math.ceil(far_flagged * share)) if far_flagged else 0
-    far = binomial_sf(effective_far, effective_n, min(1.0, both * far_rate))
-    spike = max_tail(n, largest_z, scale, information)
+
+    def count(info: float) -> float:
+        far_rate = z_tail(FAR * sigma, scale, info)
+        rate = min(1.0, z_tail(sigma, scale, info) + (both - 1) * far_rate)
+        return binomial_sf(effective_k, effective_n, rate)
+
+    def far(info: float) -> float:
+        return binomial_sf(
+            effective_far, effective_n, min(1.0, both * z_tail(FAR * sigma, scale, info))
+        )
+
+    def spike(info: float) -> float:
+        # Either the level or the neighbours' test could have been the large one: twice.
+        return both * max_tail(n, largest_z, scale, info)
+
+    def local(info: float) -> float:
+        return 2 * max_tail(n, largest_local_z or 0.0, ROBUST_T_SCALE, info)
+
+    # Deviations from the neighbours barely move together however slow the process is, so
+    # their spread counts every value.
+    tests = [(count, information), (far, information), (spike, information)]
     if largest_local_z is not None:
-        # Deviations from the neighbours' median barely move together however slow the process
-        # is, so their spread counts every value. Either could have been the large one: twice.
-        local = max_tail(n, largest_local_z, ROBUST_T_SCALE, MAD_EFFICIENCY * values)
-        spike = 2 * min(spike, local)
-    return min(count, far, min(spike, 1.0))
+        tests.append((local, MAD_EFFICIENCY * values))
+    chances = []
+    for test, info in tests:
+        if threshold is not None:
+            # As if the spread were known: a smaller chance, and cheap. If even that is above
+            # the threshold, this test finds nothing and its exact chance does not matter.
+            screen = test(math.inf)
+            if screen > threshold:
+                chances.append(screen)
+                continue
+        chances.append(test(info))
+    return min(1.0, *chances)

@@ -31,6 +31,14 @@ from dq_agent.checks.base import (
     series_rows,
     shown_value,
 )
+from dq_agent.checks.events import (
+    ENTITY,
+    START,
+    bounded,
+    grain,
+    point_events,
+    with_events,
+)
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.result import (
@@ -92,7 +100,36 @@ def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan
 
     # The counts stream; the series order is a window with gathers: in memory, not copied
     # into a stream.
-    return CheckPlan(TOOL, [counts, runs], finish, engine=("streaming", "in-memory"))
+    plan = CheckPlan(TOOL, [counts, runs], finish, engine=("streaming", "in-memory"))
+    return with_events(plan, _events(dataset, scope, columns), "streaming")
+
+
+def _events(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame | None:
+    """The missing values of each column, per entity and time bucket. One pass flags the rows
+    with any missing value; each column's events come from those few rows."""
+    grains = grain(dataset)
+    ts = dataset.roles.timestamp
+    if grains is None or ts is None:
+        return None
+    checked = [name for name in columns if name != ts]
+    if not checked:
+        return None
+    key = entity_key(dataset)
+    entity = key if key is not None else pl.lit(None, dtype=pl.String)
+    flags = [missing(dataset, name).alias(f"__missing{i}") for i, name in enumerate(checked)]
+    flagged = (
+        scope.filter(dataset)
+        .select(entity.alias(ENTITY), pl.col(ts).alias(START), *flags)
+        .filter(pl.any_horizontal(pl.col(f"__missing{i}") for i in range(len(checked))))
+        .cache()
+    )
+    parts = [
+        point_events(
+            flagged.filter(pl.col(f"__missing{i}")).select(ENTITY, START), grains, "missing", name
+        )
+        for i, name in enumerate(checked)
+    ]
+    return bounded(parts)
 
 
 SPEC = CheckSpec(

@@ -28,7 +28,6 @@ that keeps only the outliers.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,6 +47,14 @@ from dq_agent.checks.base import (
     measurement,
     plural,
     series_rows,
+)
+from dq_agent.checks.events import (
+    ENTITY,
+    START,
+    bounded,
+    grain,
+    point_events,
+    with_derived_events,
 )
 from dq_agent.checks.evidence import (
     FAR,
@@ -166,7 +173,29 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
         return _result(dataset, columns, frames[0], frames[1], frames[2], settings)
 
     # The series order is a window with gathers: in memory, not copied into a stream.
-    return CheckPlan(TOOL, queries, finish, engine="in-memory")
+    plan = CheckPlan(TOOL, queries, finish, engine="in-memory")
+    grains = grain(dataset)
+    if grains is None:
+        return plan
+
+    def events(frames: list[pl.DataFrame], grains: pl.LazyFrame) -> pl.LazyFrame:
+        # The outlier rows are already collected, all of them: no second pass over the values.
+        flagged = frames[1].lazy()
+        return bounded(
+            [
+                point_events(
+                    flagged.filter(pl.col(_flag(i))).select(
+                        pl.col(_ENTITY).alias(ENTITY), pl.col(_TIME).alias(START)
+                    ),
+                    grains,
+                    "outlier",
+                    name,
+                )
+                for i, name in enumerate(columns)
+            ]
+        )
+
+    return with_derived_events(plan, grains, events)
 
 
 SPEC = CheckSpec(
@@ -311,14 +340,29 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
             x.std(ddof=1).fill_null(0.0).alias(_stat("std", i)),
             x.min().alias(_stat("min", i)),
             x.max().alias(_stat("max", i)),
-            # Neighbouring readings of a slow process move together: fewer independent values.
-            _quadrant_rho((x - x.median()).sign(), (x - x.median()).sign().shift()).alias(
-                _stat("rho", i)
-            ),
             pl.col(_local(i)).abs().median().fill_null(0.0).alias(_stat("local_mad", i)),
             pl.col(_local(i)).abs().mean().fill_null(0.0).alias(_stat("local_meanad", i)),
         ]
-    return values.group_by(_ENTITY).agg(exprs)
+    return (
+        # The series number is a sorted integer, one per entity: far cheaper to group and join
+        # on than the entity's text.
+        values.group_by(SERIES)
+        .agg(pl.col(_ENTITY).first(), *exprs)
+        .with_columns(_rho(i).alias(_stat("rho", i)) for i in range(count))
+    )
+
+
+def _rho(i: int) -> pl.Expr:
+    """The lag-1 autocorrelation phi of a group, from how much smaller its readings' distances
+    from the mean of the two before are than their spread: for an AR(1) process the variance
+    ratio is r = 1.5 - 0.5 phi - phi^2, so phi = (sqrt(0.25 + 4 (1.5 - r)) - 0.5) / 2. Both
+    spreads are MADs, so outliers cannot fake a slow process; a daily cycle reads as one
+    (smooth), which only makes the count more cautious. Neighbouring readings of a slow process
+    move together: fewer independent values (`evidence.group_p_value`)."""
+    mad, local = pl.col(_stat("mad", i)), pl.col(_stat("local_mad", i))
+    ratio = (local / mad) ** 2
+    phi = ((0.25 + 4 * (1.5 - ratio)).clip(lower_bound=0.25).sqrt() - 0.5) / 2
+    return pl.when(mad > 0).then(phi.clip(0.0, 0.99)).otherwise(0.0)
 
 
 def _resolution(x: pl.Expr, dtype: pl.DataType) -> pl.Expr:
@@ -334,14 +378,6 @@ def _resolution(x: pl.Expr, dtype: pl.DataType) -> pl.Expr:
         ).all()
         steps.append(pl.when(whole).then(pl.lit(10.0**-decimals)))
     return pl.coalesce(*steps, pl.lit(0.0))
-
-
-def _quadrant_rho(side: pl.Expr, previous: pl.Expr) -> pl.Expr:
-    """Lag-1 autocorrelation from which side of the median each reading and the one before it
-    lie on (the quadrant correlation, sin(pi/2 q) for normal data): outliers cannot fake a slow
-    process, as a run of them would with the ordinary correlation."""
-    quadrant = (side * previous).mean().fill_nan(None).fill_null(0.0)
-    return (quadrant * (math.pi / 2)).sin()
 
 
 def _unbiased(n: pl.Expr) -> pl.Expr:
@@ -388,7 +424,7 @@ def _judged_groups(
 ) -> pl.LazyFrame:
     """Per group and column: how it is judged (`route`), its centre and spread, its extremes."""
     robust = settings.method != "sigma"
-    exprs: list[pl.Expr] = [pl.col(_ENTITY)]
+    exprs: list[pl.Expr] = [pl.col(SERIES), pl.col(_ENTITY)]
     for i in range(count):
         n = pl.col(_stat("n", i))
         median, mad, meanad = (pl.col(_stat(s, i)) for s in ("median", "mad", "meanad"))
@@ -413,7 +449,14 @@ def _judged_groups(
             .then(_FLEET)
             .otherwise(_TOO_SMALL)
         )
-        spread = pl.when(big).then(own_spread).otherwise(pl.col(_stat("fleet", i)))
+        # A small group is judged by the fleet's spread, unless its own (robust, so a spike
+        # barely moves it) is wider: devices differ in noise, and a noisy one is not faulty.
+        robust_own = pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(
+            meanad * MEAN_ABS_TO_SIGMA
+        ) * _unbiased(n)
+        fleet = pl.col(_stat("fleet", i))
+        own_wider = ~big & (robust_own > fleet)
+        spread = pl.when(big).then(own_spread).when(own_wider).then(robust_own).otherwise(fleet)
         exprs += [
             n,
             route.cast(pl.Int8).alias(_stat("route", i)),
@@ -431,7 +474,10 @@ def _judged_groups(
             .then(pl.col(_stat("rho", i)))
             .otherwise(pl.col(_stat("fleet_rho", i)))
             .alias(_stat("rho", i)),
-            pl.when(big).then(n).otherwise(pl.col(_stat("fleet_n", i))).alias(_stat("spread_n", i)),
+            pl.when(big | own_wider)
+            .then(n)
+            .otherwise(pl.col(_stat("fleet_n", i)))
+            .alias(_stat("spread_n", i)),
             pl.when(big)
             .then(pl.max_horizontal(_local_spread(i), resolution))
             .otherwise(None)
@@ -479,11 +525,11 @@ def _outlier_rows(
             .alias(_flag(i)),
         ]
     kept = [
-        _ENTITY,
+        SERIES,
         *[_stat(s, i) for i in range(count) for s in ("route", "center", "spread", "local_spread")],
     ]
     return (
-        values.join(groups.select(kept), on=_ENTITY, how="inner", nulls_equal=True)
+        values.join(groups.select(kept), on=SERIES, how="inner")
         .with_columns(scored)
         .filter(pl.any_horizontal([pl.col(_flag(i)) for i in range(count)]))
         .select(
@@ -578,6 +624,7 @@ def _result(
                 float(entity["spread_n"]),
                 int(entity["far"]),
                 local,
+                threshold,
             )
             if p_value > threshold:
                 continue

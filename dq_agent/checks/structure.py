@@ -127,6 +127,9 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Column
         # column as the timestamp) too.
         and c not in dataset.roles.entity
         and c not in dataset.time_parts
+        # An alarm flag or state code that never changed is quiet, not broken: only readings
+        # and text are judged for one value.
+        and not (raw_schema[c].is_integer() and c not in dataset.roles.values)
     ]
     timestamp = dataset.roles.timestamp
     return Columns(

@@ -356,6 +356,10 @@ class StructureReport:
             if counts[f"const_count_{i}"] > 1 and counts[f"const_same_{i}"]:
                 constant[name] = shown_value(counts[f"const_value_{i}"])
         self.metrics["constant_columns"] = list(constant)
+        # A code, label or flag with one value in this file (a long file's only `variable`, an
+        # alarm that never fired) is normal; a sensor column that never varies is not.
+        values = set(self.dataset.roles.values)
+        constant = {name: value for name, value in constant.items() if name in values}
         if constant:
             names = ", ".join(constant)
             self._flag(

@@ -7,6 +7,7 @@ from dq_agent.history.paths import history_path
 from dq_agent.history.records import CheckRecord, RunRecord, dataset_key
 from dq_agent.history.stats import HistoryStats, compute_stats
 from dq_agent.history.store import HistoryStore
+from dq_agent.history.trend import DEFAULT_TREND_RUNS, Trend, build_trend
 from dq_agent.history.views import (
     history_json,
     history_renderable,
@@ -14,16 +15,21 @@ from dq_agent.history.views import (
     stats_json,
     stats_renderable,
     tool_table,
+    trend_json,
+    trend_renderable,
 )
 
 __all__ = [
     "DATABASE_VERSION",
+    "DEFAULT_TREND_RUNS",
     "ChangeRule",
     "CheckRecord",
     "HistoryError",
     "HistoryStats",
     "HistoryStore",
     "RunRecord",
+    "Trend",
+    "build_trend",
     "compare_with_baseline",
     "compute_stats",
     "dataset_key",
@@ -34,4 +40,6 @@ __all__ = [
     "stats_json",
     "stats_renderable",
     "tool_table",
+    "trend_json",
+    "trend_renderable",
 ]

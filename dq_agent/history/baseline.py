@@ -286,6 +286,11 @@ def _compared_message(runs: int, failed_runs: int, compared: int, large: int) ->
     )
 
 
+def format_value(kind: str, value: float) -> str:
+    """A rate as a percentage, a count as a number."""
+    return _format(kind, value)
+
+
 def _format(kind: str, value: float) -> str:
     if kind == "rate":
         if value == 0:

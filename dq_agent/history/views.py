@@ -16,6 +16,7 @@ from rich.text import Text
 
 from dq_agent.history.records import RunRecord
 from dq_agent.history.stats import HistoryStats, ModelStats, ToolStats
+from dq_agent.history.trend import VERDICT_MARKS, Trend, spark
 
 HISTORY_JSON_VERSION = "1.0"
 _VERDICT_STYLES = {"pass": "green", "warn": "yellow", "fail": "bold red"}
@@ -32,6 +33,36 @@ def history_json(records: Sequence[RunRecord]) -> str:
         "runs": [record.to_dict() for record in records],
     }
     return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def trend_json(trend: Trend) -> str:
+    return json.dumps({"schema_version": HISTORY_JSON_VERSION, **trend.to_dict()}, indent=2)
+
+
+def trend_renderable(trend: Trend) -> RenderableType:
+    """One line per key figure: a sparkline of the last runs (oldest left), today, the change
+    from the run before. Glyphs carry it without colour."""
+    runs = len(trend.started)
+    table = _table(
+        f"Trend of {trend.dataset}: last {runs} run{'' if runs == 1 else 's'}, oldest first",
+        [("figure", _LEFT), ("runs", _LEFT), ("today", _RIGHT), ("change", _RIGHT)],
+    )
+    verdicts = Text()
+    for verdict in trend.verdicts:
+        mark, style = VERDICT_MARKS.get(verdict, ("?", "dim"))
+        verdicts.append(mark, style=style)
+    today = trend.verdicts[-1] if trend.verdicts else _NONE
+    table.add_row(Text("verdict"), verdicts, Text(today.upper()), Text(""))
+    for series in trend.series:
+        change = series.change
+        style = "" if not change else ("yellow" if change > 0 else "green")
+        table.add_row(
+            Text(series.label),
+            Text(spark(series.values), style="cyan"),
+            Text(series.shown(series.today)),
+            Text(series.change_text(), style=style),
+        )
+    return table
 
 
 def stats_json(stats: HistoryStats) -> str:

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 _HEAD_BYTES = 1 << 16
 _BOM = b"\xef\xbb\xbf"
 _SEPARATORS = (",", ";", "\t", "|")
-_DECIMAL_COMMA = re.compile(r"(?:^|;|\t|\|)\s*-?\d+,\d+\s*(?:$|;|\t|\|)")
+# A field that is a number with a decimal comma, perhaps with a unit: "12,5" or "12,5 °C".
+_DECIMAL_COMMA = re.compile(
+    r"(?:^|;|\t|\|)\s*-?\d+,\d+(?:\s*[^\d\s;\t|,.][^;\t|]{0,9})?\s*(?:$|;|\t|\|)"
+)
 _COMMENT = "#"
 
 

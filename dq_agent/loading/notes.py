@@ -36,6 +36,7 @@ class Inference:
     value: str
     reason: str
     setting: str
+    """The config key that sets it; empty when nothing needs setting (comment lines skipped)."""
 
     def to_dict(self) -> dict[str, str]:
         return {
@@ -44,6 +45,3 @@ class Inference:
             "reason": self.reason,
             "setting": self.setting,
         }
-
-    def line(self) -> str:
-        return f"{self.role}={self.value} ({self.reason}; set {self.setting})"

@@ -93,15 +93,18 @@ def read_csv_files(inputs: Inputs, config: Config) -> FilesRead:
         )
     inferred: list[Inference] = []
     if comments:
-        lines = sum(n for _, n in comments)
+        counts = sorted({n for _, n in comments})
+        lines = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        where = "" if len(files) == 1 else f" in {len(comments)} of {len(files)} files"
         inferred.append(
             Inference(
                 "header",
-                f"after {lines} comment line{'s' if lines != 1 else ''}",
+                f"after {lines} comment line{'s' if counts[-1] != 1 else ''}{where}",
                 "lines starting with # before the header are skipped",
-                "nothing to set",
+                "",
             )
         )
+    # `files` is never empty (`loading.files`): the first file's layout is known.
     assert first_layout is not None
     return FilesRead(
         raw=raw,

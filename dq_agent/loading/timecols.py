@@ -163,13 +163,13 @@ def slash_order(
     if scores[MONTH_FIRST] > scores[DAY_FIRST]:
         return SlashOrder(
             MONTH_FIRST,
-            f"steps regular that way ({scores[MONTH_FIRST]:.0%} vs {scores[DAY_FIRST]:.0%})",
+            f"steps regular that way ({scores[MONTH_FIRST]:.1%} vs {scores[DAY_FIRST]:.1%})",
             True,
         )
     if scores[DAY_FIRST] > scores[MONTH_FIRST]:
         return SlashOrder(
             DAY_FIRST,
-            f"steps regular that way ({scores[DAY_FIRST]:.0%} vs {scores[MONTH_FIRST]:.0%})",
+            f"steps regular that way ({scores[DAY_FIRST]:.1%} vs {scores[MONTH_FIRST]:.1%})",
             True,
         )
     return SlashOrder(DAY_FIRST, "both orders fit the data", False, example)

@@ -1,6 +1,6 @@
 """Which columns hold the measurements, when the config does not say: numeric columns and text
-columns of numbers, without flags, states, codes, ids, row numbers and epoch times; nested
-columns are noted, not checked."""
+columns of numbers, without flags, states, codes, ids, row numbers and epoch times (nested
+columns are the structure check's to report)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import polars as pl
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.numbers import number_text
 from dq_agent.loading.timestamp import epoch_columns
-from dq_agent.result import Status
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
@@ -22,6 +21,7 @@ _ID_NAME = re.compile(
 )
 # Integer columns with this few distinct values are flags, states or codes, not measurements.
 MAX_CODE_VALUES = 10
+_CODE_NAME = re.compile(r"(status|state|alarm|flag|mode|code|fault|error|event)", re.I)
 
 
 def find_values(
@@ -64,17 +64,6 @@ def find_values(
                         key="mixed_units",
                     )
                 )
-    nested = [n for n in names if isinstance(schema[n], pl.List | pl.Array | pl.Struct)]
-    for n in nested:
-        notes.append(
-            LoadNote(
-                what=f"column {n} holds nested values ({schema[n]}): not checked",
-                label=f"nested column {n}",
-                severity=Status.PASS,
-                column=n,
-                key="nested_columns",
-            )
-        )
     if config.columns.values is not None:
         values = list(config.columns.values)
         return values, [n for n in text_numeric if n in values]
@@ -88,6 +77,11 @@ def find_values(
         and stats[n]["distinct"] <= MAX_CODE_VALUES
         # A short file with few distinct readings is not evidence of a code.
         and stats[n]["distinct"] * 5 <= stats[n]["rows"]
+        # Flags and states are small numbers (-1 to 10) or named so; 10..14 is a reading.
+        and (
+            (stats[n]["min"] >= -1 and stats[n]["max"] <= MAX_CODE_VALUES)
+            or bool(_CODE_NAME.search(n))
+        )
     ]
     ids = [n for n in names if n not in taken and schema[n].is_integer() and _ID_NAME.search(n)]
     # A row number: every value once, from its minimum up in steps of one.
@@ -122,4 +116,6 @@ def find_values(
 
 
 def _is_measure(dtype: pl.DataType) -> bool:
+    """Numbers to compare, and durations (read as seconds by `normalise`): not Boolean, dates,
+    times or nested values."""
     return (dtype.is_numeric() and dtype != pl.Boolean) or isinstance(dtype, pl.Duration)

@@ -1,12 +1,35 @@
-"""The JSON report: `Inspection.to_dict()` serialised. Its keys are a contract (README)."""
+"""The JSON report: `Inspection.to_dict()` serialised, with the incidents and the device-by-time
+grid the other renderings show. Its keys are a contract (README)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from dq_agent.outcome import Inspection
+from dq_agent.report.grid import build_grid
+from dq_agent.report.incidents import build_incidents
+from dq_agent.report.timeline import build_timeline
+
+MAX_JSON_INCIDENTS = 50
+
+
+def report_dict(inspection: Inspection) -> dict[str, Any]:
+    data = inspection.to_dict()
+    timeline = build_timeline(inspection)
+    if timeline is None:
+        data["incidents"] = {"total": 0, "top": []}
+        data["grid"] = None
+        return data
+    incidents, total = build_incidents(timeline)
+    data["incidents"] = {
+        "total": total,
+        "top": [incident.to_dict() for incident in incidents[:MAX_JSON_INCIDENTS]],
+    }
+    data["grid"] = build_grid(timeline).to_dict()
+    return data
 
 
 def render_json(inspection: Inspection) -> str:
     # ensure_ascii keeps control bytes and escape sequences from the data escaped as \uXXXX.
-    return json.dumps(inspection.to_dict(), indent=2, ensure_ascii=True) + "\n"
+    return json.dumps(report_dict(inspection), indent=2, ensure_ascii=True) + "\n"

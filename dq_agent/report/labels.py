@@ -34,6 +34,7 @@ def audit_line(inspection: Inspection) -> str:
 def inferred_line(inferred: list[dict[str, str]]) -> str:
     """What loading guessed, one clause each, with the setting that fixes it; '' for nothing."""
     return "; ".join(
-        f"{item['role']}={item['value']} ({item['reason']}; set {item['setting']})"
+        f"{item['role']}={item['value']} ({item['reason']}"
+        + (f"; set {item['setting']})" if item["setting"] else ")")
         for item in inferred
     )

@@ -5,12 +5,19 @@ from __future__ import annotations
 import re
 
 from dq_agent.outcome import Inspection
+from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
+from dq_agent.report.grid import build_grid
+from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
+from dq_agent.report.picture import Picture, span_text
 from dq_agent.report.text import format_example, one_line, safe
+from dq_agent.report.timeline import NO_ENTITY, build_timeline
 from dq_agent.result import Status
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 MAX_FINDINGS_PER_CHECK = 5
+MAX_INCIDENTS = 8
+PICTURE_WIDTH = 100
 
 
 def md(value: object, limit: int = 300) -> str:
@@ -32,6 +39,7 @@ def render_markdown(inspection: Inspection) -> str:
     if info.inferred:
         lines.append(f"- Guessed: {md(inferred_line(info.inferred), 600)}")
     lines += [f"- Audit: {md(audit_line(inspection))}", ""]
+    lines += _picture(inspection)
     lines += ["| Dimension | Status | Key figures | Source |", "|---|---|---|---|"]
     for result in inspection.checks.values():
         source = SOURCE_LABELS[result.source]
@@ -51,21 +59,29 @@ def render_markdown(inspection: Inspection) -> str:
         if account:
             lines += ["", f"_{md(account)}_"]
     lines += ["", "## Findings", ""]
+    days = multi_day(inspection)
     for result in inspection.checks.values():
         if result.status is Status.ERROR:
             lines.append(
                 f"- **{result.tool}** could not run: {md(result.error)}. {md(result.suggestion)}"
             )
             continue
-        for finding in result.findings[:MAX_FINDINGS_PER_CHECK]:
-            where = finding.where()
-            lines.append(
-                f"- **{result.tool}** {md(finding.what)}: {finding.count:,}"
-                + (f" ({md(where)})" if where else "")
-            )
+        groups = group_findings(result.findings)
+        for group in groups[:MAX_FINDINGS_PER_CHECK]:
+            finding = group[0]
+            if len(group) > 1:
+                places = ", ".join(md(place(f, days), 60) for f in group[:8])
+                more = f", … {len(group) - 8} more" if len(group) > 8 else ""
+                lines.append(f"- **{result.tool}** {md(repeated_what(group))}: {places}{more}")
+            else:
+                where = finding.where()
+                lines.append(
+                    f"- **{result.tool}** {md(finding.what)}: {finding.count:,}"
+                    + (f" ({md(where)})" if where else "")
+                )
             for example in finding.examples[:2]:
                 lines.append(f"  - e.g. {md(format_example(example))}")
-        hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
+        hidden = sum(len(g) for g in groups[MAX_FINDINGS_PER_CHECK:])
         if hidden > 0:
             lines.append(f"- **{result.tool}**: {hidden} more findings in the JSON report")
     baseline = inspection.baseline
@@ -81,3 +97,48 @@ def render_markdown(inspection: Inspection) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _picture(inspection: Inspection) -> list[str]:
+    """The grid as a fenced block of glyphs, then the top incidents."""
+    timeline = build_timeline(inspection)
+    if timeline is None or timeline.events.is_empty():
+        return []
+    multi_day = timeline.buckets * timeline.width > 86400
+    picture = Picture(build_grid(timeline), inspection.dataset.entities)
+    # A backtick in a name could close the fence: none gets in.
+    block = [line.plain.rstrip().replace("`", "'") for line in picture.lines(PICTURE_WIDTH)]
+    incidents, total = build_incidents(timeline)
+    out = [
+        "## Where and when",
+        "",
+        "```text",
+        *block,
+        "```",
+        "",
+        f"## Top incidents ({total:,})",
+        "",
+    ]
+    shown = 0
+    for line in collapse(incidents)[:MAX_INCIDENTS]:
+        mark = "**FAIL**" if str(line.severity) == "fail" else "WARN"
+        if isinstance(line, Repeated):
+            places = ", ".join(
+                (f"{md(m.entity, 40)} " if m.entity != NO_ENTITY else "")
+                + span_text(m.start, m.end, multi_day)
+                for m in line.members[:6]
+            )
+            more = len(line.members) - min(len(line.members), 6)
+            out.append(
+                f"- {mark} {md(line.words())}: {places}" + (f", … {more} more" if more else "")
+            )
+            shown += len(line.members)
+        else:
+            out.append(
+                f"- {mark} **{md(line.entity, 40)}** {span_text(line.start, line.end, multi_day)}: "
+                f"{md(line.words())}"
+            )
+            shown += 1
+    if total > shown:
+        out.append(f"- … {total - shown:,} more incidents in the JSON report")
+    return [*out, ""]

@@ -11,9 +11,15 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from dq_agent.history.trend import VERDICT_MARKS, Trend, spark
 from dq_agent.outcome import Inspection
+from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
+from dq_agent.report.grid import build_grid
+from dq_agent.report.incidents import build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
+from dq_agent.report.picture import Picture, incident_lines
 from dq_agent.report.text import compact_times, format_example, one_line, safe
+from dq_agent.report.timeline import build_timeline
 from dq_agent.result import CheckResult, Finding, Source, Status
 
 STATUS_STYLES = {
@@ -29,7 +35,8 @@ VERDICT_STYLES = {
     "fail": "bold white on red",
 }
 MAX_FINDINGS_PER_CHECK = 5
-MAX_EXAMPLES_PER_FINDING = 2
+MAX_EXAMPLES_PER_FINDING = 1
+MAX_PLACES = 4
 
 
 def _header(inspection: Inspection) -> RenderableType:
@@ -81,7 +88,7 @@ def _dimension_table(inspection: Inspection) -> Table:
     return table
 
 
-def _finding_text(finding: Finding) -> Text:
+def _finding_text(finding: Finding, examples: int) -> Text:
     """`what` already carries its count when a check wrote it so; otherwise it is appended."""
     what = one_line(finding.what, 200)
     counted = f"{finding.count:,}" in what or str(finding.count) in what
@@ -89,27 +96,43 @@ def _finding_text(finding: Finding) -> Text:
     where = finding.where()
     if where:
         text.append(" (" + compact_times(one_line(where, 200)) + ")", style="dim")
-    for example in finding.examples[:MAX_EXAMPLES_PER_FINDING]:
+    for example in finding.examples[:examples]:
         text.append("\ne.g. " + format_example(example), style="dim")
     return text
 
 
-def _findings(result: CheckResult) -> Table | None:
-    """One row per finding with a hanging indent, so wrapped lines stay under their marker."""
+def _repeated_text(group: list[Finding], examples: int, days: bool) -> Text:
+    """Findings of one shape (the same words but for the numbers) as one line with where."""
+    text = Text(one_line(repeated_what(group), 220))
+    places = [one_line(place(f, days), 60) for f in group[:MAX_PLACES]]
+    more = len(group) - len(places)
+    text.append(": " + ", ".join(places) + (f", … {more} more" if more > 0 else ""), "dim")
+    for example in group[0].examples[:examples]:
+        text.append("\ne.g. " + format_example(example), style="dim")
+    return text
+
+
+def _findings(result: CheckResult, days: bool) -> Table | None:
+    """One row per finding, or per group of alike findings, with a hanging indent, so wrapped
+    lines stay under their marker."""
     rows: list[tuple[Text, Text]] = []
     if result.status is Status.ERROR:
         rows.append((Text("✗", style="magenta"), Text(f"error: {one_line(result.error or '')}")))
         rows.append((Text(""), Text(f"what to do: {one_line(result.suggestion or '')}")))
     else:
-        for finding in result.findings[:MAX_FINDINGS_PER_CHECK]:
-            marker = "✗" if finding.severity is Status.FAIL else "!"
-            rows.append(
-                (
-                    Text(marker, style=STATUS_STYLES.get(finding.severity, "")),
-                    _finding_text(finding),
-                )
+        groups = group_findings(result.findings)
+        for index, group in enumerate(groups[:MAX_FINDINGS_PER_CHECK]):
+            severity = group[0].severity
+            marker = "✗" if severity is Status.FAIL else "!"
+            # One example per check, under its first finding: the incidents above say where.
+            examples = MAX_EXAMPLES_PER_FINDING if index == 0 else 0
+            text = (
+                _finding_text(group[0], examples)
+                if len(group) == 1
+                else _repeated_text(group, examples, days)
             )
-        hidden = len(result.findings) - MAX_FINDINGS_PER_CHECK
+            rows.append((Text(marker, style=STATUS_STYLES.get(severity, "")), text))
+        hidden = sum(len(g) for g in groups[MAX_FINDINGS_PER_CHECK:])
         if hidden > 0:
             rows.append((Text(""), Text(f"… {hidden} more (see --format json)", style="dim")))
     if not rows:
@@ -122,8 +145,58 @@ def _findings(result: CheckResult) -> Table | None:
     return grid
 
 
-def build_report(inspection: Inspection) -> RenderableType:
-    parts: list[RenderableType] = [_header(inspection), _dimension_table(inspection)]
+def _picture(inspection: Inspection) -> list[RenderableType]:
+    """The device-by-time grid and the top incidents; nothing when the data has no time or no
+    check located a problem in time."""
+    timeline = build_timeline(inspection)
+    if timeline is None or timeline.events.is_empty():
+        return []
+    grid = build_grid(timeline)
+    incidents, total = build_incidents(timeline)
+    multi_day = timeline.buckets * timeline.width > 86400
+    table = Table.grid(padding=(0, 1))
+    table.add_column(width=1)
+    table.add_column(ratio=1)
+    for mark, line in incident_lines(collapse(incidents), total, multi_day):
+        table.add_row(mark, line)
+    title = Text("Top incidents", style="bold")
+    title.append(
+        f"  {total:,} in all: problems on one entity within adjacent time buckets", style="dim"
+    )
+    return [Picture(grid, inspection.dataset.entities), title, table]
+
+
+MAX_TREND_FIGURES = 3
+
+
+def _trend(trend: Trend | None) -> list[RenderableType]:
+    """One line from the history: the verdicts of the last runs and the figures that changed
+    since the run before, as sparklines (`history PATH --trend` shows them all)."""
+    if trend is None or len(trend.started) < 2:
+        return []
+    line = Text(f"Trend, last {len(trend.started)} runs: ", style="bold")
+    for verdict in trend.verdicts:
+        mark, style = VERDICT_MARKS.get(verdict, ("?", "dim"))
+        line.append(mark, style=style)
+    moved = [s for s in trend.series if s.change]
+    for series in moved[:MAX_TREND_FIGURES]:
+        line.append(f" · {one_line(series.label, 60)} ")
+        line.append(spark(series.values), style="cyan")
+        line.append(f" {series.shown(series.today)} ({series.change_text()})")
+    if len(moved) > MAX_TREND_FIGURES:
+        line.append(f" · {len(moved) - MAX_TREND_FIGURES} more changed", style="dim")
+    if not moved:
+        line.append(" · no key figure changed since the run before", style="dim")
+    return [line]
+
+
+def build_report(inspection: Inspection, trend: Trend | None = None) -> RenderableType:
+    parts: list[RenderableType] = [
+        _header(inspection),
+        *_picture(inspection),
+        _dimension_table(inspection),
+        *_trend(trend),
+    ]
     audit = Text("Audit: ", style="bold")
     audit.append(safe(audit_line(inspection)))
     if inspection.audit.fallback_executed:
@@ -146,7 +219,7 @@ def build_report(inspection: Inspection) -> RenderableType:
             parts.append(Text(account, style="dim"))
     finding_lines: list[RenderableType] = []
     for result in inspection.checks.values():
-        grid = _findings(result)
+        grid = _findings(result, multi_day(inspection))
         if grid is not None:
             finding_lines.append(
                 Text(dimension_name(result.tool) + f" ({result.tool})", style="bold")
@@ -179,14 +252,14 @@ def build_report(inspection: Inspection) -> RenderableType:
     return Group(*parts)
 
 
-def render_rich(inspection: Inspection, console: Console) -> None:
-    console.print(build_report(inspection))
+def render_rich(inspection: Inspection, console: Console, trend: Trend | None = None) -> None:
+    console.print(build_report(inspection, trend))
 
 
-def render_plain(inspection: Inspection, width: int = 100) -> str:
+def render_plain(inspection: Inspection, width: int = 100, trend: Trend | None = None) -> str:
     """The terminal report as plain text (no colour), e.g. for --output with --format rich."""
     console = Console(
         width=width, record=True, color_system=None, force_terminal=False, file=io.StringIO()
     )
-    console.print(build_report(inspection))
+    console.print(build_report(inspection, trend))
     return console.export_text()

@@ -1,0 +1,197 @@
+"""`dq-agent init`: a commented YAML configuration suggested from the data, so a user starts
+from their data instead of a blank file.
+
+What it writes as settings is what loading detected or the data shows plainly (the column roles,
+the columns, a sampling interval shared by every entity); what needs a person's judgement is
+written as comments to confirm (the observed value ranges as suspect limits, each entity's
+interval when they differ, sentinel-looking values seen). The settings are chosen so that
+`inspect --config` of the file on the same clean data passes: they describe it as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from dq_agent.checks.base import entity_key
+from dq_agent.config import Config
+from dq_agent.load import Dataset, load
+
+MAX_LISTED_ENTITIES = 12
+# Numbers that often mean "no reading" in sensor exports, reported when seen (not configured).
+CANDIDATE_SENTINELS = (-999.0, -9999.0, -200.0, -99.0, 9999.0, 99999.0, -32768.0, 32767.0, 65535.0)
+_STEP = "__step"
+_ENTITY = "__entity"
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    column: str
+    low: float | None
+    high: float | None
+    p01: float | None
+    p99: float | None
+    sentinels: dict[float, int]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    dataset: Dataset
+    intervals: dict[str, float]
+    """Median positive step per entity, in seconds."""
+    ranges: list[ValueRange]
+    rows: int
+
+
+def _yaml(value: Any) -> str:
+    """A scalar or list as YAML: JSON is valid YAML, and it quotes any name safely."""
+    return json.dumps(value, ensure_ascii=True)
+
+
+def suggest(path: str, config: Config) -> Suggestion:
+    dataset = load(path, config)
+    ts = dataset.roles.timestamp
+    key = entity_key(dataset)
+    intervals: dict[str, float] = {}
+    if ts is not None:
+        entity = (key if key is not None else pl.lit("(all rows)")).alias(_ENTITY)
+        steps = (
+            dataset.frame.select(entity, pl.col(ts))
+            .drop_nulls(ts)
+            .sort([_ENTITY, ts])
+            .with_columns(pl.col(ts).diff().over(_ENTITY).dt.total_microseconds().alias(_STEP))
+            .filter(pl.col(_STEP) > 0)
+            .group_by(_ENTITY)
+            .agg((pl.col(_STEP).median() / 1_000_000).alias(_STEP))
+            .sort(_ENTITY)
+            .collect()
+        )
+        intervals = {str(e): float(s) for e, s in steps.iter_rows()}
+    schema = dataset.frame.collect_schema()
+    numeric = [c for c in dataset.roles.values if schema[c].is_numeric()]
+    exprs: list[pl.Expr] = [pl.len().alias("rows")]
+    for i, name in enumerate(numeric):
+        clean = dataset.clean(name)
+        raw = pl.col(name).cast(pl.Float64)
+        exprs += [
+            clean.min().alias(f"min{i}"),
+            clean.max().alias(f"max{i}"),
+            clean.quantile(0.01).alias(f"p01_{i}"),
+            clean.quantile(0.99).alias(f"p99_{i}"),
+            *[(raw == s).sum().alias(f"s{i}_{j}") for j, s in enumerate(CANDIDATE_SENTINELS)],
+        ]
+    row = dataset.frame.select(exprs).collect().row(0, named=True)
+    ranges = [
+        ValueRange(
+            name,
+            row[f"min{i}"],
+            row[f"max{i}"],
+            row[f"p01_{i}"],
+            row[f"p99_{i}"],
+            {
+                s: int(row[f"s{i}_{j}"])
+                for j, s in enumerate(CANDIDATE_SENTINELS)
+                if row[f"s{i}_{j}"]
+            },
+        )
+        for i, name in enumerate(numeric)
+    ]
+    return Suggestion(dataset, intervals, ranges, int(row["rows"]))
+
+
+def _number(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.6g}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s" if value < 120 else f"{value / 60:g} min"
+
+
+def render_suggestion(suggestion: Suggestion, config: Config) -> str:
+    dataset = suggestion.dataset
+    roles = dataset.roles
+    lines = [
+        f"# dq-agent configuration suggested by `dq-agent init` from {json.dumps(dataset.path)}",
+        f"# ({suggestion.rows:,} rows). Check each line; `configs/default.yaml` lists every key.",
+        "# Use it with: dq-agent inspect PATH --config THIS_FILE",
+        "",
+        "columns:",
+        "  # The roles dq-agent detected; set them here so a renamed or new column cannot change them.",
+        f"  timestamp: {_yaml(roles.timestamp)}",
+        f"  entity: {_yaml(list(roles.entity))}",
+        f"  values: {_yaml(list(roles.values))}",
+        f"  ingest_time: {_yaml(roles.ingest_time)}",
+        f"  timezone: {_yaml(config.columns.timezone)}",
+        "",
+        "null_check:",
+        f"  sentinels: {_yaml(list(config.null_check.sentinels))}"
+        "   # numbers that mean 'no reading'",
+    ]
+    seen = [
+        (r.column, value, count) for r in suggestion.ranges for value, count in r.sentinels.items()
+    ]
+    if seen:
+        lines.append("  # Sentinel-looking values seen (add them above if they mean 'no reading'):")
+        lines += [
+            f"  #   {json.dumps(column)}: {_number(value)} x {count:,}"
+            + (" (already a sentinel)" if value in config.null_check.sentinels else "")
+            for column, value, count in seen
+        ]
+    else:
+        lines.append(
+            "  # No sentinel-looking value (-999, 9999, 65535 ...) seen in the value columns."
+        )
+    lines += ["", "delay_check:"]
+    lines += _interval_lines(suggestion.intervals)
+    lines += [
+        "",
+        "# Observed value ranges, as suspect limits to confirm (dq-agent has no range check yet;",
+        "# the outlier check judges each entity against its own spread). Clean values, sentinels",
+        "# left out: min .. max (1st .. 99th percentile).",
+    ]
+    for r in suggestion.ranges:
+        lines.append(
+            f"#   {json.dumps(r.column)}: {_number(r.low)} .. {_number(r.high)} "
+            f"({_number(r.p01)} .. {_number(r.p99)})"
+        )
+    if not suggestion.ranges:
+        lines.append("#   (no numeric value columns)")
+    lines += [
+        "",
+        "structure_check:",
+        "  # The columns as found: a missing one is then a problem; set allow_unexpected: false",
+        "  # to make a new one a problem too.",
+        f"  expected_columns: {_yaml(list(dataset.columns))}",
+        "  allow_unexpected: true",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _interval_lines(intervals: dict[str, float]) -> list[str]:
+    if not intervals:
+        return [
+            "  # No timestamp, or too few rows per entity: no sampling interval seen.",
+            "  expected_interval_seconds: null",
+        ]
+    distinct = sorted(set(intervals.values()))
+    if len(distinct) == 1:
+        return [
+            f"  # Every entity samples every {_seconds(distinct[0])} (median step).",
+            f"  expected_interval_seconds: {distinct[0]:g}",
+        ]
+    lines = [
+        "  # The entities sample at different intervals (median step), so each keeps its own:",
+    ]
+    for entity, seconds in list(intervals.items())[:MAX_LISTED_ENTITIES]:
+        lines.append(f"  #   {json.dumps(entity)}: {_seconds(seconds)}")
+    if len(intervals) > MAX_LISTED_ENTITIES:
+        lines.append(f"  #   ... {len(intervals) - MAX_LISTED_ENTITIES} more")
+    lines.append("  expected_interval_seconds: null")
+    return lines

@@ -1,0 +1,102 @@
+"""`dq-agent init`: a config suggested from the data, which `inspect --config` passes on the same
+clean data; on files shaped like users' (other names, separators, intervals)."""
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import yaml
+from typer.testing import CliRunner
+
+from dq_agent.cli import app
+from dq_agent.config import resolve
+from tests.conftest import clean_frame
+
+ENV = {"DQ_AGENT_HISTORY": "false", "NO_COLOR": "1", "COLUMNS": "100"}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args), env=ENV, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _inspect_passes(data: Path, config: Path) -> dict[str, object]:
+    code, out, err = run("inspect", str(data), "--no-agent", "-c", str(config), "-f", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["verdict"] == "pass", {
+        k: v["summary"] for k, v in report["checks"].items() if v["status"] != "pass"
+    }
+    return report
+
+
+def test_clean_parquet_suggestion_passes(tmp_path: Path) -> None:
+    data = tmp_path / "clean.parquet"
+    clean_frame().write_parquet(data)
+    target = tmp_path / "dq.yaml"
+    code, _, err = run("init", str(data), "-o", str(target))
+    assert code == 0, err
+    assert "suggested config written" in err
+    text = target.read_text(encoding="utf-8")
+    settings = yaml.safe_load(text)
+    assert settings["columns"]["entity"] == ["device_id"]
+    assert settings["columns"]["ingest_time"] == "ingest_time"
+    assert settings["delay_check"]["expected_interval_seconds"] == 60
+    assert settings["structure_check"]["expected_columns"] == list(clean_frame().columns)
+    assert "# Every entity samples every 60 s" in text
+    assert '#   "pressure": ' in text  # the observed range, to confirm
+    resolve(target)  # every key is one the config knows
+    _inspect_passes(data, target)
+
+
+def test_semicolon_csv_with_other_names_and_intervals(tmp_path: Path) -> None:
+    """Two machines sampling every 30 s and every 2 min, semicolons, decimal commas."""
+    start = datetime(2024, 2, 1, tzinfo=UTC)
+    lines = ["reading_time;machine_id;flow_rate"]
+    for machine, step, count in (("M1", 30, 400), ("M2", 120, 100)):
+        for i in range(count):
+            when = start + timedelta(seconds=step * i)
+            value = 40 + 2 * math.sin(i / 15) + (0 if machine == "M1" else 5)
+            decimal_comma = f"{value:.2f}".replace(".", ",")
+            lines.append(f"{when:%Y-%m-%d %H:%M:%S};{machine};{decimal_comma}")
+    data = tmp_path / "anlage.csv"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run("init", str(data))
+    assert code == 0, err
+    settings = yaml.safe_load(out)
+    assert settings["columns"]["timestamp"] == "reading_time"
+    assert settings["columns"]["entity"] == ["machine_id"]
+    assert settings["columns"]["values"] == ["flow_rate"]
+    assert settings["delay_check"]["expected_interval_seconds"] is None
+    assert '#   "M1": 30 s' in out and '#   "M2": 2 min' in out
+    target = tmp_path / "anlage.yaml"
+    target.write_text(out, encoding="utf-8")
+    _inspect_passes(data, target)
+
+
+def test_sentinel_looking_values_are_reported(tmp_path: Path) -> None:
+    frame = clean_frame()
+    values = frame["pressure"].to_list()
+    for i in (5, 50, 500):
+        values[i] = 9999.0
+    data = tmp_path / "s.parquet"
+    frame.with_columns(pl.Series("pressure", values)).write_parquet(data)
+    code, out, _ = run("init", str(data))
+    assert code == 0
+    assert '#   "pressure": 9999 x 3' in out
+
+
+def test_init_refuses_to_overwrite(tmp_path: Path) -> None:
+    data = tmp_path / "clean.parquet"
+    clean_frame().write_parquet(data)
+    target = tmp_path / "dq.yaml"
+    target.write_text("keep me", encoding="utf-8")
+    code, _, err = run("init", str(data), "-o", str(target))
+    assert code == 2 and "--force" in err
+    assert target.read_text(encoding="utf-8") == "keep me"
+    code, _, _ = run("init", str(data), "-o", str(target), "--force")
+    assert code == 0 and target.read_text(encoding="utf-8").startswith("# dq-agent configuration")
+    code, _, err = run("init", str(data), "-o", str(data), "--force")
+    assert code == 2
