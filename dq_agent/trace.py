@@ -114,7 +114,7 @@ _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
         + (f" missing {_short(', '.join(r['missing']))}" if r["missing"] else "")
     ),
     "model_reply": lambda r: (
-        f"{_step(r)}[dim]reply:[/] {_short(r['content'])}"
+        f"{_step(r)}[dim]reply:[/] {_short(r['content']) or '(no text)'}"
         + (f" [dim]+ {len(r['tool_calls'])} native tool calls[/]" if r.get("tool_calls") else "")
     ),
     "over_budget": lambda r: (

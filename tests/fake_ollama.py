@@ -511,6 +511,7 @@ class Replay:
         self.turns = list(turns)
         self.position = 0
         self.mismatches: list[str] = []
+        self.after_end: list[dict[str, Any]] = []
 
     @property
     def exhausted(self) -> bool:
@@ -518,8 +519,9 @@ class Replay:
 
     def __call__(self, body: dict[str, Any]) -> ScriptItem:
         if self.position >= len(self.turns):
-            self.mismatches.append(f"request {self.position}: no recorded reply left")
-            return HttpError(500, "replay exhausted")
+            # The recording ended here (the run was stopped): the server fails from now on.
+            self.after_end.append(body)
+            return HttpError(500, "the recording ends here")
         turn = self.turns[self.position]
         offered = [t["function"]["name"] for t in body.get("tools") or []]
         num_predict = (body.get("options") or {}).get("num_predict")

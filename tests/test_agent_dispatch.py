@@ -42,12 +42,10 @@ def test_unknown_names_are_rejected_and_arguments_of_detection_tools_ignored(
     )
     shape = calls.execute(ToolCall("null_check", "column=temp"), step=2)
     assert shape.kind == EXECUTED
-    assert shape.observation.startswith(
-        'Note: the arguments {"arguments": "column=temp"} were ignored'
-    )
+    assert shape.observation.startswith("Note: arguments ignored (arguments): null_check")
     invented = calls.execute(ToolCall("duplicate_check", '{"threshold": 1, "column": "all"}'), 3)
     assert invented.kind == EXECUTED
-    assert invented.observation.startswith('Note: the arguments {"threshold": 1} were ignored')
+    assert invented.observation.startswith("Note: arguments ignored (threshold): duplicate_check")
     assert list(calls.results) == ["null_check", "duplicate_check"]
     assert calls.execute(ToolCall("drill_down", "tool=x"), step=4).kind == REJECTED
 

@@ -47,9 +47,9 @@ def test_all_good_exits_0() -> None:
         ("num_ctx", OK),
         ("speed", OK),
     ]
-    # 9,000 prompt tokens / 50 + 900 generated / 10 = 270 s; a first call 1,500 / 50 + 200 / 10.
+    # 6,000 prompt tokens / 50 + 650 generated / 10 = 185 s; a first call 1,500 / 50 + 200 / 10.
     assert report.checks[-1].detail == (
-        "50 prompt tokens/s, 10.0 generated tokens/s: a run on the sample takes about 4.5 min, "
+        "50 prompt tokens/s, 10.0 generated tokens/s: a run on the sample takes about 3.1 min, "
         "a first call about 50 s (--model-timeout 300 s)"
     )
     # A warm-up call (a cold model loads first), then the measured one.

@@ -274,13 +274,11 @@ def test_arguments_are_ignored_the_whole_dataset_is_checked_and_counted(
         outcome, _ = inspect(fake, bench)
     messages = fake.chat_requests[1]["messages"]
     assert messages[-2]["content"].startswith(
-        'Note: the arguments {"column": "temp", "start": "2023-01-01T00:00:00", '
-        '"end": "2023-01-01T01:00:00"} were ignored: null_check always checks the whole '
-        "dataset. To look closer, call drill_down once every detection tool has run.\n"
-        "<tool_result name=null_check>"
+        "Note: arguments ignored (column, start, end): null_check checks the whole dataset; "
+        "drill_down narrows once every check has run.\n<tool_result name=null_check>"
     )
     assert "in column temp" not in messages[-2]["content"]  # the whole dataset, not the column
-    assert messages[-1]["content"].startswith('Note: the arguments {"x": 1} were ignored')
+    assert messages[-1]["content"].startswith("Note: arguments ignored (x): duplicate_check")
     assert outcome.audit.called_tools == ALL
     assert outcome.audit.fallback_executed == []
     assert bench.executions == dict.fromkeys(ALL, 1)

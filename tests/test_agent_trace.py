@@ -44,6 +44,8 @@ def test_verbose_lines_show_each_kind_of_step() -> None:
         mode="tools",
         offered=["null_check", "verify_result"],
     )
+    trace.emit("model_reply", step=1, content="", tool_calls=[{"name": "null_check"}])
+    trace.emit("account", line="account: model (checked)", rejected_narrative=None)
     trace.emit(
         "model_call", step=2, seconds=0.1, prompt_tokens=1, completion_tokens=1, mode="react"
     )
@@ -72,6 +74,8 @@ def test_verbose_lines_show_each_kind_of_step() -> None:
     )
     assert "guard triggered: model skipped b, backfilled" in text
     assert "completeness check passed (called 1/1)" in text
+    assert "reply: (no text) + 1 native tool calls" in text
+    assert "account: model (checked)" in text
 
 
 def test_data_is_never_read_as_markup() -> None:

@@ -62,3 +62,52 @@ def test_the_prompts_stay_within_their_budgets(name: str) -> None:
         for message in request["messages"]:
             if message["role"] == "tool":
                 assert estimate_tokens(message["content"]) <= OBSERVATION_BUDGET
+
+
+def test_qwen_coder_on_the_sample_whole_dataset_calls_count() -> None:
+    """Its first reply: five `<function name=... arguments={"columns": [...]}>` tags in a
+    `<tools>` wrapper, in the content (Ollama-style parsing turns none into a native call)."""
+    transcript = load_transcript("qwen2.5-coder-1.5b_sample")
+    first = transcript["turns"][0]
+    assert first["tool_calls"] == [] and first["content"].startswith("<tools>")
+    inspection, script, requests = replay("qwen2.5-coder-1.5b_sample")
+    # Every call carried invented arguments; each ran on the whole dataset and counted.
+    assert inspection.audit.called_tools == ALL
+    assert inspection.audit.called_after_push == []
+    assert inspection.audit.fallback_executed == []
+    observations = [m for m in requests[1]["messages"] if m["role"] == "tool"]
+    assert [m["tool_name"] for m in observations] == ALL
+    assert all(m["content"].startswith("Note: arguments ignored (columns): ") for m in observations)
+    # Once all five ran: the sentinel and drill_down, and room for the account.
+    assert [t["function"]["name"] for t in requests[1]["tools"]] == [
+        "verify_result",
+        "drill_down",
+    ]
+    assert requests[1]["options"]["num_predict"] == 900
+    assert len(requests) == len(transcript["turns"]) + len(script.after_end)
+
+
+def test_qwen_coder_repeating_the_same_five_calls_gets_pointers_then_no_tools() -> None:
+    """Its second reply repeated the five calls word for word (the issue's 12-step loop)."""
+    transcript = load_transcript("qwen2.5-coder-1.5b_sample")
+    first, second = (turn["content"] for turn in transcript["turns"][:2])
+    assert first == second
+    inspection, script, requests = replay("qwen2.5-coder-1.5b_sample")
+    pointers = [m for m in requests[2]["messages"][-5:] if m["role"] == "tool"]
+    assert len(pointers) == 5
+    assert all(
+        m["content"].endswith("Every detection tool has run: give your final answer now.")
+        for m in pointers
+    )
+    # A turn of nothing but repeats with nothing missing: no tools offered, room for the account.
+    assert requests[2]["tools"] == [] and requests[2]["options"]["num_predict"] == 900
+    # Its answer came in an <answer> wrapper: the tags are removed before the review. (The review
+    # itself depends on today's check summaries, which have changed since the recording: a repair
+    # request may follow, which the recording does not hold.)
+    assert transcript["turns"][2]["content"].startswith("<answer>")
+    assert all(r["tools"] == [] for r in script.after_end)
+    checks = inspection.agent.narrative_checks or {}
+    assert checks["removed_markup"] is True
+    shown = inspection.agent.rejected_narrative or inspection.agent.narrative or ""
+    assert "<answer>" not in shown and "</answer>" not in shown
+    assert inspection.agent.sentinel_invocations == []

@@ -117,10 +117,10 @@ class Dispatcher:
         observation = result.observation()
         sent = {k: v for k, v in arguments.items() if v not in _EMPTY_VALUES}
         if sent:
+            # Short, naming only the keys: the observation stays within its token budget.
             observation = (
-                f"Note: the arguments {json.dumps(sent, default=str)} were ignored: {tool.name} "
-                f"always checks the whole dataset. To look closer, call {DRILL_DOWN_NAME} once "
-                f"every detection tool has run.\n{observation}"
+                f"Note: arguments ignored ({', '.join(sent)}): {tool.name} checks the whole "
+                f"dataset; {DRILL_DOWN_NAME} narrows once every check has run.\n{observation}"
             )
         return Outcome(tool.name, observation, EXECUTED)
 

@@ -19,7 +19,7 @@ _CALL_BLOCKS = re.compile(
     r"<(tool_call|tools|function_call)\b[^>]*>.*?(?:</\1\s*>|\Z)", re.S | re.I
 )
 _STRAY_TAGS = re.compile(
-    r"</?(?:tool_call|tools|tool_result|tool_response|function_call)\b[^>]*>", re.I
+    r"</?(?:tool_call|tools|tool_result|tool_response|function_call|answer)\b[^>]*>", re.I
 )
 _OBSERVATION_KEYS = ({"status", "summary"}, {"status", "findings"}, {"error", "suggestion"})
 _CALL_KEYS = ({"name", "arguments"}, {"name", "parameters"}, {"function"})
