@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from dq_agent.checks import delays, nulls, structure
 from dq_agent.checks.base import entity_key
 from dq_agent.config import Config
 from dq_agent.load import Dataset, load
@@ -114,6 +115,7 @@ def _seconds(value: float) -> str:
 
 
 def render_suggestion(suggestion: Suggestion, config: Config) -> str:
+    sentinels = config.section(nulls.NullCheckConfig).sentinels
     dataset = suggestion.dataset
     roles = dataset.roles
     lines = [
@@ -129,9 +131,8 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         f"  ingest_time: {_yaml(roles.ingest_time)}",
         f"  timezone: {_yaml(config.columns.timezone)}",
         "",
-        "null_check:",
-        f"  sentinels: {_yaml(list(config.null_check.sentinels))}"
-        "   # numbers that mean 'no reading'",
+        f"{nulls.SPEC.name}:",
+        f"  sentinels: {_yaml(list(sentinels))}   # numbers that mean 'no reading'",
     ]
     seen = [
         (r.column, value, count) for r in suggestion.ranges for value, count in r.sentinels.items()
@@ -140,14 +141,14 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         lines.append("  # Sentinel-looking values seen (add them above if they mean 'no reading'):")
         lines += [
             f"  #   {json.dumps(column)}: {_number(value)} x {count:,}"
-            + (" (already a sentinel)" if value in config.null_check.sentinels else "")
+            + (" (already a sentinel)" if value in sentinels else "")
             for column, value, count in seen
         ]
     else:
         lines.append(
             "  # No sentinel-looking value (-999, 9999, 65535 ...) seen in the value columns."
         )
-    lines += ["", "delay_check:"]
+    lines += ["", f"{delays.SPEC.name}:"]
     lines += _interval_lines(suggestion.intervals)
     lines += [
         "",
@@ -164,7 +165,7 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         lines.append("#   (no numeric value columns)")
     lines += [
         "",
-        "structure_check:",
+        f"{structure.SPEC.name}:",
         "  # The columns as found: a missing one is then a problem; set allow_unexpected: false",
         "  # to make a new one a problem too.",
         f"  expected_columns: {_yaml(list(dataset.columns))}",

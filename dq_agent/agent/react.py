@@ -22,7 +22,7 @@ _INVENTED = re.compile(r"<tool_response>.*?(</tool_response>|\Z)", re.S | re.I)
 _THINK = re.compile(r"<think>.*?(</think>|\Z)", re.S | re.I)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _CALL_KEYS = {"name", "arguments", "parameters", "type", "id", "function"}
-# `<function name="null_check" arguments={...} />`, as Qwen2.5-Coder-1.5B writes calls inside a
+# `<function name="<check>" arguments={...} />`, as Qwen2.5-Coder-1.5B writes calls inside a
 # `<tools>` wrapper (the arguments are often unbalanced: only the name is relied on).
 _XML_FUNCTION = re.compile(r"<function\s+name\s*=\s*[\"']?([A-Za-z_][\w.-]*)[\"']?([^\n]*)", re.I)
 

@@ -78,7 +78,7 @@ _KEEP = "__keep"
 def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
     scope.check_column(dataset)
     columns = scope.columns(dataset.columns)
-    # Nested values are structure_check's to report; their nulls are not readings.
+    # Nested values are the structure check's to report; their nulls are not readings.
     schema = dataset.frame.collect_schema()
     columns = [c for c in columns if not is_nested(schema[c])]
     frame = scope.filter(dataset)
