@@ -198,7 +198,7 @@ def test_duration_is_the_recorded_total_else_the_sum_of_stages() -> None:
 def test_open_creates_directory_and_file_with_current_schema_in_wal(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "dir" / "history.sqlite"
     with HistoryStore.open(path) as store:
-        assert store.schema_version == DATABASE_VERSION == 2
+        assert store.schema_version == DATABASE_VERSION == 3
         assert store.integrity_check() == "ok"
     connection = sqlite3.connect(path)
     assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -223,6 +223,10 @@ def test_save_run_round_trips_every_recorded_field(
         prompt_tokens=1500,
         completion_tokens=300,
         narrative_checks=narrative,
+        sentinel_invocations=[
+            {"round": 1, "by": "loop", "missing": ["delay_check"]},
+            {"round": 2, "by": "model", "missing": []},
+        ],
     )
     inspection = make_inspection(
         "data.csv",
@@ -232,6 +236,7 @@ def test_save_run_round_trips_every_recorded_field(
         agent=agent,
         timings={"load": 0.5, "total": 9.75},
     )
+    inspection.audit.called_after_push = ["delay_check"]
     with HistoryStore.open(tmp_path / "h.sqlite") as store:
         run_id = store.save_run(inspection, exit_code=1)
         (run,) = store.recent_runs()
@@ -252,6 +257,12 @@ def test_save_run_round_trips_every_recorded_field(
     assert run.duration_seconds == 9.75
     assert run.timings == {"load": 0.5, "total": 9.75}
     assert run.narrative_checks == narrative
+    # A model that checks itself and one that is pushed are told apart in the history.
+    assert run.called_after_push == ["delay_check"]
+    assert run.sentinel_invocations == [
+        {"round": 1, "by": "loop", "missing": ["delay_check"]},
+        {"round": 2, "by": "model", "missing": []},
+    ]
     assert run.started_at == "2024-05-01T02:00:00+00:00"
     assert list(run.checks) == TOOLS
     # A result holds every documented metric key (null when not evaluated).
@@ -269,6 +280,7 @@ def test_save_run_round_trips_every_recorded_field(
         "expected_tools": TOOLS,
         "called_tools": TOOLS[:4],
         "fallback_executed": ["structure_check"],
+        "called_after_push": ["delay_check"],
     }
 
 

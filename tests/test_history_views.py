@@ -100,6 +100,7 @@ def test_history_json_is_an_object_with_runs_carrying_the_audit(tmp_path: Path) 
         "expected_tools": TOOLS,
         "called_tools": TOOLS[:4],
         "fallback_executed": ["structure_check"],
+        "called_after_push": [],
     }
     assert oldest["dataset"]["path"] == "data/[ab]*.csv"
     assert (oldest["verdict"], oldest["exit_code"], oldest["duration_seconds"]) == ("pass", 0, 3.25)

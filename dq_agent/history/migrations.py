@@ -75,5 +75,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX runs_by_dataset ON runs (dataset_key, id)",
         ),
     ),
+    Migration(
+        3,
+        "tools the model called only after the loop pushed it, and every sentinel round",
+        (
+            "ALTER TABLE runs ADD COLUMN called_after_push TEXT NOT NULL DEFAULT '[]'",
+            "ALTER TABLE runs ADD COLUMN sentinel_invocations TEXT NOT NULL DEFAULT '[]'",
+        ),
+    ),
 )
 DATABASE_VERSION = len(MIGRATIONS)

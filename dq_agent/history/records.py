@@ -76,6 +76,10 @@ class RunRecord:
     duration_seconds: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
     narrative_checks: dict[str, Any] | None = None
+    called_after_push: list[str] = field(default_factory=list)
+    """Detection tools the model called only after the loop ran the sentinel for it."""
+    sentinel_invocations: list[dict[str, Any]] = field(default_factory=list)
+    """Every sentinel round: {round, by: model|loop, missing}."""
     checks: dict[str, CheckRecord] = field(default_factory=dict)
     id: int | None = None
     """Set once stored; grows with every saved run, so it orders runs without trusting clocks."""
@@ -146,6 +150,12 @@ class RunRecord:
             duration_seconds=total_duration(timings),
             timings=timings,
             narrative_checks=dict(narrative) if isinstance(narrative, Mapping) else None,
+            called_after_push=_str_list(audit.get("called_after_push")),
+            sentinel_invocations=[
+                dict(item)
+                for item in agent.get("sentinel_invocations") or []
+                if isinstance(item, Mapping)
+            ],
             checks=checks,
         )
 
@@ -173,11 +183,13 @@ class RunRecord:
                 "sentinel_rounds": self.sentinel_rounds,
                 "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
                 "narrative_checks": self.narrative_checks,
+                "sentinel_invocations": list(self.sentinel_invocations),
             },
             "audit": {
                 "expected_tools": list(self.expected_tools),
                 "called_tools": list(self.called_tools),
                 "fallback_executed": list(self.fallback_executed),
+                "called_after_push": list(self.called_after_push),
             },
             "checks": {tool: check.to_dict() for tool, check in self.checks.items()},
             "duration_seconds": self.duration_seconds,

@@ -57,6 +57,8 @@ _RUN_COLUMNS = (
     "duration_seconds",
     "timings",
     "narrative_checks",
+    "called_after_push",
+    "sentinel_invocations",
 )
 _CHECK_COLUMNS = (
     "run_id",
@@ -357,6 +359,8 @@ def _run_values(record: RunRecord) -> tuple[Any, ...]:
         record.duration_seconds,
         _dumps(record.timings),
         None if record.narrative_checks is None else _dumps(record.narrative_checks),
+        _dumps(record.called_after_push),
+        _dumps(record.sentinel_invocations),
     )
 
 
@@ -411,7 +415,15 @@ def _run_from_row(row: Sequence[Any], checks: dict[str, CheckRecord]) -> RunReco
         duration_seconds=values["duration_seconds"],
         timings=dict(timings) if isinstance(timings, dict) else {},
         narrative_checks=narrative if isinstance(narrative, dict) else None,
+        called_after_push=_string_list(_loads(values["called_after_push"], [])),
+        sentinel_invocations=_dict_list(_loads(values["sentinel_invocations"], [])),
         checks=checks,
+    )
+
+
+def _dict_list(value: Any) -> list[dict[str, Any]]:
+    return (
+        [dict(item) for item in value if isinstance(item, dict)] if isinstance(value, list) else []
     )
 
 
