@@ -15,10 +15,10 @@ from dq_agent.report.findings import group_findings, multi_day, place, repeated_
 from dq_agent.report.grid import GLYPHS, LEVEL_WORDS, build_grid
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
-from dq_agent.report.picture import span_text
+from dq_agent.report.picture import places_text, span_text
 from dq_agent.report.svg import LEVEL_COLOURS, fleet_bars, heatmap, sparkline, text
 from dq_agent.report.text import compact_times, format_example
-from dq_agent.report.timeline import NO_ENTITY, build_timeline
+from dq_agent.report.timeline import build_timeline
 from dq_agent.result import CheckResult, Source, Status
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -152,16 +152,9 @@ def _picture(inspection: Inspection) -> list[str]:
         sev = str(line.severity)
         mark = f'<span class="sev-{sev}">{sev.upper()}</span>'
         if isinstance(line, Repeated):
-            places = ", ".join(
-                (f"{text(m.entity, 40)} " if m.entity != NO_ENTITY else "")
-                + span_text(m.start, m.end, multi_day)
-                for m in line.members[:10]
-            )
-            more = len(line.members) - min(len(line.members), 10)
             out.append(
-                f"<li>{mark} {text(line.words(), 300)}: <span class=dim>{places}"
-                + (f", … {more} more" if more else "")
-                + "</span></li>"
+                f"<li>{mark} {text(line.words(), 300)}: <span class=dim>"
+                f"{places_text(line, multi_day, 10, text)}</span></li>"
             )
             shown += len(line.members)
         else:

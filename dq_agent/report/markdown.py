@@ -9,9 +9,9 @@ from dq_agent.report.findings import group_findings, multi_day, place, repeated_
 from dq_agent.report.grid import build_grid
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
-from dq_agent.report.picture import Picture, span_text
+from dq_agent.report.picture import Picture, places_text, span_text
 from dq_agent.report.text import format_example, one_line, safe
-from dq_agent.report.timeline import NO_ENTITY, build_timeline
+from dq_agent.report.timeline import build_timeline
 from dq_agent.result import Status
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -123,15 +123,7 @@ def _picture(inspection: Inspection) -> list[str]:
     for line in collapse(incidents)[:MAX_INCIDENTS]:
         mark = "**FAIL**" if str(line.severity) == "fail" else "WARN"
         if isinstance(line, Repeated):
-            places = ", ".join(
-                (f"{md(m.entity, 40)} " if m.entity != NO_ENTITY else "")
-                + span_text(m.start, m.end, multi_day)
-                for m in line.members[:6]
-            )
-            more = len(line.members) - min(len(line.members), 6)
-            out.append(
-                f"- {mark} {md(line.words())}: {places}" + (f", … {more} more" if more else "")
-            )
+            out.append(f"- {mark} {md(line.words())}: {places_text(line, multi_day, 6, md)}")
             shown += len(line.members)
         else:
             out.append(

@@ -8,6 +8,7 @@ same with NO_COLOR and in a plain log file.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -29,6 +30,20 @@ _AXIS_STEPS = (60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 
 
 def clock(moment: datetime, multi_day: bool) -> str:
     return moment.strftime("%m-%d %H:%M" if multi_day else "%H:%M")
+
+
+def places_text(
+    line: Repeated, multi_day: bool, limit: int, escape: Callable[[str, int], str]
+) -> str:
+    """Where a repeated incident happened: "dev-01 09:14, dev-02 23:34, … 3 more", each entity
+    name made safe for the output by `escape(text, width)`."""
+    places = [
+        (f"{escape(m.entity, 40)} " if m.entity != NO_ENTITY else "")
+        + span_text(m.start, m.end, multi_day)
+        for m in line.members[:limit]
+    ]
+    more = len(line.members) - len(places)
+    return ", ".join(places) + (f", … {more} more" if more > 0 else "")
 
 
 def span_text(start: datetime, end: datetime, multi_day: bool) -> str:
@@ -149,13 +164,7 @@ def incident_lines(
         mark, style = SEVERITY_MARKS[str(line.severity)]
         if isinstance(line, Repeated):
             text = Text(one_line(line.words(), 200) + ": ")
-            places = [
-                (f"{one_line(m.entity, 40)} " if m.entity != NO_ENTITY else "")
-                + span_text(m.start, m.end, multi_day)
-                for m in line.members[:4]
-            ]
-            more = len(line.members) - len(places)
-            text.append(", ".join(places) + (f", … {more} more" if more > 0 else ""), "dim")
+            text.append(places_text(line, multi_day, 4, one_line), "dim")
         else:
             text = Text(f"{one_line(line.entity, 40)} ", style="bold")
             text.append(span_text(line.start, line.end, multi_day) + "  ")
