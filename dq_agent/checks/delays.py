@@ -88,12 +88,12 @@ _GID = "__series_id"
 _TIMED = "__timed"
 
 LONGEST_GAPS_KEPT = 10
-# Steps whose middle half spans more than this ratio are irregular sampling (exponential steps:
-# about 4.8; a regular logger with jitter: about 1.1).
-IRREGULAR_SPREAD = 1.5
-IRREGULAR_LONG_SHARE = 0.2
-# ... judged only on series with this many steps: a short series with two gaps is gappy.
-IRREGULAR_MIN_STEPS = 50
+# The step tail: series with fewer positive steps than this are scaled by the fleet's typical
+# step too (their own median is noisy), and the tail is fitted on the longest eighth of all
+# steps (of few steps, up to half of them and SMALL_TAIL), at most TAIL_MAX of them.
+SHORT_SERIES_STEPS = 30
+FLEET_SERIES = 20
+TAIL_MAX, SMALL_TAIL, TAIL_TRIM = 200, 10, 3
 
 
 def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
@@ -303,16 +303,16 @@ def _in_time(series: pl.LazyFrame, timed: pl.Expr) -> pl.LazyFrame:
 
 
 def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFrame:
-    """One row per series: timed rows, newest time, repeated timestamps, expected interval, and
-    the step beyond which a step is a gap (`BOUND`).
+    """One row per series: timed rows, newest time, repeated timestamps, expected interval (the
+    median positive step), and the step beyond which a step is a gap (`BOUND`).
 
-    A series is irregular when its steps vary in their middle half (the 75th percentile more
-    than IRREGULAR_SPREAD times the 25th: random sampling) or more than IRREGULAR_LONG_SHARE of
-    them (of at least IRREGULAR_MIN_STEPS) are longer than `gap_factor` times the median
-    (report-on-change sampling), or when most series of the data are irregular. Its median step
-    says little about a missing reading, so its gaps are judged against a high quantile of its
-    own steps (`irregular_quantile`) instead: a regular series' long steps stay gaps however
-    many there are, an irregular one's quiet spells are its normal."""
+    A gap is a step beyond chance for the steps this data has: regular logging, Poisson-like
+    arrivals and report-on-change with a heartbeat all have long steps of their own. Each step
+    is put in units of its series' median step (a short series of a fleet: of the fleet's
+    typical step when that is longer, its own median being noisy), and the longest of them are fitted with
+    an exponential tail (`step_tail`). The bound is the larger of `gap_factor` and the tail's
+    step with a `significance` chance of being exceeded anywhere in the data, times the
+    series' scale. A series whose bound comes from the tail is counted as irregular."""
     step = pl.col(STEP)
     positive = step.filter(step > 0)
     aggregates = [
@@ -332,47 +332,108 @@ def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.LazyFra
             )
             .cache()
         )
-    quartile = positive.quantile(0.25, interpolation="lower")
-    # Report-on-change sampling has a regular middle (a reading per step while the value
-    # moves) and many long quiet steps: more than IRREGULAR_LONG_SHARE of its steps are beyond
-    # the gap factor, which a regular logger's gaps hardly ever are.
-    long_share = (positive > settings.gap_factor * positive.median()).mean()
-    spread = pl.col(_SPREAD)
-    # A fleet samples one way: when most of its series vary, a short one whose few steps happen
-    # to look even is irregular too.
-    irregular = (
-        (spread > IRREGULAR_SPREAD)
-        | (spread.median() > IRREGULAR_SPREAD)
-        | ((pl.col(_LONG) > IRREGULAR_LONG_SHARE) & (pl.col(_STEPS) >= IRREGULAR_MIN_STEPS))
-    ).fill_null(False)
-    return (
+    steps = pl.col(_STEPS)
+    own = pl.col(EXPECTED)
+    fleet = own.filter(steps < SHORT_SERIES_STEPS).median()
+    # A short series of a fleet (FLEET_SERIES or more short series) is scaled by the longer of
+    # its own median and the fleet's: its own few steps can make its median far too short.
+    short = steps < SHORT_SERIES_STEPS
+    scale = (
+        pl.when(short & (short.sum() >= FLEET_SERIES))
+        .then(pl.max_horizontal(own, fleet))
+        .otherwise(own)
+        .alias(_SCALE)
+    )
+    series = (
         in_time.group_by(_GID)
         .agg(
             *aggregates,
             positive.median().cast(pl.Float64).alias(EXPECTED),
-            (positive.quantile(0.75, interpolation="higher") / quartile)
-            .cast(pl.Float64)
-            .alias(_SPREAD),
-            long_share.alias(_LONG),
             positive.len().alias(_STEPS),
-            positive.quantile(settings.irregular_quantile, interpolation="higher")
-            .cast(pl.Float64)
-            .alias(_HIGH),
         )
-        .with_columns(irregular.alias(IRREGULAR))
+        .with_columns(scale)
+        .cache()
+    )
+    ratios = (
+        in_time.filter(step > 0)
+        .join(series.select(_GID, _SCALE), on=_GID, how="inner")
+        .select((step / pl.col(_SCALE)).alias(_RATIO))
+    )
+    tail = step_tail(ratios, settings.significance)
+    factor = settings.gap_factor
+    return (
+        series.join(tail, how="cross")
         .with_columns(
-            (
-                settings.gap_factor
-                * pl.when(pl.col(IRREGULAR)).then(pl.col(_HIGH)).otherwise(pl.col(EXPECTED))
-            ).alias(BOUND)
+            (pl.col(_TAIL) > factor).fill_null(False).alias(IRREGULAR),
+            (pl.max_horizontal(pl.lit(factor), pl.col(_TAIL)) * pl.col(_SCALE)).alias(BOUND),
         )
-        .drop(_SPREAD, _LONG, _STEPS, _HIGH)
+        .drop(_STEPS, _SCALE, _TAIL)
         # Read by two queries: computed once.
         .cache()
     )
 
 
-_SPREAD, _LONG, _STEPS, _HIGH = "__step_spread", "__long_share", "__steps", "__high_step"
+def step_tail(ratios: pl.LazyFrame, significance: float) -> pl.LazyFrame:
+    """One row: the step (in units of each series' scale, column `_RATIO` of `ratios`) that
+    clean data exceeds anywhere with chance `significance`; null with fewer than 2 steps.
+
+    Peaks over a threshold: take the k longest of N steps (k = N / 8, at most TAIL_MAX; of few
+    steps up to half and SMALL_TAIL). When they are all one value once the longest tenth of
+    them (at most TAIL_TRIM) are set aside (a heartbeat), or when most of them are the typical step itself (a regular
+    logger, whose few long steps are gaps however alike), that value is the longest step clean
+    data has, and the bound. Else the threshold u is the longest step shorter than the (k + 1)-th
+    (steps come in whole seconds or heartbeats: a block of ties lies all above u or all below)
+    and the tail above it is exponential, its scale estimated from the k longest with the
+    trimmed longest censored at the next (the gaps being judged do not widen their own bound;
+    the estimate is a Gamma of nu = k - trimmed). The chance that one of the K steps above u
+    exceeds u + c * scale is then K * (1 + c / nu) ** -nu: solved for c."""
+    ratio = pl.col(_RATIO)
+    # Read by three queries: computed once.
+    ratios = ratios.cache()
+    n = pl.col("n")
+    j = pl.col("j")
+    k = pl.max_horizontal(n // 8, pl.min_horizontal(n // 2, SMALL_TAIL)).clip(1, TAIL_MAX)
+    trim = pl.min_horizontal(pl.lit(TAIL_TRIM), pl.col("k") // 10)
+    top = (
+        ratios.select(ratio.top_k(TAIL_MAX + 1).sort(descending=True))
+        .with_row_index("j")
+        .join(ratios.select(pl.len().alias("n")), how="cross")
+        .with_columns(k.alias("k"))
+        .with_columns(trim.alias("trim"))
+        .select(
+            ratio.filter(j == pl.col("k")).first().alias("tie"),
+            ratio.filter(j == pl.col("trim")).first().alias("kept"),
+            ratio.filter(j == pl.col("k") // 2).first().alias("middle"),
+            # (trim + 1) x_trim + sum of x_j for trim < j < k: the censored sum of the k.
+            (
+                (pl.col("trim").first() + 1) * ratio.filter(j == pl.col("trim")).first()
+                + ratio.filter((j > pl.col("trim")) & (j < pl.col("k"))).sum()
+            ).alias("censored"),
+            pl.col("k").first(),
+            pl.col("trim").first(),
+        )
+    )
+    below = ratios.join(top, how="cross").select(
+        pl.coalesce(ratio.filter(ratio < pl.col("tie")).max(), pl.col("tie").first()).alias("u")
+    )
+    fitted = top.join(below, how="cross")
+    above = ratios.join(below, how="cross").select((ratio > pl.col("u")).sum().alias("above"))
+    nu = pl.col("k") - pl.col("trim")
+    scale = (pl.col("censored") - pl.col("k") * pl.col("u")) / nu
+    c = nu * ((pl.col("above").cast(pl.Float64) / significance) ** (1 / nu) - 1)
+    return fitted.join(above, how="cross").select(
+        pl.when(
+            (pl.col("kept") == pl.col("tie"))
+            | ((pl.col("middle") == pl.col("tie")) & (pl.col("tie") <= 1))
+        )
+        .then(pl.col("tie"))
+        .otherwise(pl.col("u") + c * scale)
+        .cast(pl.Float64)
+        .alias(_TAIL)
+    )
+
+
+_STEPS, _SCALE, _RATIO, _TAIL = "__steps", "__step_scale", "__step_ratio", "__tail_bound"
 
 
 def _gap_rows(

@@ -38,8 +38,8 @@ class DelayCheckConfig:
     max_age_seconds: float | None = setting(None, rule=positive)
     future_tolerance_seconds: float = setting(300.0, rule=non_negative)
     as_of: str | None = setting(None, rule=iso_time)
-    # Irregular sampling: gaps are judged against this quantile of the series' own steps.
-    irregular_quantile: float = setting(0.99, rule=fraction)
+    # Chance that clean data shows a gap anywhere (the step tail's bound, see delays.step_tail).
+    significance: float = setting(0.001, rule=fraction)
     # A device whose newest reading is more than this many of its own intervals (its gap bound
     # at least) and this share of the data's span before the fleet's newest has stopped.
     stopped_intervals: float = setting(5.0, rule=positive)
@@ -280,15 +280,15 @@ class DelayFinisher:
                     }
                 ]
             basis = (
-                f"its {self.settings.irregular_quantile:.0%} step "
-                f"({human_duration(entity[BOUND] / factor)}; irregular sampling)"
+                f"{human_duration(entity[BOUND])}, beyond chance for the data's own steps "
+                f"(irregular sampling, median step {human_duration(entity['expected'])})"
                 if entity[IRREGULAR]
-                else f"the expected interval of {human_duration(entity['expected'])}"
+                else f"{factor:g}x the expected interval of {human_duration(entity['expected'])}"
             )
             findings.append(
                 Finding(
                     what=(
-                        f"{plural(entity['gaps'], 'gap')} longer than {factor:g}x {basis}; "
+                        f"{plural(entity['gaps'], 'gap')} longer than {basis}; "
                         f"longest {human_duration(entity['max_gap'])}"
                         + self._cause(self._skip_cause(examples, entity["expected"]))
                     ),
@@ -516,8 +516,8 @@ class DelayFinisher:
             parts.append(f"{metrics['stopped_entities']} stopped early")
         if metrics["irregular_entities"]:
             parts.append(
-                f"{metrics['irregular_entities']} irregularly sampled (gaps judged against their "
-                f"{self.settings.irregular_quantile:.0%} step)"
+                f"{metrics['irregular_entities']} irregularly sampled (gaps judged against the "
+                "tail of the data's own steps)"
             )
         if metrics["null_timestamps"]:
             parts.append(f"{metrics['null_timestamps']} rows without timestamp skipped")
