@@ -23,6 +23,7 @@ from dq_agent.loading.files import resolve_files, resolve_inputs
 from dq_agent.loading.normalise import (
     complete_times,
     guard_temporal,
+    ingest_formats,
     normalise,
     repeated_text_times,
 )
@@ -184,7 +185,11 @@ def load(path: str, config: Config) -> Dataset:
         for name in (roles.timestamp, roles.ingest_time):
             if name is None or name in repeated or schema[name] != pl.String:
                 continue
-            every = detection.timestamp_formats if name == roles.timestamp else TIMESTAMP_FORMATS
+            every = (
+                detection.timestamp_formats
+                if name == roles.timestamp
+                else ingest_formats(detection.timestamp_formats) or TIMESTAMP_FORMATS
+            )
             sample_values = raw.select(name).head(SAMPLE_ROWS).collect().to_series()
             first = dominant_format(sample_values, config.columns.timezone, every)
             if first and len(every) > 1:

@@ -390,3 +390,39 @@ def test_small_integer_readings_stay_values_and_named_codes_do_not(tmp_path: Pat
     assert dataset.roles.values == ["level_cm"]
     left_out = next(i for i in dataset.inferred if i.role == "not values")
     assert left_out.value == "status_code, mode"
+
+
+def test_irregular_us_dates_decided_by_the_span(tmp_path: Path) -> None:
+    """Readings at uneven minutes over 3 to 5 March (month first): the steps tie either way,
+    but read day first each new day is a month later: 61 days instead of 2."""
+    minutes = [7, 300, 701, 1111, 1500, 1999, 2400, 2881, 3333, 3901]
+    lines = ["date_time,device,v"]
+    for m in minutes:
+        t = datetime(2024, 3, 3, tzinfo=UTC) + timedelta(minutes=m)
+        lines.append(f"{t:%m/%d/%Y %H:%M},a,1.5")
+    path = tmp_path / "us.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    fmt = next(i for i in dataset.inferred if i.role == "timestamp_format")
+    assert fmt.value == "month/day/year"
+    assert fmt.reason == "each series spans less time that way (2.7 days vs 61.7 days in all)"
+    assert dataset.load_notes == []
+    times = dataset.frame.select("date_time").collect().to_series()
+    assert times.max() == datetime(2024, 3, 3, tzinfo=UTC) + timedelta(minutes=3901)
+
+
+def test_ingest_time_read_in_the_order_the_timestamp_has(tmp_path: Path) -> None:
+    """Both columns month first, every field at most 12: the ingest time follows the order the
+    timestamp's steps decided, so latency is 30 s, not a month."""
+    lines = ["timestamp,ingest_time,device,v"]
+    for day in range(1, 6):
+        for hour in range(0, 24, 6):
+            lines.append(f"03/0{day}/2024 {hour:02d}:00:00,03/0{day}/2024 {hour:02d}:00:30,a,1.5")
+    path = tmp_path / "us.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    assert dataset.roles.ingest_time == "ingest_time"
+    latency = dataset.frame.select(
+        (pl.col("ingest_time") - pl.col("timestamp")).dt.total_seconds().unique()
+    ).collect()
+    assert latency.to_series().to_list() == [30]

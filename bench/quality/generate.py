@@ -8,7 +8,7 @@ the extra columns of the shape, in file order (time, then device: a historian's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import polars as pl
@@ -30,6 +30,8 @@ STUDENT_DOF = 10
 AR_TAIL = 1e-4
 AR_KERNEL = 200
 HEARTBEAT = 20
+# Timestamp formats whose dates may read both day first and month first.
+AMBIGUOUS_ORDER = ("us",)
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 
 
@@ -63,6 +65,8 @@ def generate(shape: Shape) -> Canon:
     # Poisson arrivals: enough steps that every device passes the common end.
     base = int(n * 1.3) + 20 if irregular else n
     times = _times(shape, rng, d, base)
+    if shape.ts_format in AMBIGUOUS_ORDER:
+        times = _decidable(times, n * shape.interval)
     values = {s: _process(shape, s, rng, times) for s in sensors}
     keep = np.ones((d, base), dtype=bool)
     if shape.sampling == "on_change":
@@ -88,6 +92,18 @@ def generate(shape: Shape) -> Canon:
     )
     frame = _extras(shape, frame, rng).sort([TIME, DEVICE], maintain_order=True)
     return Canon(frame=frame, sensors=sensors)
+
+
+def _decidable(times: np.ndarray, span: float) -> np.ndarray:
+    """Times whose slash dates can be read one way only. Data within one calendar day whose
+    day of the month is at most 12 reads as well day first as month first (03/04/2024 10:00):
+    dq-agent warns there by design, and clean data is not meant to. Such data moves 12 days
+    later, so its day is above 12; data over several days is decided by its steps."""
+    start = EPOCH + timedelta(seconds=float(times.min()))
+    end = EPOCH + timedelta(seconds=float(times.min()) + span)
+    if start.date() == end.date() and start.day <= 12:
+        return times + 12 * 86_400.0
+    return times
 
 
 def _times(shape: Shape, rng: np.random.Generator, d: int, n: int) -> np.ndarray:

@@ -33,6 +33,15 @@ def repeated_text_times(schema: pl.Schema, sample: pl.DataFrame, roles: Roles) -
     }
 
 
+def ingest_formats(formats: list[tuple[str, str]]) -> list[tuple[str, str]] | None:
+    """The formats for the ingest time: the timestamp's, with the date order the data decided
+    (one writer writes both columns), unless that is a configured format of the timestamp's
+    own; None for the defaults."""
+    if any(label == "configured" for label, _ in formats):
+        return None
+    return formats
+
+
 def guard_temporal(
     raw: pl.LazyFrame, schema: pl.Schema, roles: tuple[str | None, ...]
 ) -> pl.LazyFrame:
@@ -74,7 +83,7 @@ def normalise(
     times = [name for name in (roles.timestamp, roles.ingest_time) if name is not None]
     parsed: dict[str, pl.Expr] = {}
     for name in times:
-        column_formats = formats if name == roles.timestamp else None
+        column_formats = formats if name == roles.timestamp else ingest_formats(formats)
         if first_pass and name in first_pass:
             column_formats = first_pass[name]
         # Guarded before the conversion too: a far date in milliseconds overflows on the way

@@ -147,7 +147,9 @@ def slash_order(
     """Which order the slash dates of the text timestamp have, or None if it has none.
 
     A field above 12 decides; else the order under which each series' steps are most regular
-    (the share of steps equal to the most common step); else day first, undecided.
+    (the share of steps equal to the most common step); else the order under which the series
+    span less time (a new day read the wrong way is a month later); else day first,
+    undecided (every value on one date reads both ways).
     """
     count, first, second, example = slash_fields(raw, timestamp)
     if count == 0:
@@ -172,7 +174,34 @@ def slash_order(
             f"steps regular that way ({scores[DAY_FIRST]:.1%} vs {scores[MONTH_FIRST]:.1%})",
             True,
         )
+    # Irregular steps tie; the wrong order still turns each new day into a jump of a month.
+    spans = {order: _span(raw, timestamp, entity, timezone, order) for order in scores}
+    for order, other in ((DAY_FIRST, MONTH_FIRST), (MONTH_FIRST, DAY_FIRST)):
+        if spans[order] < spans[other]:
+            return SlashOrder(
+                order,
+                f"each series spans less time that way ({_days(spans[order])} vs "
+                f"{_days(spans[other])} in all)",
+                True,
+            )
     return SlashOrder(DAY_FIRST, "both orders fit the data", False, example)
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86_400:,.1f} days"
+
+
+def _span(
+    raw: pl.LazyFrame, timestamp: pl.Expr, entity: list[str], timezone: str, order: str
+) -> float:
+    """The time each series spans, added up, in seconds, with the slash dates in `order`."""
+    parsed = parse_text_timestamps(timestamp, timezone, timestamp_formats(order)).alias("__t")
+    keys = [pl.col(c) for c in entity]
+    frame = raw.select(*keys, parsed).drop_nulls("__t")
+    t = pl.col("__t")
+    span = (t.max() - t.min()).dt.total_seconds()
+    spans = frame.group_by(entity).agg(span.alias("s")) if entity else frame.select(span.alias("s"))
+    return float(spans.select(pl.col("s").sum()).collect().item() or 0)
 
 
 def _regularity(
