@@ -257,6 +257,25 @@ def test_a_mad_of_zero_falls_back_to_the_mean_absolute_deviation(tmp_path: Path)
     assert result.status is Status.FAIL
 
 
+def test_a_mad_of_one_step_is_read_between_the_steps(tmp_path: Path) -> None:
+    """Readings in tenths of a sensor with sd about 0.15: 20 x 2.9, 17 each of 2.8 and 3.0,
+    12 each of 2.7 and 3.1, 6 each of 2.6 and 3.2, and one 3.6 (91 values). Rounded, the MAD
+    is one step (0.1) and 3.6 is 4.7 sigmas out. Between the steps, 20 of the 91 deviations
+    lie below 0.1 and 34 at it: MAD 0.05 + (0.5 - 20/91) / (34/91) x 0.1 = 0.125, and 3.6 is
+    3.7 sigmas out: one value beyond 3 in 91 is chance."""
+    counts = {2.6: 6, 2.7: 12, 2.8: 17, 2.9: 20, 3.0: 17, 3.1: 12, 3.2: 6}
+    values = [v for v, k in counts.items() for _ in range(k)] + [3.6]
+    random.Random(3).shuffle(values)
+    rows = [[minute(i), "a", v] for i, v in enumerate(values)]
+    path = write_csv(tmp_path / "tenths.csv", ["timestamp", "device_id", "vib"], rows)
+    result = run_check(plan_outlier_check, path)
+    mad = 0.05 + (0.5 - 20 / 91) / (34 / 91) * 0.1
+    spread = MAD_TO_SIGMA * mad / (1 - 1.3 / 91)
+    assert result.metrics["columns"]["vib"]["outlier_count"] == 1
+    assert result.metrics["columns"]["vib"]["max_abs_z"] == pytest.approx(0.7 / spread, abs=1e-3)
+    assert result.status is Status.PASS
+
+
 def test_one_quantisation_step_is_no_outlier(tmp_path: Path) -> None:
     values = [20.0] * 36 + [20.1, 19.9, 20.1, 20.1]
     rows = [[minute(i), "a", v] for i, v in enumerate(values)]

@@ -104,6 +104,7 @@ _SMALL_SAMPLE_BIAS = 1.3
 # Decimal places tried when working out a column's resolution (1 down to 0.000001), on the
 # first values of the column.
 _MAX_DECIMALS = 6
+QUANTISED_MAD_STEPS = 2
 _RESOLUTION_SAMPLE = 10_000
 _ENTITY = "__entity"
 _TIME = "__time"
@@ -335,6 +336,10 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
             x.count().cast(pl.Int64).alias(_stat("n", i)),
             x.median().alias(_stat("median", i)),
             deviation.median().fill_null(0.0).alias(_stat("mad", i)),
+            # Where the MAD falls among the deviations: the share below it and at it, for
+            # readings in whole steps of a resolution (`_mad`).
+            (deviation < deviation.median() - _tie(x)).mean().alias(_stat("mad_below", i)),
+            ((deviation - deviation.median()).abs() <= _tie(x)).mean().alias(_stat("mad_at", i)),
             deviation.mean().fill_null(0.0).alias(_stat("meanad", i)),
             x.mean().alias(_stat("mean", i)),
             x.std(ddof=1).fill_null(0.0).alias(_stat("std", i)),
@@ -350,6 +355,27 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
         .agg(pl.col(_ENTITY).first(), *exprs)
         .with_columns(_rho(i).alias(_stat("rho", i)) for i in range(count))
     )
+
+
+def _tie(x: pl.Expr) -> pl.Expr:
+    """Deviations this close are one value: x - median in floats is not exact."""
+    return 1e-9 * pl.max_horizontal(x.median().abs(), 1.0)
+
+
+def _mad(i: int, resolution: pl.Expr) -> pl.Expr:
+    """The MAD of group i, read between the steps of the readings' resolution q.
+
+    Readings in whole steps (tenths) have deviations in whole steps, and a MAD of one or two
+    steps is rounded by up to half a step: on a sensor of sd 0.22 in tenths the MAD is 0.1, not
+    0.15, and a 3.5-sigma reading looks 5.4 sigmas out. A deviation of k steps stands for the
+    true ones within [k - 1/2, k + 1/2] q, so the median is interpolated in that step (the
+    median of grouped data): (k - 1/2) q + (1/2 - share below) / (share at) x q. Coarse MADs
+    only (up to QUANTISED_MAD_STEPS steps): beyond, rounding is negligible."""
+    mad = pl.col(_stat("mad", i))
+    below, at = pl.col(_stat("mad_below", i)), pl.col(_stat("mad_at", i))
+    grouped = mad - resolution / 2 + (0.5 - below) / at * resolution
+    coarse = (resolution > 0) & (mad > 0) & (at > 0) & (mad <= QUANTISED_MAD_STEPS * resolution)
+    return pl.when(coarse).then(grouped).otherwise(mad)
 
 
 def _rho(i: int) -> pl.Expr:
@@ -396,7 +422,8 @@ def _column_stats(
     fleet: list[pl.Expr] = []
     for i in range(len(columns)):
         n = pl.col(_stat("n", i))
-        mad, meanad = pl.col(_stat("mad", i)), pl.col(_stat("meanad", i))
+        mad = _mad(i, pl.col(_stat("resolution", i)))
+        meanad = pl.col(_stat("meanad", i))
         # A flat group's zero spread would shrink the fleet's: only groups that vary count.
         eligible = (n >= MIN_FLEET_GROUP) & (meanad > 0)
         spread = pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(
@@ -416,7 +443,7 @@ def _column_stats(
         _resolution(pl.col(_x(i)), schema[name]).alias(_stat("resolution", i))
         for i, name in enumerate(columns)
     )
-    return stats.select(fleet).join(resolution, how="cross")
+    return stats.join(resolution, how="cross").select(fleet).join(resolution, how="cross")
 
 
 def _judged_groups(
@@ -427,8 +454,9 @@ def _judged_groups(
     exprs: list[pl.Expr] = [pl.col(SERIES), pl.col(_ENTITY)]
     for i in range(count):
         n = pl.col(_stat("n", i))
-        median, mad, meanad = (pl.col(_stat(s, i)) for s in ("median", "mad", "meanad"))
+        median, meanad = pl.col(_stat("median", i)), pl.col(_stat("meanad", i))
         resolution = pl.col(_stat("resolution", i))
+        mad = _mad(i, resolution)
         # No spread at all: every value the same (up to rounding noise of the level).
         constant = meanad <= 1e-12 * pl.max_horizontal(median.abs(), 1.0)
         own_spread = (

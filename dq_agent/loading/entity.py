@@ -5,7 +5,8 @@ not. A candidate is a text, categorical or integer column with at most a fifth a
 values as rows (or named like a device, with fewer distinct values than rows); the one that makes (entity, timestamp) unique for at least 99% of rows wins
 (ties: a name that says device/sensor/..., then text over numbers, then the first column). When
 no single column does, pairs are tried: a melted file (`device`, `variable`, `value`) is keyed
-by both. In a file where the timestamp alone is unique (one device), a column with one value
+by both; so is one whose best single column leaves repeats that a second column named like a
+device removes (at least half of them). In a file where the timestamp alone is unique (one device), a column with one value
 is that device's name.
 """
 
@@ -104,6 +105,9 @@ def find_entity(
     shares = _unique_shares(raw, timestamp, [[c] for c in keyed], rows)
     best = max(keyed, key=lambda c: (shares[(c,)], _rank(c, schema[c], order[c])))
     if shares[(best,)] >= MIN_UNIQUE_SHARE:
+        pair = _completing_pair(raw, timestamp, best, keyed, shares[(best,)], rows, order)
+        if pair is not None:
+            return pair
         return EntityGuess(
             [best], f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows"
         )
@@ -117,6 +121,35 @@ def find_entity(
         return None
     pair.sort(key=lambda c: order[c])
     return EntityGuess(pair, f"together make (entity, timestamp) unique for {share:.1%} of rows")
+
+
+def _completing_pair(
+    raw: pl.LazyFrame,
+    timestamp: pl.Expr,
+    best: str,
+    keyed: list[str],
+    share: float,
+    rows: int,
+    order: dict[str, int],
+) -> EntityGuess | None:
+    """`best` with a second column named like a device when the pair removes most of the rows
+    that `best` leaves repeated: a melted file of devices that report at their own times is
+    almost unique by `variable` alone, yet keyed by (device, variable). Only a column named
+    like a device may join, so a flag that differs between truly duplicated rows cannot
+    explain them away."""
+    if share >= 1.0:
+        return None
+    others = [c for c in keyed if c != best and ENTITY_NAME.search(c)][:_MAX_PAIR_CANDIDATES]
+    if not others:
+        return None
+    pairs = [[best, c] for c in others]
+    pair_shares = _unique_shares(raw, timestamp, pairs, rows)
+    pair = max(pairs, key=lambda p: (pair_shares[tuple(p)], -order[p[1]]))
+    better = pair_shares[tuple(pair)]
+    if (1.0 - better) > (1.0 - share) / 2:
+        return None
+    pair.sort(key=lambda c: order[c])
+    return EntityGuess(pair, f"together make (entity, timestamp) unique for {better:.1%} of rows")
 
 
 def _unique_shares(
