@@ -105,9 +105,9 @@ def find_entity(
     shares = _unique_shares(raw, timestamp, [[c] for c in keyed], rows)
     best = max(keyed, key=lambda c: (shares[(c,)], _rank(c, schema[c], order[c])))
     if shares[(best,)] >= MIN_UNIQUE_SHARE:
-        pair = _completing_pair(raw, timestamp, best, keyed, shares[(best,)], rows, order)
-        if pair is not None:
-            return pair
+        completed = _completing_pair(raw, timestamp, best, keyed, shares[(best,)], rows, order)
+        if completed is not None:
+            return completed
         return EntityGuess(
             [best], f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows"
         )
