@@ -113,30 +113,37 @@ class Dataset:
         return None
 
     def missing(self, column: str) -> pl.Expr:
-        """True where a value counts as missing: null, NaN, or a configured sentinel number."""
+        """True where a value is missing or invalid: null, NaN, +-inf, or a configured sentinel.
+
+        Works for every dtype: integers and Decimal are compared as Float64 (a sentinel such as
+        -999 is the same number in any width; Decimal refuses a comparison with a float list).
+        """
         col = pl.col(column)
         dtype = self.frame.collect_schema()[column]
-        missing = col.is_null()
-        if dtype.is_float():
-            missing = missing | col.is_nan()
-        if dtype.is_numeric() and self.sentinels:
-            missing = missing | col.is_in(self._sentinels_for(dtype))
-        return missing.fill_null(True)
+        out = col.is_null()
+        if is_measurement(dtype):
+            number = col if dtype.is_float() else col.cast(pl.Float64)
+            if dtype.is_float():
+                out = out | number.is_nan() | number.is_infinite()
+            if self.sentinels:
+                out = out | number.is_in([float(s) for s in self.sentinels])
+        return out.fill_null(True)
 
     def clean(self, column: str) -> pl.Expr:
-        """The column with missing values (NaN, sentinels) turned into nulls, as Float64."""
+        """The column as Float64 with every missing or invalid value (see `missing`) null, so no
+        infinity, NaN or sentinel reaches a mean, a median or a spread."""
         return (
             pl.when(self.missing(column))
             .then(None)
-            .otherwise(pl.col(column))
-            .cast(pl.Float64)
+            .otherwise(pl.col(column).cast(pl.Float64))
             .alias(column)
         )
 
-    def _sentinels_for(self, dtype: pl.DataType) -> list[float] | list[int]:
-        if dtype.is_integer():
-            return [int(s) for s in self.sentinels if float(s).is_integer()]
-        return list(self.sentinels)
+
+def is_measurement(dtype: pl.DataType) -> bool:
+    """A dtype whose values are numbers to compare: every integer width, float and Decimal.
+    Boolean, temporal, text and nested columns are not, whatever roles guessed."""
+    return dtype.is_numeric() and dtype != pl.Boolean
 
 
 def load(path: str, config: Config) -> Dataset:

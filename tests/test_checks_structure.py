@@ -16,7 +16,7 @@ from dq_agent.checks.structure_report import dtype_matches, normalise_offset
 from dq_agent.config import Config, resolve
 from dq_agent.errors import ConfigError
 from dq_agent.load import load
-from dq_agent.result import Status
+from dq_agent.result import CheckResult, Status
 from dq_agent.timeparse import format_family_exprs
 from tests.fixtures_checks import NAB_DIR, T0, as_tool, minute, run_check
 
@@ -451,3 +451,20 @@ def test_a_quiet_alarm_flag_is_not_a_constant_column(tmp_path: Path) -> None:
     result = run_check(plan_structure_check, path)
     # The integer flag that never fired is quiet; the text column with one value is reported.
     assert result.metrics["constant_columns"] == ["firmware"]
+
+
+def test_load_notes_is_a_documented_metric_in_every_run(tmp_path: Path) -> None:
+    """`load_notes` (what loading noticed, by kind) is declared, so every result has it: {} for
+    a plain file, the notes under their key for a file with a trailing separator, None for a
+    check that could not run."""
+    plain = tmp_path / "plain.csv"
+    plain.write_text("timestamp,v\n2024-01-01T00:00:00,1.5\n2024-01-01T00:01:00,1.6\n")
+    assert run_check(plan_structure_check, plain).metrics["load_notes"] == {}
+    trailing = tmp_path / "trailing.csv"
+    trailing.write_text("timestamp,v,\n2024-01-01T00:00:00,1.5,\n2024-01-01T00:01:00,1.6,\n")
+    notes = run_check(plan_structure_check, trailing).metrics["load_notes"]
+    assert list(notes) == ["trailing_separator"]
+    assert len(notes["trailing_separator"]) == 1
+    failed = CheckResult.failed("structure_check", "boom", "try again")
+    assert "load_notes" in failed.metrics
+    assert failed.metrics["load_notes"] is None

@@ -1,3 +1,4 @@
+import decimal
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,6 +36,33 @@ def test_missing_markers_become_null_and_sentinels_count_as_missing(tmp_path: Pa
     assert frame.select(pl.col("temp").is_null().sum()).collect().item() == 4
     assert frame.select(dataset.missing("temp").sum()).collect().item() == 5
     assert frame.select(dataset.clean("temp").sum()).collect().item() == 3.0
+
+
+def test_one_missing_rule_for_every_dtype_infinities_included(tmp_path: Path) -> None:
+    """`Dataset.missing` is the one rule the checks use: +-inf are invalid, and a Decimal or
+    integer column compares with the sentinel -999 as numbers (no Polars type error)."""
+    frame = pl.DataFrame(
+        {
+            "timestamp": [datetime(2024, 1, 1, 0, m, tzinfo=UTC) for m in range(6)],
+            "temp": [1.0, float("inf"), float("-inf"), float("nan"), None, 2.0],
+            "dec": pl.Series(
+                [decimal.Decimal(v) for v in ("1.5", "-999", "2.5", "3.5", "4.5", "5.5")],
+                dtype=pl.Decimal(10, 3),
+            ),
+            "count": pl.Series([1, 2, -999, 4, None, 6], dtype=pl.Int16),
+        }
+    )
+    path = tmp_path / "d.parquet"
+    frame.write_parquet(path)
+    dataset = load(str(path), Config())
+    counted = dataset.frame.select(
+        dataset.missing("temp").sum().alias("temp"),
+        dataset.missing("dec").sum().alias("dec"),
+        dataset.missing("count").sum().alias("count"),
+        dataset.clean("temp").sum().alias("temp_sum"),
+        dataset.clean("dec").sum().alias("dec_sum"),
+    ).collect()
+    assert counted.row(0) == (4, 1, 2, 3.0, 17.5)
 
 
 def test_roles_long_layout_with_ingest_time(tmp_path: Path) -> None:

@@ -216,33 +216,8 @@ def entity_key(dataset: Dataset) -> pl.Expr | None:
     ).alias("__entity")
 
 
-def is_measurement(dtype: pl.DataType) -> bool:
-    """A dtype whose values are numbers to compare: every integer width, float and Decimal.
-    Boolean, temporal, text and nested columns are not, whatever roles guessed."""
-    return dtype.is_numeric() and dtype != pl.Boolean
-
-
 def is_nested(dtype: pl.DataType) -> bool:
     return isinstance(dtype, pl.Struct | pl.List | pl.Array)
-
-
-def missing(dataset: Dataset, column: str) -> pl.Expr:
-    """True where a value is missing or invalid: null, NaN, +-inf, or a configured sentinel.
-
-    The loader's `Dataset.missing` compares every numeric dtype with a float list, which Decimal
-    refuses, and lets infinities through; this works for every dtype. Decimal and integers are
-    compared as Float64: a sentinel such as -999 is the same number in any width.
-    """
-    col = pl.col(column)
-    dtype = dataset.frame.collect_schema()[column]
-    out = col.is_null()
-    if is_measurement(dtype):
-        number = col.cast(pl.Float64) if not dtype.is_float() else col
-        if dtype.is_float():
-            out = out | number.is_nan() | number.is_infinite()
-        if dataset.sentinels:
-            out = out | number.is_in([float(s) for s in dataset.sentinels])
-    return out.fill_null(True)
 
 
 def nonfinite(dataset: Dataset, column: str) -> pl.Expr:
@@ -251,17 +226,6 @@ def nonfinite(dataset: Dataset, column: str) -> pl.Expr:
     if not dtype.is_float():
         return pl.lit(False)
     return pl.col(column).is_infinite().fill_null(False)
-
-
-def measurement(dataset: Dataset, column: str) -> pl.Expr:
-    """The column as Float64 with every missing or invalid value (see `missing`) null, so no
-    infinity, NaN or sentinel reaches a mean, a median or a spread."""
-    return (
-        pl.when(missing(dataset, column))
-        .then(None)
-        .otherwise(pl.col(column).cast(pl.Float64))
-        .alias(column)
-    )
 
 
 def iso(value: Any) -> str | None:

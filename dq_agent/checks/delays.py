@@ -40,7 +40,6 @@ from dq_agent.checks.base import (
     Engine,
     Scope,
     entity_key,
-    missing,
     series_rows,
 )
 from dq_agent.checks.delays_report import (
@@ -223,7 +222,7 @@ def _timing_frame(dataset: Dataset, scope: Scope, timestamp: str) -> pl.LazyFram
     roles = dataset.roles
     role_columns = {timestamp, roles.ingest_time, *roles.entity}
     if scope.column is not None and scope.column not in role_columns:
-        lf = lf.filter(~missing(dataset, scope.column))
+        lf = lf.filter(~dataset.missing(scope.column))
     key = entity_key(dataset)
     columns = [
         pl.col(FILE_ROW),
@@ -253,7 +252,7 @@ def _timed(dataset: Dataset, scope: Scope, timestamp: str) -> pl.Expr:
         roles.ingest_time,
         *roles.entity,
     }:
-        timed = timed & ~missing(dataset, scope.column)
+        timed = timed & ~dataset.missing(scope.column)
     return timed
 
 

@@ -25,7 +25,6 @@ from dq_agent.checks.base import (
     entity_key,
     is_nested,
     iso,
-    missing,
     nonfinite,
     plural,
     series_rows,
@@ -116,7 +115,7 @@ def _events(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFr
         return None
     key = entity_key(dataset)
     entity = key if key is not None else pl.lit(None, dtype=pl.String)
-    flags = [missing(dataset, name).alias(f"__missing{i}") for i, name in enumerate(checked)]
+    flags = [dataset.missing(name).alias(f"__missing{i}") for i, name in enumerate(checked)]
     flagged = (
         scope.filter(dataset)
         .select(entity.alias(ENTITY), pl.col(ts).alias(START), *flags)
@@ -168,7 +167,7 @@ def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:
         col.null_count().cast(pl.Int64).alias(f"c{index}_null"),
         nan.cast(pl.Int64).alias(f"c{index}_nan"),
         nonfinite(dataset, name).sum().cast(pl.Int64).alias(f"c{index}_inf"),
-        missing(dataset, name).sum().cast(pl.Int64).alias(f"c{index}_missing"),
+        dataset.missing(name).sum().cast(pl.Int64).alias(f"c{index}_missing"),
     ]
 
 
@@ -184,7 +183,7 @@ def _longest_runs(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.
     """
     entity_columns = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
-    any_missing = pl.any_horizontal([missing(dataset, name) for name in columns])
+    any_missing = pl.any_horizontal([dataset.missing(name) for name in columns])
     keep = pl.col(_KEEP)
     picked = pl.col(ORDER).filter(keep)
     carried = list(dict.fromkeys([*entity_columns, *([ts] if ts else []), *columns]))
@@ -208,7 +207,7 @@ def _longest_runs(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.
 
     depths: list[pl.Expr] = []
     for i, name in enumerate(columns):
-        absent = missing(dataset, name)
+        absent = dataset.missing(name)
         continues = absent & absent.shift().fill_null(False) & same_series
         run_start = pl.when(absent & ~continues).then(index).otherwise(None).forward_fill()
         depths.append(pl.when(absent).then(index - run_start + 1).otherwise(0).alias(f"c{i}_depth"))

@@ -42,9 +42,7 @@ from dq_agent.checks.base import (
     CheckPlan,
     Scope,
     entity_key,
-    is_measurement,
     iso,
-    measurement,
     plural,
     series_rows,
 )
@@ -66,7 +64,7 @@ from dq_agent.checks.evidence import (
     z_tail,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
-from dq_agent.load import Dataset
+from dq_agent.load import Dataset, is_measurement
 from dq_agent.result import CheckResult, Finding, Status
 from dq_agent.settings import choice, fraction, positive, setting
 from dq_agent.timeparse import TIMESTAMP_DTYPE
@@ -281,10 +279,7 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFr
             ).alias(_TIME),
             order.alias(ROW),
             pl.col(SERIES),
-            *[
-                measurement(dataset, name).gather(order).alias(_x(i))
-                for i, name in enumerate(columns)
-            ],
+            *[dataset.clean(name).gather(order).alias(_x(i)) for i, name in enumerate(columns)],
         )
         # Distances from the mean of the two readings before and of the two after: columns of
         # their own, as each is read several times below.

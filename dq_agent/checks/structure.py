@@ -111,6 +111,7 @@ SPEC = CheckSpec(
         "text_numeric_columns",
         "invalid_utf8_values",
         "nested_columns",
+        "load_notes",
     ),
     words=r"structur\w*|schemas?|(?:column|data) types?|dtypes?|encoding",
 )
