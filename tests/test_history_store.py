@@ -140,6 +140,23 @@ def test_fingerprint_sums_sizes_over_a_directory_and_a_glob(tmp_path: Path) -> N
     assert globbed.schema == fp.schema
 
 
+def test_fingerprint_counts_gzipped_csv_files_in_a_directory(tmp_path: Path) -> None:
+    """A directory of `.csv.gz` deliveries is read by the loader, so the fingerprint sees
+    those files too: a new delivery changes it."""
+    folder = tmp_path / "gz"
+    folder.mkdir()
+    (folder / "day_1.csv.gz").write_bytes(b"x" * 40)
+    (folder / "day_2.csv.gz").write_bytes(b"y" * 60)
+    (folder / "readme.md").write_bytes(b"z" * 9)
+    fp = fingerprint_of({"path": str(folder), "rows": 4, "columns": ["a"]})
+    assert (fp.files, fp.size_bytes) == (2, 100)
+    (folder / "day_3.csv.gz").write_bytes(b"w" * 5)
+    later = fingerprint_of({"path": str(folder), "rows": 4, "columns": ["a"]})
+    assert (later.files, later.size_bytes) == (3, 105)
+    assert later.digest != fp.digest
+    assert data_files("-") == []
+
+
 def test_fingerprint_changes_with_schema_rows_and_content(tmp_path: Path) -> None:
     data = tmp_path / "d.csv"
     data.write_text("a,b\n1,2\n")

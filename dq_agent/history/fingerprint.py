@@ -8,19 +8,17 @@ part is empty rather than an error.
 
 from __future__ import annotations
 
-import glob as globlib
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# Same suffixes as `load`: a directory's Parquet files, else its CSV files.
-_PARQUET_SUFFIXES = {".parquet", ".pq", ".parq"}
-_CSV_SUFFIXES = {".csv", ".tsv", ".txt"}
+from dq_agent.errors import InputError
+from dq_agent.loading.files import STDIN, resolve_files
+
 _DIGEST_CHARS = 16
 
 
@@ -75,22 +73,14 @@ def schema_hash(columns: list[Any], dtypes: Mapping[str, Any]) -> str:
 
 
 def data_files(path: str) -> list[Path]:
-    """The files behind `path` (file, glob or directory); empty when nothing is there any more."""
-    if not path:
+    """The files behind `path` (file, glob or directory) as the loader finds them, `.csv.gz`
+    included; empty when nothing readable is there any more (or the path is standard input)."""
+    if not path or path == STDIN:
         return []
-    if any(ch in path for ch in "*?["):
-        return sorted(Path(p) for p in globlib.glob(path, recursive=True) if os.path.isfile(p))
-    target = Path(path)
     try:
-        if target.is_file():
-            return [target]
-        if not target.is_dir():
-            return []
-        found = [p for p in target.rglob("*") if p.is_file()]
-    except OSError:
+        return resolve_files(path)[0]
+    except InputError:
         return []
-    parquet = sorted(p for p in found if p.suffix.lower() in _PARQUET_SUFFIXES)
-    return parquet or sorted(p for p in found if p.suffix.lower() in _CSV_SUFFIXES)
 
 
 def _hash(value: Any) -> str:
