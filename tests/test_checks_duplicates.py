@@ -228,3 +228,51 @@ def test_identical_rows_without_a_timestamp_are_exact_duplicates_but_no_key(tmp_
     metrics = run_check(plan_duplicate_check, path).metrics
     assert (metrics["exact_duplicate_rows"], metrics["exact_duplicate_groups"]) == (1, 1)
     assert metrics["duplicate_key_rows"] == 0
+
+
+def test_rows_that_differ_only_in_unreadable_times_are_not_duplicates(tmp_path: Path) -> None:
+    """Among 40 readable rows, four rows of device a with the value 2.0 and times that cannot
+    be read: "#VALUE!", "ERR", "ERR" and "ERR ". As read, "ERR" twice is one row repeated;
+    "ERR " and "#VALUE!" differ from it in the file: 1 exact duplicate, not 3."""
+    rows = [[minute(m), device, float(m)] for m in range(20) for device in ("a", "b")]
+    rows += [
+        ["#VALUE!", "a", 2.0],
+        ["ERR", "a", 2.0],
+        ["ERR", "a", 2.0],
+        ["ERR ", "a", 2.0],
+    ]
+    path = write_csv(tmp_path / "g.csv", ["timestamp", "device_id", "value"], rows)
+    metrics = run_check(plan_duplicate_check, path).metrics
+    assert (metrics["exact_duplicate_rows"], metrics["exact_duplicate_groups"]) == (1, 1)
+    assert metrics["duplicate_key_rows"] == 0
+    # Scoped to device b, none of those rows is in scope.
+    scoped = run_check(plan_duplicate_check, path, scope=Scope(entity="b")).metrics
+    assert (scoped["rows"], scoped["exact_duplicate_rows"]) == (20, 0)
+
+
+def test_many_devices_with_repeated_keys_list_the_first_findings(tmp_path: Path) -> None:
+    """A melted file read with the device alone as entity: 1,000 devices x 5 times x 2
+    variables, so every key holds a temperature and a pressure that disagree: 5,000
+    conflicting readings at 5,000 keys, 5 per device. The 20 findings shown are the first
+    devices by name (equal counts), each with its 5 example keys; 980 are left out."""
+    lines = ["timestamp,device_id,variable,value"]
+    for d in range(1000):
+        for m in range(5):
+            lines.append(f"{minute(m)},dev-{d:04d},temperature,{20 + d % 7}.5")
+            lines.append(f"{minute(m)},dev-{d:04d},pressure,{1000 + m}.25")
+    path = tmp_path / "long.csv"
+    path.write_text("\n".join(lines) + "\n")
+    config = Config()
+    config.columns.entity = ["device_id"]
+    result = run_check(plan_duplicate_check, path, config)
+    m = result.metrics
+    assert (m["duplicate_key_rows"], m["conflicting_key_rows"]) == (5000, 5000)
+    assert (m["duplicate_key_groups"], m["entities_with_duplicate_keys"]) == (5000, 1000)
+    assert m["findings_left_out"] == 980
+    assert [f.entity for f in result.findings] == [f"dev-{d:04d}" for d in range(20)]
+    assert {f.count for f in result.findings} == {5}
+    assert [len(f.examples) for f in result.findings] == [5] * 20
+    assert result.findings[0].examples[0]["values"] == {
+        "variable": ["temperature", "pressure"],
+        "value": [20.5, 1000.25],
+    }

@@ -10,13 +10,15 @@ candidates are then grouped exactly, by value, as before: one group-by over all 
 the distinct rows and their copies; grouping those again by the key gives, per key, the copies
 and the number of distinct rows, so "conflicting" (distinct rows minus 1) and "identical"
 (copies minus distinct rows) need no row-by-row comparison. With `scope.column`, conflicting
-means disagreeing in that column only.
+means disagreeing in that column only. A row whose timestamp could not be read is compared with
+its time as written: rows that differ only in unreadable times are no duplicates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -55,11 +57,14 @@ class DuplicateCheckConfig:
 
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
+# Distinct hours of conflicting keys tried as a DST repeat.
+MAX_CAUSE_HOURS = 50
 _COPIES = "__copies"
 _DISTINCT = "__distinct"
 _ENTITY = "__entity"
 _CONFLICT = "__conflict"
 _CANDIDATE = "__candidate"
+_RAW_TIME = "__time_as_read"
 _KIND_ORDER = {"conflicting": 0, "exact": 1, "identical": 2}
 
 
@@ -70,7 +75,11 @@ def plan_duplicate_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
     key = [*dataset.roles.entity, ts] if ts is not None else []
     compared = _compared_columns(columns, key, scope.column)
     candidates = _candidates(dataset, scope, columns)
-    row_groups = candidates.group_by(columns).agg(pl.len().cast(pl.Int64).alias(_COPIES))
+    row_groups = (
+        _exact_rows(dataset, scope, candidates, columns)
+        .group_by([*columns, _RAW_TIME] if ts is not None else columns)
+        .agg(pl.len().cast(pl.Int64).alias(_COPIES))
+    )
     queries = [
         _exact_totals(frame, row_groups, ts),
         _exact_examples(dataset, row_groups, columns),
@@ -154,6 +163,28 @@ def _candidates(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.La
         # Read by every query of the check: computed once.
         .cache()
     )
+
+
+def _exact_rows(
+    dataset: Dataset, scope: Scope, candidates: pl.LazyFrame, columns: Sequence[str]
+) -> pl.LazyFrame:
+    """The rows compared for exact duplicates. A row whose timestamp could not be read keeps
+    its text as read (`_RAW_TIME`): two rows that differ only in unreadable times ("n/a" and
+    "ERR") are not the same row, two with the same text are. The rows with a time come from
+    the candidates; those without are few, taken from the file with the text beside them."""
+    ts = dataset.roles.timestamp
+    if ts is None:
+        return candidates
+    as_read = dataset.raw.select(pl.col(ts).cast(pl.String).alias(_RAW_TIME))
+    unread = (
+        scope.filter(replace(dataset, frame=pl.concat([dataset.frame, as_read], how="horizontal")))
+        .filter(pl.col(ts).is_null())
+        .select(*columns, _RAW_TIME)
+    )
+    timed = candidates.filter(pl.col(ts).is_not_null()).with_columns(
+        pl.lit(None, dtype=pl.String).alias(_RAW_TIME)
+    )
+    return pl.concat([timed, unread], how="vertical_relaxed")
 
 
 def _entity_expr(dataset: Dataset) -> pl.Expr:
@@ -281,9 +312,10 @@ def _result(
             metrics={"rows": 0, "exact_duplicate_rows": 0, "duplicate_key_rows": None},
         )
     exact = int(totals["exact_rows"] or 0)
-    findings: list[tuple[str, Finding]] = []
+    findings: list[_Pending] = []
     if exact:
-        findings.append(("exact", _exact_finding(dataset, totals, frames[1])))
+        exact_finding = _exact_finding(dataset, totals, frames[1])
+        findings.append(_Pending("exact", exact, None, lambda: exact_finding))
     metrics: dict[str, Any] = {
         "rows": rows,
         "exact_duplicate_rows": exact,
@@ -306,14 +338,15 @@ def _result(
             conflicting_key_groups=sum(int(e["conflicting_groups"]) for e in by_entity),
             entities_with_duplicate_keys=len(by_entity),
         )
-        examples = frames[3].to_dicts()
         naive = naive_source(dataset.raw_dtypes.get(key[-1], ""), dataset_timezone)
-        findings += _key_findings(by_entity, examples, compared, key[-1], naive)
+        cause = _repeat_cause(frames[3], key[-1]) if naive else None
+        findings += _key_findings(by_entity, frames[3], compared, key[-1], cause)
     worst = max(exact, metrics["duplicate_key_rows"] or 0)
     status = status_from_thresholds(worst, rows, warn_at, fail_at)
     severity = at_least_warn(status)
-    findings.sort(key=lambda item: (_KIND_ORDER[item[0]], -item[1].count, item[1].entity or ""))
-    ordered = [replace(f, severity=severity) for _, f in findings[:MAX_FINDINGS]]
+    findings.sort(key=lambda item: (_KIND_ORDER[item.kind], -item.count, item.entity or ""))
+    # Only the findings shown are built: a file of 5,000 devices has 5,000 candidates.
+    ordered = [replace(f.build(), severity=severity) for f in findings[:MAX_FINDINGS]]
     metrics["findings_left_out"] = max(0, len(findings) - MAX_FINDINGS)
     return CheckResult(TOOL, status, _summary(metrics), metrics, ordered)
 
@@ -343,63 +376,94 @@ def _exact_finding(dataset: Dataset, totals: dict[str, Any], examples: pl.DataFr
     )
 
 
+def _repeat_cause(examples: pl.DataFrame, ts: str) -> str | None:
+    """DST as the likely cause of the conflicting keys: judged on the hours they fall in (an
+    hour clocks go through twice is repeated whole), not on every example."""
+    hours = (
+        examples.filter(pl.col(_DISTINCT) > 1)
+        .get_column(ts)
+        .dt.truncate("1h")
+        .unique()
+        .sort()
+        .head(MAX_CAUSE_HOURS)
+    )
+    return repeat_cause(hours.to_list())
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A finding to be: its kind, count and entity order the findings; `build` makes it."""
+
+    kind: str
+    count: int
+    entity: Any
+    build: Callable[[], Finding]
+
+
 def _key_findings(
     by_entity: list[dict[str, Any]],
-    examples: list[dict[str, Any]],
+    examples: pl.DataFrame,
     compared: Sequence[str],
     ts: str,
-    naive: bool = False,
-) -> list[tuple[str, Finding]]:
-    findings: list[tuple[str, Finding]] = []
+    cause: str | None = None,
+) -> list[_Pending]:
     column = compared[0] if len(compared) == 1 else None
-    cause = repeat_cause([e[ts] for e in examples if e[_DISTINCT] > 1]) if naive else None
     because = f" ({cause})" if cause else ""
+
+    def own(name: Any) -> list[dict[str, Any]]:
+        """An entity's examples: taken out only for the findings shown."""
+        return examples.filter(pl.col(_ENTITY).eq_missing(name)).to_dicts()
+
+    def conflicting(entity: dict[str, Any]) -> Finding:
+        count = int(entity["conflicting"])
+        rows = own(entity[_ENTITY])
+        return Finding(
+            what=(
+                f"{plural(count, 'conflicting reading')} at "
+                f"{plural(int(entity['conflicting_groups']), 'duplicated key')}{because}"
+            ),
+            count=count,
+            column=column,
+            entity=entity[_ENTITY],
+            start=iso(entity["conflicting_start"]),
+            end=iso(entity["conflicting_end"]),
+            examples=[_key_example(e, compared, ts) for e in rows if e[_DISTINCT] > 1][
+                :MAX_EXAMPLES
+            ],
+        )
+
+    def identical(entity: dict[str, Any]) -> Finding:
+        count = int(entity["identical"])
+        rows = own(entity[_ENTITY])
+        return Finding(
+            what=(
+                f"{plural(count, 'identical repeated reading')} at "
+                f"{plural(int(entity['identical_groups']), 'duplicated key')}"
+            ),
+            count=count,
+            column=column,
+            entity=entity[_ENTITY],
+            start=iso(entity["identical_start"]),
+            end=iso(entity["identical_end"]),
+            examples=[_key_example(e, compared, ts) for e in rows if e[_COPIES] > e[_DISTINCT]][
+                :MAX_EXAMPLES
+            ],
+        )
+
+    pending: list[_Pending] = []
     for entity in by_entity:
         name = entity[_ENTITY]
-        own = [e for e in examples if e[_ENTITY] == name]
-        conflicting, identical = int(entity["conflicting"]), int(entity["identical"])
-        if conflicting:
-            findings.append(
-                (
-                    "conflicting",
-                    Finding(
-                        what=(
-                            f"{plural(conflicting, 'conflicting reading')} at "
-                            f"{plural(int(entity['conflicting_groups']), 'duplicated key')}"
-                            f"{because}"
-                        ),
-                        count=conflicting,
-                        column=column,
-                        entity=name,
-                        start=iso(entity["conflicting_start"]),
-                        end=iso(entity["conflicting_end"]),
-                        examples=[_key_example(e, compared, ts) for e in own if e[_DISTINCT] > 1][
-                            :MAX_EXAMPLES
-                        ],
-                    ),
+        if int(entity["conflicting"]):
+            pending.append(
+                _Pending(
+                    "conflicting", int(entity["conflicting"]), name, partial(conflicting, entity)
                 )
             )
-        if identical:
-            findings.append(
-                (
-                    "identical",
-                    Finding(
-                        what=(
-                            f"{plural(identical, 'identical repeated reading')} at "
-                            f"{plural(int(entity['identical_groups']), 'duplicated key')}"
-                        ),
-                        count=identical,
-                        column=column,
-                        entity=name,
-                        start=iso(entity["identical_start"]),
-                        end=iso(entity["identical_end"]),
-                        examples=[
-                            _key_example(e, compared, ts) for e in own if e[_COPIES] > e[_DISTINCT]
-                        ][:MAX_EXAMPLES],
-                    ),
-                )
+        if int(entity["identical"]):
+            pending.append(
+                _Pending("identical", int(entity["identical"]), name, partial(identical, entity))
             )
-    return findings
+    return pending
 
 
 def _key_example(row: dict[str, Any], compared: Sequence[str], ts: str) -> dict[str, Any]:
