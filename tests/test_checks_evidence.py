@@ -67,6 +67,21 @@ def test_the_screen_never_changes_the_decision(
 
 
 def test_a_slow_process_needs_more_outliers_to_be_evidence() -> None:
-    independent = group_p_value(1000, 30, 4.0, 3.0, True, rho=0.0)
-    slow = group_p_value(1000, 30, 4.0, 3.0, True, rho=0.9)
+    independent = group_p_value(1000, 35, 4.0, 3.0, True, rho=0.0)
+    slow = group_p_value(1000, 35, 4.0, 3.0, True, rho=0.9)
     assert independent < 1e-4 < slow
+
+
+def test_a_count_allows_for_a_spread_that_came_out_small() -> None:
+    """9 of 50 values beyond 3 robust sigmas: with the spread known, about 1e-8 (a binomial of
+    a 1% rate); with a MAD from those 50 values, about 1e-3, since a MAD 30% small happens one
+    group in a few hundred and then flags many values at once (an iid t(10) sweep of 600
+    groups of 50 gave up to 7). Far beyond, the count stays evidence."""
+    from dq_agent.checks.evidence import ROBUST_T_SCALE, count_tail
+
+    cut = ((3.0 * ROBUST_T_SCALE, 1),)
+    known = count_tail(9, 50, cut)
+    estimated = count_tail(9, 50, cut, information=0.37 * 50)
+    assert known < 1e-7
+    assert 1e-4 < estimated < 1e-2
+    assert count_tail(25, 50, cut, information=0.37 * 50) < 1e-7

@@ -447,3 +447,22 @@ def test_melted_devices_at_their_own_times_keyed_by_device_and_variable(tmp_path
     assert dataset.roles.entity == ["serial", "variable"]
     entity = next(i for i in dataset.inferred if i.role == "entity")
     assert entity.reason == "together make (entity, timestamp) unique for 100.0% of rows"
+
+
+def test_melted_file_of_one_device_keeps_its_serial_as_the_entity(tmp_path: Path) -> None:
+    """One device (serial 1001) in a melted file: `variable` names the series, and the serial,
+    one value in the whole file, names the device: it joins the key, and is no constant
+    column."""
+    lines = ["timestamp,serial,variable,value"]
+    for m in range(30):
+        for variable in ("temperature", "pressure"):
+            lines.append(f"2024-03-04T10:{m:02d}:00,1001,{variable},{m}.5")
+    path = tmp_path / "one.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    assert dataset.roles.entity == ["serial", "variable"]
+    entity = next(i for i in dataset.inferred if i.role == "entity")
+    assert entity.reason.endswith("; serial names the one device")
+    result = run_check(plan_structure_check, path)
+    assert result.status is Status.PASS
+    assert not any("constant" in f.what for f in result.findings)

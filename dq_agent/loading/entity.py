@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
@@ -108,9 +109,10 @@ def find_entity(
         completed = _completing_pair(raw, timestamp, best, keyed, shares[(best,)], rows, order)
         if completed is not None:
             return completed
-        return EntityGuess(
+        guess = EntityGuess(
             [best], f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows"
         )
+        return _with_device(guess, ranked, counts, order)
     pairs = [list(p) for p in itertools.combinations(keyed[:_MAX_PAIR_CANDIDATES], 2)]
     if not pairs:
         return None
@@ -121,6 +123,23 @@ def find_entity(
         return None
     pair.sort(key=lambda c: order[c])
     return EntityGuess(pair, f"together make (entity, timestamp) unique for {share:.1%} of rows")
+
+
+def _with_device(
+    guess: EntityGuess, ranked: list[str], counts: dict[str, Any], order: dict[str, int]
+) -> EntityGuess:
+    """A melted file of one device: the series are named by `variable` alone, and a column
+    named like a device with one value (`serial` 1001) names that device. It joins the key, so
+    it is a role and not a constant column."""
+    if not all(VARIABLE_NAME.match(c) for c in guess.columns):
+        return guess
+    device = [
+        c for c in ranked if counts[c] == 1 and ENTITY_NAME.search(c) and not VARIABLE_NAME.match(c)
+    ]
+    if not device:
+        return guess
+    columns = sorted([device[0], *guess.columns], key=lambda c: order[c])
+    return EntityGuess(columns, f"{guess.reason}; {device[0]} names the one device")
 
 
 def _completing_pair(
