@@ -276,6 +276,30 @@ def test_a_mad_of_one_step_is_read_between_the_steps(tmp_path: Path) -> None:
     assert result.status is Status.PASS
 
 
+def test_a_coarse_mad_in_float32_is_read_between_the_steps_too(tmp_path: Path) -> None:
+    """Tenths stored as Float32, whose deviations from the median are off by about 1e-7:
+    30 x 2.9, 26 each of 2.8 and 3.0, 22 each of 2.7 and 3.1, 18 each of 2.6 and 3.2, 12 each
+    of 2.5 and 3.3, 8 each of 2.4 and 3.4 (202 values). Deviations 0, 0.1 and 0.2 number 30,
+    52 and 44: the MAD is 0.2 (two steps), with 82 below it and 44 at it, so between the steps
+    0.15 + (0.5 - 82/202) / (44/202) x 0.1; the farthest value is 0.5 out."""
+    counts = {2.4: 8, 2.5: 12, 2.6: 18, 2.7: 22, 2.8: 26, 2.9: 30}
+    counts.update({3.0: 26, 3.1: 22, 3.2: 18, 3.3: 12, 3.4: 8})
+    values = [v for v, k in counts.items() for _ in range(k)]
+    random.Random(4).shuffle(values)
+    frame = pl.DataFrame(
+        {
+            "timestamp": [T0 + timedelta(minutes=i) for i in range(len(values))],
+            "device_id": ["a"] * len(values),
+            "vib": pl.Series(values, dtype=pl.Float32),
+        }
+    )
+    result = run_check(plan_outlier_check, write_parquet(tmp_path / "f32.parquet", frame))
+    n = len(values)
+    mad = 0.15 + (0.5 - 82 / n) / (44 / n) * 0.1
+    spread = MAD_TO_SIGMA * mad / (1 - 1.3 / n)
+    assert result.metrics["columns"]["vib"]["max_abs_z"] == pytest.approx(0.5 / spread, abs=1e-3)
+
+
 def test_one_quantisation_step_is_no_outlier(tmp_path: Path) -> None:
     values = [20.0] * 36 + [20.1, 19.9, 20.1, 20.1]
     rows = [[minute(i), "a", v] for i, v in enumerate(values)]

@@ -466,3 +466,22 @@ def test_melted_file_of_one_device_keeps_its_serial_as_the_entity(tmp_path: Path
     result = run_check(plan_structure_check, path)
     assert result.status is Status.PASS
     assert not any("constant" in f.what for f in result.findings)
+
+
+def test_melted_devices_that_never_share_a_time_keep_the_device(tmp_path: Path) -> None:
+    """Three devices at their own seconds, never the same: (variable, timestamp) alone is
+    unique, yet the device column (3 values in 180 rows) names whose readings they are."""
+    lines = ["timestamp,Gerät,variable,value"]
+    for device, offset in (("Pumpe 1", 0), ("Pumpe 2", 7), ("Pumpe 3", 13)):
+        for i in range(30):
+            t = datetime(2024, 3, 4, tzinfo=UTC) + timedelta(seconds=i * 29 + offset)
+            for variable in ("temperature", "pressure"):
+                lines.append(f"{t:%Y-%m-%dT%H:%M:%S},{device},{variable},{i}.5")
+    path = tmp_path / "long.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    dataset = load(str(path), Config())
+    assert dataset.roles.entity == ["Gerät", "variable"]
+    entity = next(i for i in dataset.inferred if i.role == "entity")
+    assert entity.reason == (
+        "makes (entity, timestamp) unique for 100.0% of rows; Gerät names the device"
+    )

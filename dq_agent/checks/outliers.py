@@ -102,7 +102,7 @@ _SMALL_SAMPLE_BIAS = 1.3
 # Decimal places tried when working out a column's resolution (1 down to 0.000001), on the
 # first values of the column.
 _MAX_DECIMALS = 6
-QUANTISED_MAD_STEPS = 2
+QUANTISED_MAD_STEPS = 10
 _RESOLUTION_SAMPLE = 10_000
 _ENTITY = "__entity"
 _TIME = "__time"
@@ -335,6 +335,9 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
             # readings in whole steps of a resolution (`_mad`).
             (deviation < deviation.median() - _tie(x)).mean().alias(_stat("mad_below", i)),
             ((deviation - deviation.median()).abs() <= _tie(x)).mean().alias(_stat("mad_at", i)),
+            deviation.filter(deviation < deviation.median() - _tie(x))
+            .max()
+            .alias(_stat("mad_next", i)),
             deviation.mean().fill_null(0.0).alias(_stat("meanad", i)),
             x.mean().alias(_stat("mean", i)),
             x.std(ddof=1).fill_null(0.0).alias(_stat("std", i)),
@@ -353,8 +356,9 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
 
 
 def _tie(x: pl.Expr) -> pl.Expr:
-    """Deviations this close are one value: x - median in floats is not exact."""
-    return 1e-9 * pl.max_horizontal(x.median().abs(), 1.0)
+    """Deviations this close are one value: x - median in floats is not exact (in Float32,
+    read as Float64, about 1e-7 of the level)."""
+    return 1e-6 * pl.max_horizontal(x.median().abs(), 1.0)
 
 
 def _mad(i: int, resolution: pl.Expr) -> pl.Expr:
@@ -364,12 +368,21 @@ def _mad(i: int, resolution: pl.Expr) -> pl.Expr:
     steps is rounded by up to half a step: on a sensor of sd 0.22 in tenths the MAD is 0.1, not
     0.15, and a 3.5-sigma reading looks 5.4 sigmas out. A deviation of k steps stands for the
     true ones within [k - 1/2, k + 1/2] q, so the median is interpolated in that step (the
-    median of grouped data): (k - 1/2) q + (1/2 - share below) / (share at) x q. Coarse MADs
-    only (up to QUANTISED_MAD_STEPS steps): beyond, rounding is negligible."""
+    median of grouped data): (k - 1/2) q + (1/2 - share below) / (share at) x q. Only where the
+    readings fill the steps (the deviation just below the MAD is one step less: not readings
+    in halves that merely are multiples of 0.1), and coarse MADs (up to QUANTISED_MAD_STEPS
+    steps): beyond, rounding is negligible."""
     mad = pl.col(_stat("mad", i))
     below, at = pl.col(_stat("mad_below", i)), pl.col(_stat("mad_at", i))
+    step_below = mad - pl.col(_stat("mad_next", i)).fill_null(0.0)
     grouped = mad - resolution / 2 + (0.5 - below) / at * resolution
-    coarse = (resolution > 0) & (mad > 0) & (at > 0) & (mad <= QUANTISED_MAD_STEPS * resolution)
+    coarse = (
+        (resolution > 0)
+        & (mad > 0)
+        & (at > 0)
+        & (mad <= QUANTISED_MAD_STEPS * resolution)
+        & ((step_below - resolution).abs() <= 0.01 * resolution)
+    )
     return pl.when(coarse).then(grouped).otherwise(mad)
 
 

@@ -112,7 +112,7 @@ def find_entity(
         guess = EntityGuess(
             [best], f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows"
         )
-        return _with_device(guess, ranked, counts, order)
+        return _with_device(guess, ranked, counts, order, rows)
     pairs = [list(p) for p in itertools.combinations(keyed[:_MAX_PAIR_CANDIDATES], 2)]
     if not pairs:
         return None
@@ -126,20 +126,31 @@ def find_entity(
 
 
 def _with_device(
-    guess: EntityGuess, ranked: list[str], counts: dict[str, Any], order: dict[str, int]
+    guess: EntityGuess,
+    ranked: list[str],
+    counts: dict[str, Any],
+    order: dict[str, int],
+    rows: int,
 ) -> EntityGuess:
-    """A melted file of one device: the series are named by `variable` alone, and a column
-    named like a device with one value (`serial` 1001) names that device. It joins the key, so
-    it is a role and not a constant column."""
+    """A melted file whose series `variable` alone tells apart: one device (`serial` 1001, one
+    value in the file), or devices that report at their own times, so that (variable,
+    timestamp) is unique without them. A column named like a device with few values names the
+    device and joins the key (which stays unique); it is a role, not a constant column."""
     if not all(VARIABLE_NAME.match(c) for c in guess.columns):
         return guess
     device = [
-        c for c in ranked if counts[c] == 1 and ENTITY_NAME.search(c) and not VARIABLE_NAME.match(c)
+        c
+        for c in ranked
+        if c not in guess.columns
+        and ENTITY_NAME.search(c)
+        and not VARIABLE_NAME.match(c)
+        and counts[c] <= max(1, MAX_DISTINCT_SHARE * rows)
     ]
     if not device:
         return guess
     columns = sorted([device[0], *guess.columns], key=lambda c: order[c])
-    return EntityGuess(columns, f"{guess.reason}; {device[0]} names the one device")
+    one = " one" if counts[device[0]] == 1 else ""
+    return EntityGuess(columns, f"{guess.reason}; {device[0]} names the{one} device")
 
 
 def _completing_pair(
