@@ -509,3 +509,22 @@ def test_small_devices_with_their_own_noise_levels_pass(tmp_path: Path) -> None:
     result = run_check(plan_outlier_check, _series(tmp_path / "noisy.parquet", values, 200))
     assert result.metrics["columns"]["value"]["groups_fleet_spread"] == 200
     assert result.status is Status.PASS
+
+
+def test_small_groups_allow_for_devices_that_differ_in_noise(tmp_path: Path) -> None:
+    """2,000 devices of 6 readings whose noise differs sixteenfold (spread 0.25 to 4, evenly on
+    a log scale): judged by the fleet's median spread (0.95), a reading 21 of those out is within
+    what a noisy device gives, however quiet its other readings. One of 1e6 is not."""
+    pattern = [-1.0, -0.5, 0.0, 0.5, 1.0, 0.2]
+    values = []
+    for device in range(2000):
+        spread = 0.25 * 16 ** (device / 1999)
+        values += [10.0 * device + spread * v for v in pattern]
+    values[6 * 77 : 6 * 78] = [770.0, 770.1, 769.9, 770.05, 769.95, 790.0]
+    clean = run_check(plan_outlier_check, _series(tmp_path / "fleet.parquet", values, 2000))
+    assert clean.metrics["columns"]["value"]["groups_fleet_spread"] == 2000
+    assert clean.status is Status.PASS
+    values[6 * 1234 + 4] = 1e6
+    spiked = run_check(plan_outlier_check, _series(tmp_path / "spiked.parquet", values, 2000))
+    assert spiked.status is Status.FAIL
+    assert spiked.findings[0].examples[0]["value"] == 1e6

@@ -56,6 +56,7 @@ from dq_agent.checks.events import (
 )
 from dq_agent.checks.evidence import (
     FAR,
+    MAD_EFFICIENCY,
     NULL_MODEL,
     ROBUST_T_SCALE,
     STD_T_SCALE,
@@ -440,6 +441,12 @@ def _column_stats(
         fleet += [
             spread.filter(eligible).median().fill_null(0.0).alias(_stat("fleet", i)),
             n.filter(eligible).sum().cast(pl.Int64).alias(_stat("fleet_n", i)),
+            # How much the groups' spreads differ (devices differ in noise, and a few values
+            # give a rough spread): a group judged by the fleet's median spread may have twice
+            # that. As information: a spread ratio with that log-variance, 1 / (2 var).
+            (0.5 / spread.filter(eligible & (spread > 0)).log().var())
+            .fill_nan(None)
+            .alias(_stat("fleet_info", i)),
             pl.col(_stat("rho", i))
             .filter(eligible)
             .median()
@@ -512,7 +519,12 @@ def _judged_groups(
             .alias(_stat("rho", i)),
             pl.when(big | own_wider)
             .then(n)
-            .otherwise(pl.col(_stat("fleet_n", i)))
+            .otherwise(
+                pl.min_horizontal(
+                    pl.col(_stat("fleet_n", i)),
+                    pl.col(_stat("fleet_info", i)) / MAD_EFFICIENCY,
+                )
+            )
             .alias(_stat("spread_n", i)),
             pl.when(big)
             .then(pl.max_horizontal(_local_spread(i), resolution))
