@@ -517,3 +517,23 @@ def test_staggered_ends_are_no_stopped_devices_but_an_early_stop_is(tmp_path: Pa
     assert result.metrics["stopped_entities"] == 1
     stopped = next(f for f in result.findings if "stopped" in f.what)
     assert stopped.entity == "d7"
+
+
+def test_step_tail_bounds() -> None:
+    """The tail's bound in units of the typical step: a heartbeat (every 20th step, with one
+    real 80-step outage) is its own ceiling, 20; a regular logger with ten 10-step gaps in
+    1,000 steps keeps 1 (then `gap_factor` decides); report-on-change steps of 1 to 5 (a
+    geometric tail: 1,742 x 1, 116 x 2, 7 x 3, 1 x 4) put the bound well past 4, so the one
+    4-step is no gap; a single step gives no bound."""
+    from dq_agent.checks.delays import _RATIO, step_tail
+
+    def bound(ratios: list[float]) -> float | None:
+        value = step_tail(pl.LazyFrame({_RATIO: ratios}), 0.001).collect().item()
+        return None if value is None else float(value)
+
+    heartbeat = [1.0, 1.0, 2.0, 3.0, 20.0] * 1000 + [80.0]
+    assert bound(heartbeat) == 20.0
+    assert bound([1.0] * 1000 + [10.0] * 10) == 1.0
+    geometric = bound([1.0] * 1742 + [2.0] * 116 + [3.0] * 7 + [4.0])
+    assert geometric is not None and 8.0 < geometric < 10.0
+    assert bound([1.0]) is None

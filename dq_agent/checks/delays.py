@@ -2,7 +2,10 @@
 
 Per entity, the expected sampling interval is `delay_check.expected_interval_seconds` when set,
 else that entity's median positive step between its time-sorted timestamps. A gap is a step
-longer than `gap_factor` times the expected interval. `total_gap_seconds` is the missing time
+beyond chance for the data's own steps: longer than `gap_factor` times the expected interval,
+and, where long steps are the data's normal (Poisson-like arrivals, report on change), beyond
+the bound an exponential tail of its longest steps gives (`step_tail`, `significance`).
+`total_gap_seconds` is the missing time
 *beyond* the expected interval (a 5 h step in hourly data adds 4 h): the time in which readings
 were due but none arrived. `max_gap_seconds` is the plain duration of the longest step that is a
 gap. Rows without a timestamp are counted (`null_timestamps`) and left out of the analysis.
@@ -378,14 +381,18 @@ def step_tail(ratios: pl.LazyFrame, significance: float) -> pl.LazyFrame:
 
     Peaks over a threshold: take the k longest of N steps (k = N / 8, at most TAIL_MAX; of few
     steps up to half and SMALL_TAIL). When they are all one value once the longest tenth of
-    them (at most TAIL_TRIM) are set aside (a heartbeat), or when most of them are the typical step itself (a regular
-    logger, whose few long steps are gaps however alike), that value is the longest step clean
-    data has, and the bound. Else the threshold u is the longest step shorter than the (k + 1)-th
-    (steps come in whole seconds or heartbeats: a block of ties lies all above u or all below)
-    and the tail above it is exponential, its scale estimated from the k longest with the
-    trimmed longest censored at the next (the gaps being judged do not widen their own bound;
-    the estimate is a Gamma of nu = k - trimmed). The chance that one of the K steps above u
-    exceeds u + c * scale is then K * (1 + c / nu) ** -nu: solved for c."""
+    them (at most TAIL_TRIM) are set aside (a heartbeat), or when most of them are the typical
+    step itself (a regular logger, whose few long steps are gaps however alike), that value is
+    the longest step clean data has, and the bound. Else the threshold u is the longest step
+    shorter than the (k + 1)-th (steps come in whole seconds or heartbeats: a block of ties
+    lies all above u or all below) and the tail above it is exponential, its scale estimated
+    from the k longest with the trimmed longest censored at the next (the gaps being judged
+    do not widen their own bound; the estimate is a Gamma of nu = k - trimmed). The chance
+    that one of the K steps above u exceeds u + c * scale is then K * (1 + c / nu) ** -nu:
+    solved for c.
+
+    This makes gaps rare long steps: a regular logger that lost more than about 1 reading in
+    16 has long steps as its normal, and only the longest of them stand out."""
     ratio = pl.col(_RATIO)
     # Read by three queries: computed once.
     ratios = ratios.cache()
