@@ -189,9 +189,10 @@ def test_timing_faults(tmp_path: Path) -> None:
     steps = frame.select(ts.diff().over("Gerät").dt.total_seconds().alias("s"))["s"]
     assert int((steps < 0).sum()) == 1
     frame, expectation = written(WIDE, "gap", tmp_path / "b")
-    assert frame.height == CLEAN_ROWS - 30
+    # 40 mean steps of one minute: 40 readings removed, one step of 41 minutes.
+    assert frame.height == CLEAN_ROWS - 40
     steps = frame.select(ts.diff().over("Gerät").dt.total_seconds().alias("s"))["s"]
-    assert steps.max() == 31 * 60
+    assert steps.max() == 41 * 60
     assert expectation.entity in frame["Gerät"].to_list()
     frame, expectation = written(WIDE, "stops_early", tmp_path / "c")
     last = frame.group_by("Gerät").agg(ts.max()).sort("timestamp")
@@ -297,3 +298,24 @@ def test_detection_needs_the_check_and_the_fault() -> None:
     assert not detected(report, Expectation("outlier_check", values=(SPIKE,)))
     assert not detected({"error": "bad", "exit_code": 3}, Expectation("outlier_check"))
     assert np.isclose(SPIKE, 1e6)
+
+
+def test_fault_kinds_apply_where_chance_cannot_hide_them() -> None:
+    """A gap needs 100 irregular readings (any regular logger will do), a stop 40 regular or
+    200 irregular readings per device, DST a reading every 5 minutes when irregular."""
+    from bench.quality.runner import BY_NAME
+
+    def applies(name: str, **changes: object) -> bool:
+        return BY_NAME[name].applies(replace(WIDE, **changes))
+
+    assert applies("gap", sampling="regular", devices=1, readings=10)
+    assert not applies("gap", sampling="irregular", devices=1, readings=10)
+    assert applies("gap", sampling="on_change", devices=10, readings=10)
+    assert not applies("stops_early", sampling="regular", devices=2, readings=20)
+    assert applies("stops_early", sampling="regular", devices=2, readings=40)
+    assert not applies("stops_early", sampling="irregular", devices=2, readings=100)
+    assert applies("stops_early", sampling="on_change", devices=2, readings=200)
+    dst = {"ts_format": "iso", "readings": 1000}
+    assert applies("dst_local", sampling="regular", interval=900, **dst)
+    assert not applies("dst_local", sampling="irregular", interval=900, **dst)
+    assert applies("dst_local", sampling="irregular", interval=300, **dst)

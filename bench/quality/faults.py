@@ -26,7 +26,9 @@ MASKED_MIN_READINGS = 50
 MISSING_SHARE = 0.005
 DUPLICATE_SHARE = 0.001
 BAD_TIME_SHARE = 0.002
-GAP_READINGS = 30
+GAP_READINGS = 40
+# Irregular or on-change data needs this many readings for a tail to judge a gap against.
+GAP_MIN_IRREGULAR_READINGS = 100
 GAP_LONGEST = 4
 STOP_SHARE = 0.25
 STOP_MIN_READINGS_REGULAR = 40
@@ -398,10 +400,25 @@ def _stop_detectable(shape: Shape) -> bool:
     return shape.devices >= 2 and shape.readings >= needed
 
 
+def _gap_detectable(shape: Shape) -> bool:
+    """Any regular logger; irregular or on-change data of at least GAP_MIN_IRREGULAR_READINGS
+    readings. Below, its own steps cannot bound a quiet spell: 9 Poisson steps say nothing of
+    the tenth, and a single series of 99 puts the bound at 12-25 mean steps (10th to 90th
+    percentile at significance 0.001), hence GAP_READINGS 40 and not 30."""
+    if shape.sampling == "regular":
+        return True
+    return shape.devices * shape.readings >= GAP_MIN_IRREGULAR_READINGS
+
+
 def _dst_applies(shape: Shape) -> bool:
+    """Text times, a span over the change, and readings dense enough that the repeated hour
+    holds some: every 15 minutes when regular, at a mean of 5 minutes or less when irregular
+    or on change (at 15 minutes a Poisson device may send nothing in the second pass before
+    its first pass's last reading, and then no row runs backwards)."""
+    dense = shape.interval <= (900 if shape.sampling == "regular" else 300)
     return (
         shape.ts_format in ("iso", "dmy", "us", "date_time")
-        and shape.interval <= 900
+        and dense
         and shape.readings * shape.interval >= 4 * 3600
     )
 
@@ -459,6 +476,7 @@ FAULTS: tuple[Fault, ...] = (
         f"one device silent for max({GAP_READINGS} mean steps, {GAP_LONGEST}x its longest step)",
         "delay_check",
         gap,
+        _gap_detectable,
     ),
     Fault("out_of_order", "2 readings of one device swapped", "delay_check", out_of_order),
     Fault(
