@@ -7,6 +7,7 @@ the benchmark, whose figures measure dq-agent).
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,19 @@ def test_fault_kinds_apply_where_chance_cannot_hide_them() -> None:
     assert applies("dst_local", sampling="regular", interval=900, **dst)
     assert not applies("dst_local", sampling="irregular", interval=900, **dst)
     assert applies("dst_local", sampling="irregular", interval=300, **dst)
+
+
+def test_us_dates_of_one_day_are_moved_past_the_12th() -> None:
+    """20 readings a minute apart from 23:40 on 11 June end at 23:59 the same day: read as
+    well 06/11 as 11/06, so they move to 23 June; from 23:45 they reach 12 June, and the
+    midnight decides the order, so they stay."""
+    from bench.quality.generate import EPOCH, _decidable
+
+    start = (datetime(2024, 6, 11, 23, 40, tzinfo=UTC) - EPOCH).total_seconds()
+    times = start + np.arange(20.0)[None, :] * 60
+    moved = _decidable(times, 19 * 60)
+    assert EPOCH + timedelta(seconds=float(moved.min())) == datetime(
+        2024, 6, 23, 23, 40, tzinfo=UTC
+    )
+    later = times + 5 * 60
+    assert (_decidable(later, 19 * 60) == later).all()

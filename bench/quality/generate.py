@@ -66,7 +66,9 @@ def generate(shape: Shape) -> Canon:
     base = int(n * 1.3) + 20 if irregular else n
     times = _times(shape, rng, d, base)
     if shape.ts_format in AMBIGUOUS_ORDER:
-        times = _decidable(times, n * shape.interval)
+        # The last reading: n - 1 steps on (regular, on change), before n mean steps (Poisson).
+        last = n * shape.interval - 1e-3 if irregular else (n - 1) * shape.interval
+        times = _decidable(times, last)
     values = {s: _process(shape, s, rng, times) for s in sensors}
     keep = np.ones((d, base), dtype=bool)
     if shape.sampling == "on_change":
