@@ -156,6 +156,10 @@ def inspect(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress or notes; only errors.")
     ] = False,
+    flags: Annotated[
+        Path | None,
+        typer.Option("--flags", help="Also write a QARTOD flag per reading and column (Parquet)."),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
@@ -185,6 +189,7 @@ def inspect(
         question=question,
         junit_warn_as=junit_warn_as,
         overrides=overrides,
+        flags=flags,
     )
     with errors_handled(debug):
         code = run_inspect(options)

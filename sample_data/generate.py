@@ -618,6 +618,15 @@ def expected_metrics(counts: dict[str, float], csv: bool) -> dict[str, Any]:
             "conflicting_key_rows": counts["conflicting_key_rows"],
             "duplicate_key_groups": counts["duplicate_key_groups"],
         },
+        # No validity-limit faults are injected: humidity keeps within its 0-100% unit default.
+        "range_check": {"out_of_range_count": 0, "fail_count": 0, "suspect_count": 0},
+        "flatline_check": {"stuck_runs": 0, "stuck_readings": 0, "constant_columns": []},
+        # Every injected outlier is one reading between clean neighbours: a spike that returns.
+        "spike_check": {
+            "spike_count": counts["outliers_temperature"] + counts["outliers_pressure"],
+            "spike_readings": counts["outliers_temperature"] + counts["outliers_pressure"],
+            "step_count": 0,
+        },
         "outlier_check": {
             "total_outliers": sum(o["outlier_count"] for o in outliers.values()),
             "columns": outliers,
@@ -630,6 +639,13 @@ def expected_metrics(counts: dict[str, float], csv: bool) -> dict[str, Any]:
             "late_rows": counts["late_rows"],
             "future_rows": 0,
             "null_timestamps": counts["null_timestamp"],
+        },
+        # Every device reports from the first minute to the last.
+        "liveness_check": {
+            "devices": DEFAULT_DEVICES,
+            "silent_devices": [],
+            "silent_device_count": 0,
+            "late_devices": [],
         },
         "structure_check": structure,
     }
