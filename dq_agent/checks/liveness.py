@@ -35,6 +35,7 @@ from dq_agent.checks.base import (
 from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
+from dq_agent.maintenance import Excusal
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
 from dq_agent.settings import non_negative, positive, setting
 from dq_agent.timeparse import parse_iso_time
@@ -44,7 +45,9 @@ if TYPE_CHECKING:
 
 TOOL = "liveness_check"
 MAX_FINDINGS = 20
-MAX_DEVICES = 1000
+# Every device of a fleet up to 10,000 (the per-device health lists them all): beyond, the
+# longest silent.
+MAX_DEVICES = 10_000
 _ENTITY = "__entity"
 _STEP = "__step"
 
@@ -96,7 +99,7 @@ def plan_liveness_check(dataset: Dataset, config: Config, scope: Scope) -> Check
     )
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return _result(frames[0], settings, as_of)
+        return _result(frames[0], settings, as_of, scope.excused)
 
     return CheckPlan(TOOL, [per_device], finish, engine="in-memory")
 
@@ -127,7 +130,10 @@ def _empty() -> dict[str, Any]:
 
 
 def _result(
-    frame: pl.DataFrame, settings: LivenessCheckConfig, as_of: datetime | None
+    frame: pl.DataFrame,
+    settings: LivenessCheckConfig,
+    as_of: datetime | None,
+    excused: Excusal | None = None,
 ) -> CheckResult:
     if frame.height == 0:
         return CheckResult(TOOL, Status.SKIPPED, "no readings with a time", _empty())
@@ -145,7 +151,13 @@ def _result(
         allowed = max(settings.min_silence_seconds, settings.silence_factor * (step or 0.0))
         quiet = max((end - row["last"]).total_seconds(), 0.0)
         before = max((row["first"] - start).total_seconds(), 0.0)
-        expected = span / step + 1 if step else None
+        if excused is not None:
+            # A device silent during its maintenance window is not dead (nor late to start).
+            quiet -= excused.covered_seconds(row[_ENTITY], row["last"], end)
+            before -= excused.covered_seconds(row[_ENTITY], start, row["first"])
+        # Time in a maintenance window is not time a reading was due in.
+        due = span - (excused.covered_seconds(row[_ENTITY], start, end) if excused else 0.0)
+        expected = max(due, 0.0) / step + 1 if step else None
         devices[name] = {
             "rows": row["rows"],
             "first": iso(row["first"]),
@@ -176,6 +188,7 @@ def _result(
         "silent_device_count": len(silent),
         "late_devices": late,
         "per_device": {n: devices[n] for n in worst},
+        "findings_left_out": max(0, len(findings) - MAX_FINDINGS),
     }
     return CheckResult(
         TOOL,

@@ -113,6 +113,7 @@ SPEC = CheckSpec(
         "nested_columns",
     ),
     words=r"structur\w*|schemas?|(?:column|data) types?|dtypes?|encoding",
+    excused=False,
 )
 
 

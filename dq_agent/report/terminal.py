@@ -11,10 +11,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from dq_agent.checks.base import plural
+from dq_agent.health import device_health
 from dq_agent.history.trend import VERDICT_MARKS, Trend, spark
 from dq_agent.outcome import Inspection
 from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import build_grid
+from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.picture import Picture, incident_lines
@@ -166,6 +169,38 @@ def _picture(inspection: Inspection) -> list[RenderableType]:
     return [Picture(grid, inspection.dataset.entities), title, table]
 
 
+# The sample report has a line budget: one line here, the worst four with their fault counts;
+# the faults per check are in the Markdown and JSON reports.
+MAX_WORST_DEVICES = 4
+
+
+def _devices(inspection: Inspection) -> list[RenderableType]:
+    """The worst devices on one line, only when some device has faults."""
+    lines, title = worst_devices(device_health(inspection), MAX_WORST_DEVICES)
+    if not lines:
+        return []
+    text = Text("Worst devices", style="bold")
+    text.append(f" ({title}): ", style="dim")
+    for index, line in enumerate(lines):
+        if index:
+            text.append(" · ", style="dim")
+        marker = "✗" if line.status is Status.FAIL else "!" if line.status is Status.WARN else "·"
+        text.append(marker, style=STATUS_STYLES.get(line.status, ""))
+        text.append(" " + one_line(line.device, 40) + " ")
+        text.append(plural(line.faults, "fault") if index == 0 else f"{line.faults:,}")
+    return [text]
+
+
+def _maintenance(inspection: Inspection) -> list[RenderableType]:
+    title, phrases = maintenance_text(inspection.maintenance)
+    if not title:
+        return []
+    text = Text("Maintenance: ", style="bold")
+    text.append(safe(title))
+    text.append(" · " + safe("; ".join(phrases), 1200), style="dim")
+    return [text]
+
+
 MAX_TREND_FIGURES = 3
 
 
@@ -195,6 +230,8 @@ def build_report(inspection: Inspection, trend: Trend | None = None) -> Renderab
         _header(inspection),
         *_picture(inspection),
         _dimension_table(inspection),
+        *_devices(inspection),
+        *_maintenance(inspection),
         *_trend(trend),
     ]
     audit = Text("Audit: ", style="bold")

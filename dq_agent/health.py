@@ -1,0 +1,152 @@
+"""Per-device health, from the checks' results alone (nothing re-reads the data).
+
+Each device gets its rows, coverage, first and last reading (liveness_check's `per_device`),
+its faults per check and its worst status. A check's faults on a device are the problem rows of
+its events on that device (`CheckResult.events`: counted per device and time bucket, a gap
+counting one) when the check locates its problems in time, else the counts of its findings that
+name the device. A device's status is the worst severity of the findings naming it, and of the
+status of each check with faults on it (a check that passes, its few problems within chance,
+gives a device no status). Events and findings are bounded per check: `complete` says whether
+every check's were all kept.
+
+Up to `MAX_LISTED` devices are listed, worst first; with more, the `KEPT_WHEN_MORE` worst, and
+the others are counted (by status, and their faults per check).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from dq_agent.checks.liveness import TOOL as _PER_DEVICE_CHECK
+from dq_agent.outcome import Inspection
+from dq_agent.result import Status, status_rank, worst_status
+
+MAX_LISTED = 10_000
+KEPT_WHEN_MORE = 1_000
+# Where the per-device rows, first and last reading and coverage come from (`_PER_DEVICE_CHECK`).
+_PER_DEVICE_KEY = "per_device"
+
+
+@dataclass
+class DeviceHealth:
+    device: str
+    rows: int | None = None
+    coverage: float | None = None
+    first: str | None = None
+    last: str | None = None
+    status: Status = Status.PASS
+    faults: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fault_total(self) -> int:
+        return sum(self.faults.values())
+
+    def sort_key(self) -> tuple[int, int, str]:
+        return (-status_rank(self.status), -self.fault_total, self.device)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "rows": self.rows,
+            "coverage": self.coverage,
+            "first": self.first,
+            "last": self.last,
+            "status": str(self.status),
+            "faults": dict(self.faults),
+            "fault_total": self.fault_total,
+        }
+
+
+@dataclass
+class Health:
+    devices: list[DeviceHealth]
+    """The listed devices, worst first."""
+    total: int
+    complete: bool
+    left_out_by_status: dict[str, int] = field(default_factory=dict)
+    left_out_faults: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def left_out(self) -> int:
+        return self.total - len(self.devices)
+
+    def with_faults(self) -> list[DeviceHealth]:
+        """The listed devices with a status: faults of a check that warned or failed (a few
+        problems within chance give a device counts, not a status)."""
+        return [d for d in self.devices if d.status is not Status.PASS]
+
+    def summary_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "listed": len(self.devices),
+            "left_out": self.left_out,
+            "left_out_by_status": dict(self.left_out_by_status),
+            "left_out_faults": dict(self.left_out_faults),
+            "complete": self.complete,
+            "note": (
+                f"{self.left_out:,} devices left out: the {len(self.devices):,} worst are listed"
+                if self.left_out
+                else "every device is listed"
+            )
+            + (
+                ""
+                if self.complete
+                else "; fault counts may be partial (a check's events or findings are bounded)"
+            ),
+        }
+
+
+def device_health(inspection: Inspection) -> Health:
+    """The devices of the run, worst first, from the checks' results."""
+    devices: dict[str, DeviceHealth] = {}
+    if not inspection.dataset.roles.get("entity"):
+        return Health([], 0, complete=True)
+
+    def device(name: str) -> DeviceHealth:
+        if name not in devices:
+            devices[name] = DeviceHealth(name)
+        return devices[name]
+
+    complete = True
+    for tool, result in inspection.checks.items():
+        if tool == _PER_DEVICE_CHECK:
+            for name, facts in (result.metrics.get(_PER_DEVICE_KEY) or {}).items():
+                item = device(str(name))
+                item.rows, item.coverage = facts.get("rows"), facts.get("coverage")
+                item.first, item.last = facts.get("first"), facts.get("last")
+        counts: dict[str, int] = defaultdict(int)
+        if result.events:
+            complete = complete and result.events_complete
+            for event in result.events:
+                if event.entity is not None:
+                    counts[event.entity] += event.count
+        else:
+            # A check that does not say how many findings it left out may have left some.
+            left = result.metrics.get("findings_left_out")
+            complete = complete and (left == 0 or (left is None and not result.findings))
+            for finding in result.findings:
+                if finding.entity is not None:
+                    counts[finding.entity] += finding.count
+        check_status = result.status if result.status in (Status.WARN, Status.FAIL) else None
+        for name, count in counts.items():
+            item = device(name)
+            item.faults[tool] = item.faults.get(tool, 0) + count
+            if check_status is not None:
+                item.status = worst_status([item.status, check_status])
+        for finding in result.findings:
+            if finding.entity is not None and result.status is not Status.PASS:
+                item = device(finding.entity)
+                item.status = worst_status([item.status, finding.severity])
+    ranked = sorted(devices.values(), key=DeviceHealth.sort_key)
+    if len(ranked) <= MAX_LISTED:
+        return Health(ranked, len(ranked), complete)
+    kept, rest = ranked[:KEPT_WHEN_MORE], ranked[KEPT_WHEN_MORE:]
+    by_status: dict[str, int] = defaultdict(int)
+    faults: dict[str, int] = defaultdict(int)
+    for item in rest:
+        by_status[str(item.status)] += 1
+        for tool, count in item.faults.items():
+            faults[tool] += count
+    return Health(kept, len(ranked), complete, dict(by_status), dict(faults))

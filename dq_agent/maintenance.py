@@ -1,0 +1,287 @@
+"""Maintenance windows: the times a device (or every device) was known to be out of service.
+
+Config (`maintenance:` at the top level of the YAML) lists windows of `device` (a name, a glob
+such as `pump-*`, or left out for every device), `start`, `end` and `reason`. A naive time is
+read in `columns.timezone`, as the loader reads naive timestamps in the data; a time with an
+offset is that instant. The checks that judge values and timing read their rows through a
+`Scope` that carries the resolved windows (`Excusal`): the readings inside a window are left
+out there, once, and the timing checks take the time a window covers out of a gap or a silence
+(`Excusal.overlap_seconds`). The report says how many readings each window excused
+(`excused_counts`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import zoneinfo
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from typing import Any
+
+import polars as pl
+
+from dq_agent.errors import ConfigError
+
+SECTION = "maintenance"
+WINDOW_KEYS = ("device", "start", "end", "reason")
+_GLOB = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    """One window as configured: its times as written (naive or with an offset)."""
+
+    start: datetime
+    end: datetime
+    device: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window resolved to UTC; `index` is its place in the config (from 0)."""
+
+    index: int
+    start: datetime
+    end: datetime
+    device: str | None
+    reason: str | None
+
+    @property
+    def is_glob(self) -> bool:
+        return self.device is not None and _GLOB.search(self.device) is not None
+
+    def label(self) -> str:
+        return f"maintenance[{self.index}]"
+
+    def covers(self, entity: str | None) -> bool:
+        """Whether the window applies to `entity` (a device name; None for data without one)."""
+        if self.device is None:
+            return True
+        return entity is not None and fnmatch.fnmatchcase(entity, self.device)
+
+    def device_expr(self, key: pl.Expr | None) -> pl.Expr:
+        """True for the rows of the devices the window names (every row when it names none)."""
+        if self.device is None:
+            return pl.lit(True)
+        if key is None:
+            return pl.lit(False)
+        if not self.is_glob:
+            return (key == self.device).fill_null(False)
+        return key.str.contains(_glob_regex(self.device)).fill_null(False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "reason": self.reason,
+        }
+
+
+def _glob_regex(pattern: str) -> str:
+    """A glob (`*`, `?`, `[...]`) as an anchored regular expression for Polars."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif char == "[" and "]" in pattern[i + 2 :]:
+            close = pattern.index("]", i + 2)
+            body = pattern[i + 1 : close]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = close
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "^(?s:" + "".join(out) + ")$"
+
+
+@dataclass(frozen=True)
+class Excusal:
+    """The resolved windows a check leaves out (hashable: part of a `Scope`)."""
+
+    windows: tuple[Window, ...]
+
+    def mask(self, timestamp: str, key: pl.Expr | None) -> pl.Expr:
+        """True for the rows inside any window (never null: a row without a time is not)."""
+        ts = pl.col(timestamp)
+        inside = [
+            (ts >= window.start) & (ts <= window.end) & window.device_expr(key)
+            for window in self.windows
+        ]
+        return pl.any_horizontal(inside).fill_null(False)
+
+    def overlap_seconds(self, key: pl.Expr | None, start: pl.Expr, end: pl.Expr) -> pl.Expr:
+        """Per row, the seconds of the span `start`..`end` that the windows of the row's device
+        cover (clipped to the span: two windows of one device that overlap count twice)."""
+        span = (end - start).dt.total_microseconds() / 1_000_000
+        total: pl.Expr = pl.lit(0.0)
+        for window in self.windows:
+            low = pl.max_horizontal(start, pl.lit(window.start))
+            high = pl.min_horizontal(end, pl.lit(window.end))
+            seconds = ((high - low).dt.total_microseconds() / 1_000_000).clip(lower_bound=0.0)
+            total = total + pl.when(window.device_expr(key)).then(seconds).otherwise(0.0)
+        return pl.min_horizontal(total, span).fill_null(0.0)
+
+    def covered_seconds(self, entity: str | None, start: datetime, end: datetime) -> float:
+        """`overlap_seconds` for one device and span, in Python (for a finish that already
+        works device by device)."""
+        if end <= start:
+            return 0.0
+        total = 0.0
+        for window in self.windows:
+            if window.covers(entity):
+                low, high = max(start, window.start), min(end, window.end)
+                total += max((high - low).total_seconds(), 0.0)
+        return min(total, (end - start).total_seconds())
+
+
+def parse_windows(value: Any, origin: str) -> list[MaintenanceWindow]:
+    """The `maintenance` section as read from YAML: a list of mappings. Every error names the
+    window's key (`maintenance[1].end`) and `origin`."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(
+            f"bad value for '{SECTION}' in {origin}: it must be a list of windows, each with "
+            f"{', '.join(WINDOW_KEYS)} (device and reason optional)"
+        )
+    return [_parse_window(item, f"{SECTION}[{i}]", origin) for i, item in enumerate(value)]
+
+
+def _parse_window(item: Any, where: str, origin: str) -> MaintenanceWindow:
+    if not isinstance(item, Mapping):
+        raise ConfigError(
+            f"bad value for '{where}' in {origin}: {item!r} must be a mapping of "
+            f"{', '.join(WINDOW_KEYS)}"
+        )
+    unknown = sorted(str(k) for k in item if k not in WINDOW_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown key '{where}.{unknown[0]}' in {origin}; known keys in a maintenance "
+            f"window: {', '.join(WINDOW_KEYS)}"
+        )
+    for key in ("start", "end"):
+        if item.get(key) is None:
+            raise ConfigError(f"'{where}' in {origin} has no '{key}'; a window needs start and end")
+    device, reason = item.get("device"), item.get("reason")
+    for key, text in (("device", device), ("reason", reason)):
+        # A device id may be a number in the data and in YAML: compared as text, as shown.
+        if text is not None and (isinstance(text, bool) or not isinstance(text, str | int)):
+            raise ConfigError(
+                f"bad value for '{where}.{key}' in {origin}: {text!r} is not a string"
+            )
+    if device is not None and str(device).strip() == "":
+        raise ConfigError(
+            f"bad value for '{where}.device' in {origin}: an empty name; leave device out to "
+            "cover every device"
+        )
+    return MaintenanceWindow(
+        start=_time(item["start"], f"{where}.start", origin),
+        end=_time(item["end"], f"{where}.end", origin),
+        device=None if device is None else str(device),
+        reason=None if reason is None else str(reason),
+    )
+
+
+def _time(value: Any, key: str, origin: str) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, date):
+        return datetime.combine(value, time())
+    try:
+        return datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            f"bad value for '{key}' in {origin}: {value!r} must be an ISO 8601 time such as "
+            "2024-01-31T06:00:00Z (or without an offset: read in columns.timezone)"
+        ) from None
+
+
+def resolve_windows(
+    windows: Sequence[MaintenanceWindow], timezone: str, origin: str
+) -> tuple[Window, ...]:
+    """The windows in UTC (a naive time read in `timezone`). An end not after its start is an
+    error naming the window."""
+    zone = zoneinfo.ZoneInfo(timezone)
+    resolved = []
+    for index, window in enumerate(windows):
+        start, end = _utc(window.start, zone), _utc(window.end, zone)
+        if end <= start:
+            raise ConfigError(
+                f"bad value for '{SECTION}[{index}].end' in {origin}: {window.end.isoformat()} "
+                f"is not after start {window.start.isoformat()}; a window's end must come after "
+                "its start"
+            )
+        resolved.append(Window(index, start, end, window.device, window.reason))
+    return tuple(resolved)
+
+
+def _utc(value: datetime, zone: zoneinfo.ZoneInfo) -> datetime:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=zone)
+    return value.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class WindowCount:
+    """A window and the readings (rows) it excused."""
+
+    window: Window
+    readings: int
+    devices: int
+    """Devices with at least one excused reading."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.window.to_dict(), "excused_readings": self.readings, "devices": self.devices}
+
+
+def excused_counts(
+    frame: pl.LazyFrame,
+    excusal: Excusal,
+    timestamp: str,
+    key: pl.Expr | None,
+    origin: str,
+) -> list[WindowCount]:
+    """Per window, the readings it covers and on how many devices, in one query. A window
+    naming one device (no glob) that the data does not have is an error, as a per-column
+    setting naming a column the data does not have is (`structure_check.dtypes`); a glob that
+    matches nothing excuses nothing, and the report says 0."""
+    named = [w for w in excusal.windows if w.device is not None]
+    if named and key is None:
+        raise ConfigError(
+            f"bad value for '{named[0].label()}.device' in {origin}: the data has no device "
+            "(entity) column; leave device out, or set columns.entity"
+        )
+    ts = pl.col(timestamp)
+    exprs: list[pl.Expr] = []
+    for window in excusal.windows:
+        inside = ((ts >= window.start) & (ts <= window.end) & window.device_expr(key)).fill_null(
+            False
+        )
+        exprs.append(inside.sum().alias(f"r{window.index}"))
+        devices = key.filter(inside).n_unique() if key is not None else inside.any().cast(pl.UInt32)
+        exprs.append(devices.alias(f"d{window.index}"))
+        if key is not None and window.device is not None and not window.is_glob:
+            exprs.append((key == window.device).any().alias(f"p{window.index}"))
+    row = frame.select(exprs).collect().row(0, named=True)
+    for window in named:
+        if not window.is_glob and not row[f"p{window.index}"]:
+            examples = frame.select(key.unique().sort().head(10)).collect().to_series().to_list()  # type: ignore[union-attr]
+            raise ConfigError(
+                f"bad value for '{window.label()}.device' in {origin}: device {window.device!r} "
+                f"is not in the data; devices: {', '.join(str(e) for e in examples)}"
+                + (", ..." if len(examples) == 10 else "")
+            )
+    return [
+        WindowCount(window, int(row[f"r{window.index}"]), int(row[f"d{window.index}"]))
+        for window in excusal.windows
+    ]

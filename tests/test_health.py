@@ -1,0 +1,117 @@
+"""Per-device health: computed from the checks' results, every device listed up to a bound, the
+worst first in the reports."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dq_agent import health
+from dq_agent.config import resolve
+from dq_agent.inspection import inspect
+from dq_agent.outcome import Inspection
+from dq_agent.report.json_report import render_json
+from dq_agent.report.markdown import render_markdown
+from dq_agent.report.terminal import render_plain
+
+T0 = datetime(2024, 5, 1)
+
+
+def _fleet(tmp_path: Path, devices: int = 4) -> Path:
+    """Devices s1.. with a smooth reading a minute for 5 hours (no chance outliers, no repeats):
+    s2 misses its values at minutes 100-119, s3 stops after minute 200."""
+    rows = []
+    for d in range(1, devices + 1):
+        name = f"s{d}"
+        for i in range(300):
+            if name == "s3" and i > 200:
+                continue
+            value: float | None = 1.5 + 0.1 * math.sin(i / 10 + d)
+            if name == "s2" and 100 <= i < 120:
+                value = None
+            rows.append({"t": T0 + timedelta(minutes=i), "sensor_id": name, "value": value})
+    path = tmp_path / "fleet.parquet"
+    pl.DataFrame(rows).write_parquet(path)
+    return path
+
+
+def _inspect(path: Path) -> Inspection:
+    config = resolve(None, {"agent.enabled": False})
+    config.history.enabled = False
+    return inspect(str(path), config)
+
+
+def test_every_device_with_its_rows_span_and_faults_per_check(tmp_path: Path) -> None:
+    report = json.loads(render_json(_inspect(_fleet(tmp_path))))
+    devices = report["devices"]
+    assert [(d["device"], d["status"], d["faults"]) for d in devices] == [
+        # Silent for 99 of its 1-minute steps; stopped before the others (one finding).
+        ("s3", "warn", {"delay_check": 1, "liveness_check": 99}),
+        ("s2", "warn", {"null_check": 20}),
+        ("s1", "pass", {}),
+        ("s4", "pass", {}),
+    ]
+    s3 = devices[0]
+    assert (s3["rows"], s3["first"], s3["last"], s3["fault_total"]) == (
+        201,
+        "2024-05-01T00:00:00+00:00",
+        "2024-05-01T03:20:00+00:00",
+        100,
+    )
+    assert s3["coverage"] == 0.67  # 201 of the 300 readings due
+    assert devices[1]["rows"] == 300 and devices[1]["coverage"] == 1.0
+    summary = report["device_summary"]
+    assert (summary["total"], summary["listed"], summary["left_out"]) == (4, 4, 0)
+    assert summary["note"].startswith("every device is listed")
+
+
+def test_beyond_the_bound_the_worst_are_listed_and_the_rest_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(health, "MAX_LISTED", 3)
+    monkeypatch.setattr(health, "KEPT_WHEN_MORE", 1)
+    report = json.loads(render_json(_inspect(_fleet(tmp_path, devices=5))))
+    assert [d["device"] for d in report["devices"]] == ["s3"]
+    summary = report["device_summary"]
+    assert (summary["total"], summary["listed"], summary["left_out"]) == (5, 1, 4)
+    assert summary["left_out_by_status"] == {"warn": 1, "pass": 3}
+    assert summary["left_out_faults"] == {"null_check": 20}
+    assert summary["note"].startswith("4 devices left out: the 1 worst are listed")
+
+
+def test_the_reports_show_the_worst_devices_first(tmp_path: Path) -> None:
+    inspection = _inspect(_fleet(tmp_path))
+    plain = render_plain(inspection, width=100)
+    assert "Worst devices (2 of 4 faulty): ! s3 100 faults · ! s2 20\n" in plain
+    markdown = render_markdown(inspection)
+    assert "## Worst devices (2 of 4 faulty)" in markdown
+    assert "| s3 | WARN | 100 faults: liveness 99, delay 1 · coverage 67% |" in markdown
+
+
+def test_clean_devices_show_no_worst_devices(tmp_path: Path) -> None:
+    rows = [
+        {"t": T0 + timedelta(minutes=i), "sensor_id": f"s{d}", "value": math.sin(i / 10 + d)}
+        for d in range(3)
+        for i in range(300)
+    ]
+    path = tmp_path / "clean.parquet"
+    pl.DataFrame(rows).write_parquet(path)
+    inspection = _inspect(path)
+    assert "Worst devices" not in render_plain(inspection, width=100)
+    assert "Worst devices" not in render_markdown(inspection)
+    report = json.loads(render_json(inspection))
+    assert [d["status"] for d in report["devices"]] == ["pass"] * 3
+
+
+def test_data_without_devices_has_an_empty_list(tmp_path: Path) -> None:
+    rows = [{"t": T0 + timedelta(minutes=i), "value": math.sin(i / 10)} for i in range(100)]
+    path = tmp_path / "one.parquet"
+    pl.DataFrame(rows).write_parquet(path)
+    report = json.loads(render_json(_inspect(path)))
+    assert report["devices"] == []
+    assert report["device_summary"]["total"] == 0
