@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from dq_agent.catalogue import CATALOGUE
+from dq_agent.catalogue import CATALOGUE, CHECK_NAMES
 from dq_agent.checks.delays import AS_OF_KEY
 from dq_agent.checks.nulls import NullCheckConfig
 from dq_agent.checks.structure_report import StructureCheckConfig
@@ -33,6 +33,7 @@ from dq_agent.settings import (
     ReadingSettings,
     check_rule,
     coerce,
+    setting,
 )
 
 T = TypeVar("T")
@@ -40,6 +41,20 @@ T = TypeVar("T")
 
 def _check_sections() -> dict[str, Any]:
     return {spec.name: spec.settings() for spec in CATALOGUE}
+
+
+def _known_checks(value: Any) -> str | None:
+    unknown = [name for name in value if name not in CHECK_NAMES]
+    if unknown:
+        return f"name only checks of the catalogue ({', '.join(CHECK_NAMES)})"
+    return None if value else "name at least one check"
+
+
+@dataclass
+class RunConfig:
+    checks: list[str] | None = setting(None, rule=_known_checks)  # noqa: RUF009
+    """The checks to run, by name; None runs every check of the catalogue. A run that leaves
+    some out says which (the audit's expected tools are the selected ones)."""
 
 
 @dataclass
@@ -55,6 +70,7 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    run: RunConfig = field(default_factory=RunConfig)
     checks: dict[str, Any] = field(default_factory=_check_sections)
     maintenance: list[MaintenanceWindow] = field(default_factory=list)
     """Maintenance windows (`maintenance.py`): a list at the top level of the YAML."""
@@ -71,6 +87,11 @@ class Config:
             if type(settings) is kind:
                 return settings
         raise KeyError(f"no config section of type {kind.__name__}")
+
+    def selected_checks(self) -> tuple[str, ...]:
+        """The names of the checks this run runs, in catalogue order."""
+        chosen = self.run.checks
+        return tuple(n for n in CHECK_NAMES if chosen is None or n in chosen)
 
     def reading(self) -> ReadingSettings:
         nulls = self.section(NullCheckConfig)
@@ -117,6 +138,7 @@ CLI_OPTIONS = {
     AS_OF_KEY: "--as-of",
     "history.enabled": "--no-history",
     "limits.max_memory": "--max-memory",
+    "run.checks": "--checks",
 }
 
 

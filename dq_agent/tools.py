@@ -162,11 +162,13 @@ def no_arguments() -> dict[str, Any]:
 
 
 def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
-    """The catalogue's detection tools bound to `dataset` and `config`, in report order."""
+    """The catalogue's detection tools selected by `config` (`run.checks`, default all) bound to
+    `dataset` and `config`, in report order."""
+    selected = config.selected_checks()
     tools: list[Tool] = []
     # Windows need a time to fall in: without a timestamp column the inspection refuses them.
     excusal = config.excusal() if dataset.roles.timestamp is not None else None
-    for spec in CATALOGUE:
+    for spec in (s for s in CATALOGUE if s.name in selected):
         name = spec.name
         try:
             tool = Tool(
@@ -183,8 +185,6 @@ def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
             raise ToolRegistrationError(f"detection tool {name} failed to register: {exc}") from exc
         tools.append(tool)
     registered = [t.name for t in tools]
-    if registered != list(DETECTION_TOOL_NAMES):
-        raise ToolRegistrationError(
-            f"registered tools {registered} differ from {list(DETECTION_TOOL_NAMES)}"
-        )
+    if registered != list(selected):
+        raise ToolRegistrationError(f"registered tools {registered} differ from {list(selected)}")
     return tools

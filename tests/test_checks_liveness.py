@@ -1,4 +1,4 @@
-"""liveness_check: devices that stop early or start late, coverage, and --as-of."""
+"""liveness_check: devices that start late, coverage; a device that stops early is delay_check's."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from dq_agent.checks.delays import plan_delay_check
 from dq_agent.checks.liveness import plan_liveness_check
 from dq_agent.config import Config
 from dq_agent.result import Status
@@ -26,53 +27,58 @@ def _fleet(tmp_path: Path) -> Path:
     return write_csv(tmp_path / "fleet.csv", HEADER, rows)
 
 
-def test_a_device_that_stops_early_and_one_that_starts_late(tmp_path: Path) -> None:
+def test_a_device_that_starts_late_and_the_coverage_of_each(tmp_path: Path) -> None:
     result = run_check(plan_liveness_check, _fleet(tmp_path))
     metrics = result.metrics
     assert metrics["devices"] == 4
-    assert metrics["silent_devices"] == ["c"]
     assert metrics["late_devices"] == ["d"]
-    assert (metrics["start"], metrics["end"], metrics["end_is_as_of"]) == (
-        iso_minute(0),
-        iso_minute(119),
-        False,
-    )
+    assert (metrics["start"], metrics["end"]) == (iso_minute(0), iso_minute(119))
     c = metrics["per_device"]["c"]
-    assert (c["rows"], c["first"], c["last"], c["silent_seconds"]) == (
-        60,
-        iso_minute(0),
-        iso_minute(59),
-        3600.0,
-    )
+    assert (c["rows"], c["first"], c["last"]) == (60, iso_minute(0), iso_minute(59))
     assert c["coverage"] == 0.5
     assert metrics["per_device"]["b"]["coverage"] == round(115 / 120, 6)
-    silent = next(f for f in result.findings if f.entity == "c")
-    assert (silent.start, silent.end, silent.count) == (iso_minute(59), iso_minute(119), 60)
-    assert silent.what.startswith("device c silent for 1.0 h before")
-    # 2 of 4 devices reach the default fail_at of half, but 4 devices are no evidence of more.
+    assert metrics["per_device"]["d"]["late_seconds"] == 1800.0
+    (late,) = result.findings
+    assert (late.entity, late.start, late.end, late.count) == (
+        "d",
+        iso_minute(0),
+        iso_minute(30),
+        30,
+    )
+    assert late.what.startswith("device d starts 0.5 h after the others")
+    # The least covered device first.
+    assert next(iter(metrics["per_device"])) == "c"
+    # 1 of 4 devices: below the default fail_at of half.
     assert result.status is Status.WARN
 
 
-def test_as_of_moves_the_end(tmp_path: Path) -> None:
-    config = Config()
-    config.delay_check.as_of = "2024-01-01T03:00:00Z"
-    result = run_check(plan_liveness_check, _fleet(tmp_path), config)
-    assert result.metrics["end_is_as_of"] is False  # a historical file: its own end
-    config.liveness_check.until_as_of = True
-    result = run_check(plan_liveness_check, _fleet(tmp_path), config)
-    assert result.metrics["silent_devices"] == ["a", "b", "c", "d"]
-    assert result.metrics["end_is_as_of"] is True
-    assert "--as-of 2024-01-01T03:00:00+00:00" in result.summary
+def test_a_device_that_stops_early_is_one_finding_of_delay_check_only(tmp_path: Path) -> None:
+    path = _fleet(tmp_path)
+    liveness = run_check(plan_liveness_check, path)
+    assert all(f.entity != "c" for f in liveness.findings)
+    assert "c" not in liveness.metrics["late_devices"]
+    delays = run_check(plan_delay_check, path)
+    assert delays.metrics["stopped_entities"] == 1
+    stopped = [f for f in delays.findings if "stopped sending" in f.what]
+    assert len(stopped) == 1 and stopped[0].entity == "c"
 
 
-def test_min_silence_and_factor_come_from_the_config(tmp_path: Path) -> None:
+def test_the_late_limits_come_from_the_config(tmp_path: Path) -> None:
     config = Config()
-    config.liveness_check.silence_factor = 3.0
+    config.liveness_check.min_late_seconds = 7200.0
     result = run_check(plan_liveness_check, _fleet(tmp_path), config)
-    assert result.metrics["silent_devices"] == ["c"]  # b's 6-minute gap is not at the end
-    config.liveness_check.min_silence_seconds = 7200.0
+    assert result.metrics["late_devices"] == [] and result.status is Status.PASS
+    config = Config()
+    config.liveness_check.late_share = 0.5  # half of the two hours: d's half hour is not late
     result = run_check(plan_liveness_check, _fleet(tmp_path), config)
-    assert result.metrics["silent_devices"] == [] and result.status is Status.PASS
+    assert result.metrics["late_devices"] == []
+    config.liveness_check.late_share = 0.2
+    config.liveness_check.late_factor = 40.0  # 40 of its one-minute steps
+    result = run_check(plan_liveness_check, _fleet(tmp_path), config)
+    assert result.metrics["late_devices"] == []
+    config.liveness_check.late_factor = 20.0
+    result = run_check(plan_liveness_check, _fleet(tmp_path), config)
+    assert result.metrics["late_devices"] == ["d"]
 
 
 def test_without_an_entity_the_file_is_one_series(tmp_path: Path) -> None:
@@ -94,4 +100,4 @@ def test_no_timestamp_is_skipped_and_says_so(tmp_path: Path) -> None:
 def test_devices_reporting_to_the_end_pass(tmp_path: Path, kind: str, size: int) -> None:
     result = run_check(plan_liveness_check, clean_fleet(tmp_path, kind, size))
     assert result.status is Status.PASS, result.summary
-    assert result.metrics["silent_device_count"] == 0
+    assert result.metrics["late_device_count"] == 0

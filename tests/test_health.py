@@ -24,12 +24,12 @@ T0 = datetime(2024, 5, 1)
 
 def _fleet(tmp_path: Path, devices: int = 4) -> Path:
     """Devices s1.. with a smooth reading a minute for 5 hours (no chance outliers, no repeats):
-    s2 misses its values at minutes 100-119, s3 stops after minute 200."""
+    s2 misses its values at minutes 100-119, s3 stops after minute 200, s4 starts at minute 60."""
     rows = []
     for d in range(1, devices + 1):
         name = f"s{d}"
         for i in range(300):
-            if name == "s3" and i > 200:
+            if (name == "s3" and i > 200) or (name == "s4" and i < 60):
                 continue
             value: float | None = 1.5 + 0.1 * math.sin(i / 10 + d)
             if name == "s2" and 100 <= i < 120:
@@ -50,18 +50,19 @@ def test_every_device_with_its_rows_span_and_faults_per_check(tmp_path: Path) ->
     report = json.loads(render_json(_inspect(_fleet(tmp_path))))
     devices = report["devices"]
     assert [(d["device"], d["status"], d["faults"]) for d in devices] == [
-        # Silent for 99 of its 1-minute steps; stopped before the others (one finding).
-        ("s3", "warn", {"delay_check": 1, "liveness_check": 99}),
+        # 60 of its 1-minute steps after the others (liveness_check's finding).
+        ("s4", "warn", {"liveness_check": 60}),
         ("s2", "warn", {"null_check": 20}),
+        # Stopped before the others: delay_check's one finding.
+        ("s3", "warn", {"delay_check": 1}),
         ("s1", "pass", {}),
-        ("s4", "pass", {}),
     ]
-    s3 = devices[0]
+    s3 = devices[2]
     assert (s3["rows"], s3["first"], s3["last"], s3["fault_total"]) == (
         201,
         "2024-05-01T00:00:00+00:00",
         "2024-05-01T03:20:00+00:00",
-        100,
+        1,
     )
     assert s3["coverage"] == 0.67  # 201 of the 300 readings due
     assert devices[1]["rows"] == 300 and devices[1]["coverage"] == 1.0
@@ -76,21 +77,22 @@ def test_beyond_the_bound_the_worst_are_listed_and_the_rest_counted(
     monkeypatch.setattr(health, "MAX_LISTED", 3)
     monkeypatch.setattr(health, "KEPT_WHEN_MORE", 1)
     report = json.loads(render_json(_inspect(_fleet(tmp_path, devices=5))))
-    assert [d["device"] for d in report["devices"]] == ["s3"]
+    assert [d["device"] for d in report["devices"]] == ["s4"]
     summary = report["device_summary"]
     assert (summary["total"], summary["listed"], summary["left_out"]) == (5, 1, 4)
-    assert summary["left_out_by_status"] == {"warn": 1, "pass": 3}
-    assert summary["left_out_faults"] == {"null_check": 20}
+    assert summary["left_out_by_status"] == {"warn": 2, "pass": 2}
+    assert summary["left_out_faults"] == {"null_check": 20, "delay_check": 1}
     assert summary["note"].startswith("4 devices left out: the 1 worst are listed")
 
 
 def test_the_reports_show_the_worst_devices_first(tmp_path: Path) -> None:
     inspection = _inspect(_fleet(tmp_path))
     plain = render_plain(inspection, width=100)
-    assert "Worst devices (2 of 4 faulty): ! s3 100 faults · ! s2 20\n" in plain
+    assert "Worst devices (3 of 4 faulty): ! s4 60 faults · ! s2 20 · ! s3 1\n" in plain
     markdown = render_markdown(inspection)
-    assert "## Worst devices (2 of 4 faulty)" in markdown
-    assert "| s3 | WARN | 100 faults: liveness 99, delay 1 · coverage 67% |" in markdown
+    assert "## Worst devices (3 of 4 faulty)" in markdown
+    assert "| s4 | WARN | 60 faults: liveness 60 · coverage 80% |" in markdown
+    assert "| s3 | WARN | 1 fault: delay 1 · coverage 67% |" in markdown
 
 
 def test_clean_devices_show_no_worst_devices(tmp_path: Path) -> None:

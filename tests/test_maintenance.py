@@ -44,7 +44,7 @@ def _plant(tmp_path: Path) -> Path:
     that gets the 0-100 suspect limits by default). Unit u1 is serviced from minute 120 to 239:
     minutes 120-149 have no values, 150-179 a humidity below 0, 180-209 a flow stuck at 7.0, a
     flow spike at minute 212, and nothing from 215 to 239 (a gap). Unit u2 is switched off at
-    minute 500 (its last reading is at 499) until the end."""
+    minute 500 (its last reading is at 499) until the end. Unit u3 is installed at minute 60."""
     rng = random.Random(7)
     rows: list[list[object]] = []
     for unit in ("u1", "u2", "u3"):
@@ -52,6 +52,8 @@ def _plant(tmp_path: Path) -> Path:
             if unit == "u2" and i >= 500:
                 continue
             if unit == "u1" and 215 <= i <= 239:
+                continue
+            if unit == "u3" and i < 60:
                 continue
             rh: object = round(50 + rng.gauss(0, 1), 3)
             flow: object = round(10 + rng.gauss(0, 0.5), 3)
@@ -87,6 +89,10 @@ maintenance:
   - device: "x*"
     start: 2024-01-01T00:00:00Z
     end: 2024-01-01T01:00:00Z
+  - device: "u[3-9]"
+    start: 2024-01-01T00:00:00Z
+    end: 2024-01-01T00:59:30Z
+    reason: installation
 """
 
 
@@ -119,7 +125,7 @@ def test_without_windows_every_fault_is_found(tmp_path: Path) -> None:
     assert metrics["spike_check"]["spike_count"] == 1
     assert metrics["delay_check"]["gap_count"] == 1
     assert metrics["delay_check"]["stopped_entities"] == 1
-    assert metrics["liveness_check"]["silent_devices"] == ["u2"]
+    assert metrics["liveness_check"]["late_devices"] == ["u3"]
     assert report["maintenance"] == []
     for name in EXCUSED_CHECKS:
         if name != "outlier_check":
@@ -141,12 +147,14 @@ def test_readings_in_a_window_are_excused_from_every_value_and_timing_check(
     assert metrics["spike_check"]["spike_count"] == 0
     assert metrics["delay_check"]["gap_count"] == 0
     assert metrics["delay_check"]["stopped_entities"] == 0
-    assert metrics["liveness_check"]["silent_devices"] == []
-    # u1: minutes 120-214 (95 readings); u2 had none after 499; 3 units x minutes 300-304.
+    assert metrics["liveness_check"]["late_devices"] == []
+    # u1: minutes 120-214 (95 readings); u2 had none after 499; 3 units x minutes 300-304; no
+    # x* unit; u3 had none before minute 60.
     assert [(w["excused_readings"], w["devices"]) for w in report["maintenance"]] == [
         (95, 1),
         (0, 0),
         (15, 3),
+        (0, 0),
         (0, 0),
     ]
     first = report["maintenance"][0]
@@ -157,16 +165,17 @@ def test_readings_in_a_window_are_excused_from_every_value_and_timing_check(
         "pump overhaul",
     )
     # The rows the timing check saw: every row but the 110 excused.
-    rows = 3 * MINUTES - 100 - 25
+    rows = 3 * MINUTES - 100 - 25 - 60
     assert metrics["delay_check"]["timed_rows"] == rows - 110
     # Duplicates and structure see every row.
     assert checks["duplicate_check"]["metrics"]["rows"] == rows
     # u2's silence is its window: its coverage counts only the time outside it.
     per_device = metrics["liveness_check"]["per_device"]
-    assert per_device["u2"]["silent_seconds"] == 60.0
     # 495 readings (5 in the plant-wide window) where 497 were due: minutes 0-599 less the 99
     # of its own window and the 4 of the plant-wide one.
     assert per_device["u2"]["coverage"] == round(495 / 497, 6)
+    # u3 came 60 minutes after the others, 59.5 of them in its installation window.
+    assert per_device["u3"]["late_seconds"] == 30.0
 
 
 def test_the_reports_say_what_each_window_excused(tmp_path: Path) -> None:
@@ -175,10 +184,10 @@ def test_the_reports_say_what_each_window_excused(tmp_path: Path) -> None:
     inspection = inspect(str(_plant(tmp_path)), config)
     # Words wrap where the terminal is narrow: compare them with single spaces.
     plain = " ".join(render_plain(inspection, width=100).split())
-    assert "Maintenance: 4 windows, 110 readings excused from the value and timing checks" in plain
+    assert "Maintenance: 5 windows, 110 readings excused from the value and timing checks" in plain
     assert "u1 2024-01-01 02:00:00 → 2024-01-01 03:59:00 (pump overhaul): 95 readings" in plain
     markdown = render_markdown(inspection)
-    assert "## Maintenance (4 windows, 110 readings excused" in markdown
+    assert "## Maintenance (5 windows, 110 readings excused" in markdown
     assert (
         "- every device 2024-01-01 05:00:00 → 2024-01-01 05:04:00 (plant-wide test): 15 readings"
         in markdown

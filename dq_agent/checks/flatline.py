@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dq_agent.checks import ranges
 from dq_agent.checks.base import CheckPlan, Engine, Scope, iso, plural
-from dq_agent.checks.ranges import GOOD, RangeCheckConfig, limits_for, range_level
+from dq_agent.checks.ranges import GOOD, LEVEL, RangeCheckConfig, leveled_values, limits_for
 from dq_agent.checks.series_values import (
     AT_ROW,
     ENTITY,
@@ -31,8 +32,8 @@ from dq_agent.checks.series_values import (
     TIME,
     X,
     matches_any,
-    ordered_values,
     same_series,
+    shared,
     value_columns,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -70,19 +71,37 @@ class FlatlineCheckConfig:
     fail_at: float | None = setting(0.01, rule=non_negative)
 
 
-def checked_values(
-    dataset: Dataset, scope: Scope, column: str, range_settings: RangeCheckConfig
-) -> pl.LazyFrame:
+def range_limits(column: str, config: Config) -> ranges.Limits | None:
+    """The column's limits when range_check runs in this run (`run.checks`), else None: a
+    check left out of the run leaves nothing out of the others."""
+    if ranges.TOOL not in config.selected_checks():
+        return None
+    return limits_for(column, config.section(RangeCheckConfig))
+
+
+def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """The column's readings in series order, without missing ones, those out of range and
     those without a time (they cannot be placed in the series)."""
-    values = ordered_values(dataset, scope, column, placed_only=True)
-    limits = limits_for(column, range_settings)
-    if limits is None:
-        return values
-    return (
-        values.filter(range_level(pl.col(X), limits) == GOOD)
-        .drop(POSITION)
-        .with_columns(pl.int_range(pl.len()).alias(POSITION))
+    limits = range_limits(column, config)
+
+    def build() -> pl.LazyFrame:
+        values = leveled_values(dataset, scope, column, limits)
+        if dataset.roles.timestamp is not None:
+            values = values.filter(pl.col(TIME).is_not_null())
+        if limits is not None:
+            values = values.filter(pl.col(LEVEL) == GOOD)
+        return values.drop(POSITION, LEVEL).with_columns(pl.int_range(pl.len()).alias(POSITION))
+
+    return shared(dataset, ("checked", scope, column, limits, tuple(dataset.sentinels)), build)
+
+
+def stuck_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`with_stuck` of `checked_values`, one shared node per column and settings."""
+    settings = config.section(FlatlineCheckConfig)
+    limits = range_limits(column, config)
+    key = ("stuck", scope, column, limits, tuple(dataset.sentinels), repr(settings))
+    return shared(
+        dataset, key, lambda: with_stuck(checked_values(dataset, scope, column, config), settings)
     )
 
 
@@ -121,12 +140,11 @@ def with_stuck(values: pl.LazyFrame, settings: FlatlineCheckConfig) -> pl.LazyFr
 
 def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
     settings = config.section(FlatlineCheckConfig)
-    range_settings = config.section(RangeCheckConfig)
     columns = value_columns(dataset, scope)
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
     queries: list[pl.LazyFrame] = []
     for column in checked:
-        runs = with_stuck(checked_values(dataset, scope, column, range_settings), settings)
+        runs = stuck_values(dataset, scope, column, config)
         queries += [_stats(runs), runs.filter(pl.col(STUCK) & pl.col(RUN_START))]
     has_time = dataset.roles.timestamp is not None
 

@@ -31,6 +31,7 @@ from dq_agent.checks.series_values import (
     ordered_values,
     same_series,
     settings_for,
+    shared,
     value_columns,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -147,6 +148,22 @@ def range_level(x: pl.Expr, limits: Limits) -> pl.Expr:
     )
 
 
+LEVEL = "__level"
+
+
+def leveled_values(
+    dataset: Dataset, scope: Scope, column: str, limits: Limits | None
+) -> pl.LazyFrame:
+    """`ordered_values` of the column with each reading's LEVEL (GOOD without limits): one
+    node shared by range_check, the checks after it and the flag file."""
+
+    def build() -> pl.LazyFrame:
+        level = range_level(pl.col(X), limits) if limits is not None else pl.lit(GOOD, pl.Int8)
+        return ordered_values(dataset, scope, column).with_columns(level.alias(LEVEL))
+
+    return shared(dataset, ("levels", scope, column, limits, tuple(dataset.sentinels)), build)
+
+
 def plan_range_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
     settings = config.section(RangeCheckConfig)
     columns = value_columns(dataset, scope)
@@ -183,7 +200,7 @@ SPEC = CheckSpec(
 
 
 def _per_device(dataset: Dataset, scope: Scope, column: str, limits: Limits) -> pl.LazyFrame:
-    level = pl.col("__level")
+    level = pl.col(LEVEL)
     flagged = level > GOOD
     run_start = flagged & ~(flagged.shift().fill_null(False) & same_series())
     start_position = pl.when(pl.col("__run_start")).then(pl.col(POSITION)).forward_fill()
@@ -192,8 +209,7 @@ def _per_device(dataset: Dataset, scope: Scope, column: str, limits: Limits) -> 
     )
     worst = pl.col(X).sort_by(excess, descending=True)
     return (
-        ordered_values(dataset, scope, column)
-        .with_columns(range_level(pl.col(X), limits).alias("__level"))
+        leveled_values(dataset, scope, column, limits)
         .with_columns(run_start.alias("__run_start"))
         .with_columns((pl.col(POSITION) - start_position + 1).alias("__depth"))
         .filter(flagged)

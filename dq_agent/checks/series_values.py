@@ -11,7 +11,8 @@ window per device and no loop over rows.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import polars as pl
@@ -66,6 +67,26 @@ def ordered_values(
         )
         .with_columns(pl.int_range(pl.len()).alias(POSITION))
     )
+
+
+def shared(
+    dataset: Dataset, key: tuple[Any, ...], build: Callable[[], pl.LazyFrame]
+) -> pl.LazyFrame:
+    """One cached plan node per dataset frame and `key` (the column, the scope and the settings
+    it depends on). range, flat line, spike, outlier and the flag file read the same per-column
+    series (range levels, stuck runs, jumps): asking for the same node, one `collect_all`
+    computes each once for all of them, whichever check asks first."""
+    full = (id(dataset.frame), dataset.roles.timestamp, tuple(dataset.roles.entity), *key)
+    node = _SHARED.get(full)
+    if node is None:
+        node = build().cache()
+        _SHARED[full] = node
+        # The node holds the frame's data: forget it when the frame itself goes.
+        weakref.finalize(dataset.frame, _SHARED.pop, full, None)
+    return node
+
+
+_SHARED: dict[tuple[Any, ...], pl.LazyFrame] = {}
 
 
 def same_series(lag: int = 1) -> pl.Expr:

@@ -27,9 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dq_agent.checks import flatline
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
-from dq_agent.checks.flatline import STUCK, FlatlineCheckConfig, checked_values, with_stuck
-from dq_agent.checks.ranges import RangeCheckConfig
+from dq_agent.checks.flatline import (
+    STUCK,
+    FlatlineCheckConfig,
+    checked_values,
+    range_limits,
+    stuck_values,
+)
 from dq_agent.checks.series_values import (
     AT_ROW,
     ENTITY,
@@ -39,6 +45,7 @@ from dq_agent.checks.series_values import (
     matches_any,
     same_series,
     settings_for,
+    shared,
     value_columns,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -89,16 +96,40 @@ def jump_values(
 ) -> pl.LazyFrame:
     """The column's readings (missing, out-of-range and stuck ones left out) in series order,
     with for each whether a jump starts there (`JUMP`), the spike's width (null for a step) and
-    whether it lies inside or ends an earlier spike (`COVERED`)."""
+    whether it lies inside or ends an earlier spike (`COVERED`). One shared node per column and
+    settings (`series_values.shared`)."""
     flat = config.section(FlatlineCheckConfig)
-    values = checked_values(dataset, scope, column, config.section(RangeCheckConfig))
-    if not matches_any(column, flat.excluded):
-        values = (
-            with_stuck(values, flat)
-            .filter(~pl.col(STUCK))
-            .select(SERIES, ENTITY, TIME, AT_ROW, X)
-            .with_columns(pl.int_range(pl.len()).alias(POSITION))
-        )
+    leave_stuck = flatline.TOOL in config.selected_checks() and not matches_any(
+        column, flat.excluded
+    )
+    key = (
+        "jumps",
+        scope,
+        column,
+        range_limits(column, config),
+        tuple(dataset.sentinels),
+        repr(flat) if leave_stuck else None,
+        repr(settings),
+    )
+
+    def build() -> pl.LazyFrame:
+        if leave_stuck:
+            values = (
+                stuck_values(dataset, scope, column, config)
+                .filter(~pl.col(STUCK))
+                .select(SERIES, ENTITY, TIME, AT_ROW, X)
+                .with_columns(pl.int_range(pl.len()).alias(POSITION))
+            )
+        else:
+            values = checked_values(dataset, scope, column, config)
+        return _jumps(values, dataset, column, settings)
+
+    return shared(dataset, key, build)
+
+
+def _jumps(
+    values: pl.LazyFrame, dataset: Dataset, column: str, settings: SpikeCheckConfig
+) -> pl.LazyFrame:
     d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
     dev = (pl.col(_D) - pl.col(_D).median().over(SERIES)).abs()
     n = pl.col(_D).count().over(SERIES)

@@ -16,7 +16,7 @@ import polars as pl
 
 from dq_agent.checks import flatline, ranges, spikes
 from dq_agent.checks.base import Scope
-from dq_agent.checks.series_values import AT_ROW, X, matches_any, ordered_values
+from dq_agent.checks.series_values import AT_ROW, matches_any
 from dq_agent.load import Dataset
 
 if TYPE_CHECKING:
@@ -29,40 +29,32 @@ _SCHEMA = pl.Schema({AT_ROW: pl.Int64(), FLAG: pl.Int8(), CHECK: pl.String()})
 
 def flagged_rows(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """AT_ROW (the row in the file), FLAG and CHECK for every reading of `column` that
-    range_check, flatline_check or spike_check flags with the given config."""
-    parts = [_range_rows(dataset, scope, column, config)]
-    flat = config.section(flatline.FlatlineCheckConfig)
-    if not matches_any(column, flat.excluded):
-        stuck = flatline.with_stuck(
-            flatline.checked_values(
-                dataset, scope, column, config.section(ranges.RangeCheckConfig)
-            ),
-            flat,
-        )
+    range_check, flatline_check or spike_check flags with the given config; only the checks
+    this run runs (`run.checks`) count."""
+    selected = config.selected_checks()
+    parts = [pl.LazyFrame(schema=_SCHEMA)]
+    limits = flatline.range_limits(column, config)
+    if limits is not None:
         parts.append(
-            stuck.filter(pl.col(flatline.STUCK)).select(
+            ranges.leveled_values(dataset, scope, column, limits)
+            .filter(pl.col(ranges.LEVEL) > ranges.GOOD)
+            .select(AT_ROW, pl.col(ranges.LEVEL).alias(FLAG), pl.lit(ranges.TOOL).alias(CHECK))
+        )
+    flat = config.section(flatline.FlatlineCheckConfig)
+    if flatline.TOOL in selected and not matches_any(column, flat.excluded):
+        parts.append(
+            flatline.stuck_values(dataset, scope, column, config)
+            .filter(pl.col(flatline.STUCK))
+            .select(
                 pl.col(AT_ROW),
                 pl.lit(ranges.FAIL, dtype=pl.Int8).alias(FLAG),
                 pl.lit(flatline.TOOL).alias(CHECK),
             )
         )
     spike_settings = config.section(spikes.SpikeCheckConfig)
-    if not matches_any(column, spike_settings.excluded):
+    if spikes.TOOL in selected and not matches_any(column, spike_settings.excluded):
         parts.append(_spike_rows(dataset, scope, column, config, spike_settings))
     return pl.concat([p.select(list(_SCHEMA)).cast(_SCHEMA) for p in parts])
-
-
-def _range_rows(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    limits = ranges.limits_for(column, config.section(ranges.RangeCheckConfig))
-    if limits is None:
-        return pl.LazyFrame(schema=_SCHEMA)
-    level = ranges.range_level(pl.col(X), limits)
-    return (
-        ordered_values(dataset, scope, column)
-        .with_columns(level.alias(FLAG))
-        .filter(pl.col(FLAG) > ranges.GOOD)
-        .select(AT_ROW, FLAG, pl.lit(ranges.TOOL).alias(CHECK))
-    )
 
 
 def _spike_rows(
