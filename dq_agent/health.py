@@ -25,6 +25,8 @@ from dq_agent.result import Status, status_rank, worst_status
 
 MAX_LISTED = 10_000
 KEPT_WHEN_MORE = 1_000
+# The most findings a check lists (README "JSON report": `findings_left_out`).
+MAX_FINDINGS_LISTED = 20
 # Where the per-device rows, first and last reading and coverage come from (`_PER_DEVICE_CHECK`).
 _PER_DEVICE_KEY = "per_device"
 
@@ -123,9 +125,12 @@ def device_health(inspection: Inspection) -> Health:
                 if event.entity is not None:
                     counts[event.entity] += event.count
         else:
-            # A check that does not say how many findings it left out may have left some.
+            # A check that does not say how many findings it left out (its `findings_left_out`
+            # is null) has left none when its list is shorter than the most a list holds.
             left = result.metrics.get("findings_left_out")
-            complete = complete and (left == 0 or (left is None and not result.findings))
+            complete = complete and (
+                left == 0 or (left is None and len(result.findings) < MAX_FINDINGS_LISTED)
+            )
             for finding in result.findings:
                 if finding.entity is not None:
                     counts[finding.entity] += finding.count

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from dq_agent.outcome import Inspection
 from dq_agent.report.json_report import render_json
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain
+from dq_agent.result import Finding
+from tests.report_fixtures import sample_inspection
 
 T0 = datetime(2024, 5, 1)
 
@@ -117,3 +120,30 @@ def test_data_without_devices_has_an_empty_list(tmp_path: Path) -> None:
     report = json.loads(render_json(_inspect(path)))
     assert report["devices"] == []
     assert report["device_summary"]["total"] == 0
+
+
+def test_bounded_events_or_findings_make_the_counts_partial() -> None:
+    """The fixed inspection: its checks kept every event; one that left some out, or a check
+    listing as many findings as a list holds without saying how many it left out, makes the
+    per-device counts partial."""
+    inspection = sample_inspection()
+    summary = health.device_health(inspection).summary_dict()
+    assert summary["complete"] is True
+    assert health.device_health(inspection).devices[0].faults == {
+        "null_check": 70,
+        "duplicate_check": 2,
+    }
+    nulls = inspection.checks["null_check"]
+    inspection.checks["null_check"] = replace(nulls, events_complete=False)
+    assert health.device_health(inspection).summary_dict()["complete"] is False
+    inspection.checks["null_check"] = nulls
+    structure = inspection.checks["structure_check"]
+    many = [Finding("a finding", 1, entity=f"d{i}") for i in range(health.MAX_FINDINGS_LISTED)]
+    inspection.checks["structure_check"] = replace(
+        structure, findings=many, metrics={**structure.metrics, "findings_left_out": None}
+    )
+    partial = health.device_health(inspection).summary_dict()
+    assert partial["complete"] is False
+    assert partial["note"].endswith(
+        "fault counts may be partial (a check's events or findings are bounded)"
+    )
