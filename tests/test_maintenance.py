@@ -333,3 +333,18 @@ def test_the_flag_file_marks_excused_readings_not_evaluated(tmp_path: Path) -> N
     assert counts == {1: 60 - 10 - 1, 2: 9, 3: 1, 9: 1}
     assert flags["humidity_flag"][10] == 3 and flags["humidity_flag"][40] == 2
     assert "2 flagged readings" in result.stderr
+
+
+def test_init_suggests_a_commented_window_that_reads_back(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["init", str(_plant(tmp_path))], env=ENV)
+    assert result.exit_code == 0, result.stderr
+    block = result.stdout.split("# maintenance:\n", 1)[1]
+    lines = [
+        line[2:]
+        for line in block.splitlines()
+        if line.startswith("#   ") or line.startswith("#     ")
+    ]
+    config = resolve(_config(tmp_path, "maintenance:\n" + "\n".join(lines) + "\n"))
+    (window,) = config.maintenance
+    assert (window.device, window.reason) == ("u1", "calibration")
+    assert window.end - window.start == timedelta(hours=2)
