@@ -16,6 +16,7 @@ from dq_agent import health
 from dq_agent.config import resolve
 from dq_agent.inspection import inspect
 from dq_agent.outcome import Inspection
+from dq_agent.report.html import render_html
 from dq_agent.report.json_report import render_json
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain
@@ -96,6 +97,9 @@ def test_the_reports_show_the_worst_devices_first(tmp_path: Path) -> None:
     assert "## Worst devices (3 of 4 faulty)" in markdown
     assert "| s4 | WARN | 60 faults: liveness 60 · coverage 80% |" in markdown
     assert "| s3 | WARN | 1 fault: delay 1 · coverage 67% |" in markdown
+    html = render_html(inspection)
+    assert "<h2>Worst devices (3 of 4 faulty)</h2>" in html
+    assert "<td>s4</td>" in html and "<td>60 faults: liveness 60 · coverage 80%</td>" in html
 
 
 def test_clean_devices_show_no_worst_devices(tmp_path: Path) -> None:

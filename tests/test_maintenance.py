@@ -16,6 +16,7 @@ from dq_agent.cli import app
 from dq_agent.config import resolve
 from dq_agent.errors import ConfigError
 from dq_agent.inspection import inspect
+from dq_agent.report.html import render_html
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain
 from tests.fixtures_checks import write_csv
@@ -193,6 +194,11 @@ def test_the_reports_say_what_each_window_excused(tmp_path: Path) -> None:
         in markdown
     )
     assert "- x\\* 2024-01-01 00:00:00 → 2024-01-01 01:00:00: 0 readings" in markdown
+    html = render_html(inspection)
+    assert "<h2>Maintenance (5 windows, 110 readings excused" in html
+    assert (
+        "<li>u1 2024-01-01 02:00:00 → 2024-01-01 03:59:00 (pump overhaul): 95 readings</li>" in html
+    )
 
 
 def test_naive_window_times_are_read_in_the_data_time_zone(tmp_path: Path) -> None:
