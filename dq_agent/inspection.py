@@ -7,6 +7,7 @@ import copy
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,10 +25,10 @@ from dq_agent.errors import (
 )
 from dq_agent.load import Dataset, load
 from dq_agent.maintenance import SECTION as MAINTENANCE
-from dq_agent.maintenance import excused_counts
+from dq_agent.maintenance import excused_counts, materialise
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
-from dq_agent.runner import resident, run_tools
+from dq_agent.runner import CHECK_FAILURES, resident, run_tools
 from dq_agent.tools import register_detection_tools
 from dq_agent.trace import Trace
 
@@ -98,7 +99,7 @@ def inspect(
 
     # Where the data lives for the run: read into memory once, shared by every check.
     dataset = resident(dataset)
-    maintenance = _maintenance(dataset, config)
+    dataset, maintenance = _maintenance(dataset, config)
     tools = register_detection_tools(dataset, config)
     checks_started = time.perf_counter()
     outcome = None
@@ -132,11 +133,12 @@ def inspect(
     )
 
 
-def _maintenance(dataset: Dataset, config: Config) -> list[dict[str, Any]]:
-    """The readings each maintenance window excuses (the checks leave them out themselves)."""
+def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[str, Any]]]:
+    """The readings each maintenance window excuses, and the dataset whose in-memory frame holds
+    the mask the checks leave out (computed once here, `maintenance.materialise`)."""
     excusal = config.excusal()
     if excusal is None:
-        return []
+        return dataset, []
     origin = config.origin_of(MAINTENANCE)
     timestamp = dataset.roles.timestamp
     if timestamp is None:
@@ -144,8 +146,15 @@ def _maintenance(dataset: Dataset, config: Config) -> list[dict[str, Any]]:
             f"bad value for '{MAINTENANCE}' in {origin}: maintenance windows need a timestamp "
             "column and the data has none (set columns.timestamp)"
         )
-    counts = excused_counts(dataset.frame, excusal, timestamp, entity_key(dataset), origin)
-    return [count.to_dict() for count in counts]
+    key = entity_key(dataset)
+    counts = excused_counts(dataset.frame, excusal, timestamp, key, origin)
+    try:
+        frame, excusal = materialise(dataset.frame.collect(), excusal, timestamp, key)
+    except CHECK_FAILURES:
+        # The data could not be held in memory (`resident`): each query evaluates the windows.
+        log.debug("the maintenance mask stays an expression", exc_info=True)
+        return replace(dataset, excusal=excusal), [c.to_dict() for c in counts]
+    return replace(dataset, frame=frame.lazy(), excusal=excusal), [c.to_dict() for c in counts]
 
 
 def _unavailable(exc: ModelUnavailableError, config: Config, trace: Trace | None) -> AgentInfo:

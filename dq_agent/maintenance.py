@@ -16,7 +16,7 @@ import fnmatch
 import re
 import zoneinfo
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -104,14 +104,27 @@ def _glob_regex(pattern: str) -> str:
     return "^(?s:" + "".join(out) + ")$"
 
 
+EXCUSED = "__excused"
+"""The column of the run's in-memory frame that holds the mask, once computed (`materialise`)."""
+
+
 @dataclass(frozen=True)
 class Excusal:
     """The resolved windows a check leaves out (hashable: part of a `Scope`)."""
 
     windows: tuple[Window, ...]
+    column: str | None = None
+    """The frame column holding the mask, when it was computed once for the run; else every
+    query evaluates the windows itself."""
 
     def mask(self, timestamp: str, key: pl.Expr | None) -> pl.Expr:
         """True for the rows inside any window (never null: a row without a time is not)."""
+        if self.column is not None:
+            return pl.col(self.column)
+        return self.expression(timestamp, key)
+
+    def expression(self, timestamp: str, key: pl.Expr | None) -> pl.Expr:
+        """The mask as an expression of the timestamp and the device: one term per window."""
         ts = pl.col(timestamp)
         inside = [
             (ts >= window.start) & (ts <= window.end) & window.device_expr(key)
@@ -285,3 +298,13 @@ def excused_counts(
         WindowCount(window, int(row[f"r{window.index}"]), int(row[f"d{window.index}"]))
         for window in excusal.windows
     ]
+
+
+def materialise(
+    frame: pl.DataFrame, excusal: Excusal, timestamp: str, key: pl.Expr | None
+) -> tuple[pl.DataFrame, Excusal]:
+    """The run's in-memory frame with the mask as a column (`EXCUSED`), and the excusal that
+    reads it: the windows are evaluated once per run, not once per query of every check (200
+    windows over 2M rows took a check run from 5 s to 16 s)."""
+    masked = frame.with_columns(excusal.expression(timestamp, key).alias(EXCUSED))
+    return masked, replace(excusal, column=EXCUSED)

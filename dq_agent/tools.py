@@ -167,7 +167,10 @@ def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
     selected = config.selected_checks()
     tools: list[Tool] = []
     # Windows need a time to fall in: without a timestamp column the inspection refuses them.
-    excusal = config.excusal() if dataset.roles.timestamp is not None else None
+    # The inspection computes their mask once into the data (`dataset.excusal`).
+    excusal = dataset.excusal
+    if excusal is None and dataset.roles.timestamp is not None:
+        excusal = config.excusal()
     for spec in (s for s in CATALOGUE if s.name in selected):
         name = spec.name
         try:
