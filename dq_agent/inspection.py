@@ -147,14 +147,15 @@ def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[s
             "column and the data has none (set columns.timestamp)"
         )
     key = entity_key(dataset)
-    counts = excused_counts(dataset.frame, excusal, timestamp, key, origin)
     try:
         frame, excusal = materialise(dataset.frame.collect(), excusal, timestamp, key)
+        dataset = replace(dataset, frame=frame.lazy())
     except CHECK_FAILURES:
         # The data could not be held in memory (`resident`): each query evaluates the windows.
         log.debug("the maintenance mask stays an expression", exc_info=True)
-        return replace(dataset, excusal=excusal), [c.to_dict() for c in counts]
-    return replace(dataset, frame=frame.lazy(), excusal=excusal), [c.to_dict() for c in counts]
+    dataset = replace(dataset, excusal=excusal)
+    counts = excused_counts(dataset.frame, excusal, timestamp, key, origin)
+    return dataset, [count.to_dict() for count in counts]
 
 
 def _unavailable(exc: ModelUnavailableError, config: Config, trace: Trace | None) -> AgentInfo:

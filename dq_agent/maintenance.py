@@ -72,6 +72,10 @@ class Window:
             return (key == self.device).fill_null(False)
         return key.str.contains(_glob_regex(self.device)).fill_null(False)
 
+    def inside(self, ts: pl.Expr, key: pl.Expr | None) -> pl.Expr:
+        """True for the rows of the window's devices whose time is within it (never null)."""
+        return ((ts >= self.start) & (ts <= self.end) & self.device_expr(key)).fill_null(False)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "device": self.device,
@@ -126,11 +130,7 @@ class Excusal:
     def expression(self, timestamp: str, key: pl.Expr | None) -> pl.Expr:
         """The mask as an expression of the timestamp and the device: one term per window."""
         ts = pl.col(timestamp)
-        inside = [
-            (ts >= window.start) & (ts <= window.end) & window.device_expr(key)
-            for window in self.windows
-        ]
-        return pl.any_horizontal(inside).fill_null(False)
+        return pl.any_horizontal([window.inside(ts, key) for window in self.windows])
 
     def overlap_seconds(self, key: pl.Expr | None, start: pl.Expr, end: pl.Expr) -> pl.Expr:
         """Per row, the seconds of the span `start`..`end` that the windows of the row's device
@@ -264,40 +264,46 @@ def excused_counts(
     key: pl.Expr | None,
     origin: str,
 ) -> list[WindowCount]:
-    """Per window, the readings it covers and on how many devices, in one query. A window
-    naming one device (no glob) that the data does not have is an error, as a per-column
-    setting naming a column the data does not have is (`structure_check.dtypes`); a glob that
-    matches nothing excuses nothing, and the report says 0."""
+    """Per window, the readings it covers and on how many devices. A window naming one device
+    (no glob) that the data does not have is an error, as a per-column setting naming a column
+    the data does not have is (`structure_check.dtypes`); a glob that matches nothing excuses
+    nothing, and the report says 0. Two small queries: the named devices that exist, and the
+    windows counted over the excused rows alone (the mask, `Excusal.mask`, picks them)."""
     named = [w for w in excusal.windows if w.device is not None]
     if named and key is None:
         raise ConfigError(
             f"bad value for '{named[0].label()}.device' in {origin}: the data has no device "
             "(entity) column; leave device out, or set columns.entity"
         )
-    ts = pl.col(timestamp)
+    exact = sorted({str(w.device) for w in named if not w.is_glob})
+    if exact and key is not None:
+        present = set(
+            frame.select(key.filter(key.is_in(exact)).unique()).collect().to_series().to_list()
+        )
+        for window in named:
+            if not window.is_glob and window.device not in present:
+                examples = frame.select(key.unique().sort().head(10)).collect().to_series()
+                raise ConfigError(
+                    f"bad value for '{window.label()}.device' in {origin}: device "
+                    f"{window.device!r} is not in the data; devices: "
+                    + ", ".join(str(e) for e in examples.to_list())
+                    + (", ..." if examples.len() == 10 else "")
+                )
+    device = key.alias(_DEVICE) if key is not None else pl.lit(None, dtype=pl.String).alias(_DEVICE)
+    excused = frame.filter(excusal.mask(timestamp, key)).select(pl.col(timestamp), device)
     exprs: list[pl.Expr] = []
     for window in excusal.windows:
-        inside = ((ts >= window.start) & (ts <= window.end) & window.device_expr(key)).fill_null(
-            False
-        )
+        inside = window.inside(pl.col(timestamp), pl.col(_DEVICE))
         exprs.append(inside.sum().alias(f"r{window.index}"))
-        devices = key.filter(inside).n_unique() if key is not None else inside.any().cast(pl.UInt32)
-        exprs.append(devices.alias(f"d{window.index}"))
-        if key is not None and window.device is not None and not window.is_glob:
-            exprs.append((key == window.device).any().alias(f"p{window.index}"))
-    row = frame.select(exprs).collect().row(0, named=True)
-    for window in named:
-        if not window.is_glob and not row[f"p{window.index}"]:
-            examples = frame.select(key.unique().sort().head(10)).collect().to_series().to_list()  # type: ignore[union-attr]
-            raise ConfigError(
-                f"bad value for '{window.label()}.device' in {origin}: device {window.device!r} "
-                f"is not in the data; devices: {', '.join(str(e) for e in examples)}"
-                + (", ..." if len(examples) == 10 else "")
-            )
+        exprs.append(pl.col(_DEVICE).filter(inside).n_unique().alias(f"d{window.index}"))
+    row = excused.select(exprs).collect().row(0, named=True)
     return [
         WindowCount(window, int(row[f"r{window.index}"]), int(row[f"d{window.index}"]))
         for window in excusal.windows
     ]
+
+
+_DEVICE = "__device"
 
 
 def materialise(
