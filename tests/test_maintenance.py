@@ -16,6 +16,7 @@ from dq_agent.cli import app
 from dq_agent.config import resolve
 from dq_agent.errors import ConfigError
 from dq_agent.inspection import inspect
+from dq_agent.report.health_text import maintenance_text
 from dq_agent.report.html import render_html
 from dq_agent.report.markdown import render_markdown
 from dq_agent.report.terminal import render_plain
@@ -354,3 +355,21 @@ def test_init_suggests_a_commented_window_that_reads_back(tmp_path: Path) -> Non
     (window,) = config.maintenance
     assert (window.device, window.reason) == ("u1", "calibration")
     assert window.end - window.start == timedelta(hours=2)
+
+
+def test_many_windows_are_named_up_to_a_limit() -> None:
+    windows = [
+        {
+            "device": f"d{i}",
+            "start": "2024-01-01T00:00:00+00:00",
+            "end": "2024-01-01T01:00:00+00:00",
+            "reason": None,
+            "excused_readings": i,
+            "devices": 1,
+        }
+        for i in range(7)
+    ]
+    title, phrases = maintenance_text(windows, 5)
+    assert title == "7 windows, 21 readings excused from the value and timing checks"
+    assert phrases[0] == "d0 2024-01-01 00:00:00 → 2024-01-01 01:00:00: 0 readings"
+    assert phrases[5:] == ["… 2 more (JSON report: maintenance)"]

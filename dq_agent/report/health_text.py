@@ -50,8 +50,9 @@ def _details(device: DeviceHealth) -> str:
     return text
 
 
-def maintenance_text(windows: list[dict[str, Any]]) -> tuple[str, list[str]]:
-    """A title (how many windows, readings excused in all) and one phrase per window."""
+def maintenance_text(windows: list[dict[str, Any]], limit: int) -> tuple[str, list[str]]:
+    """A title (how many windows, readings excused in all) and one phrase per window, the first
+    `limit` in config order, then how many more."""
     if not windows:
         return "", []
     total = sum(int(w["excused_readings"]) for w in windows)
@@ -60,9 +61,11 @@ def maintenance_text(windows: list[dict[str, Any]]) -> tuple[str, list[str]]:
         "from the value and timing checks"
     )
     phrases = []
-    for window in windows:
+    for window in windows[:limit]:
         who = window["device"] or "every device"
         span = compact_times(f"{window['start']} → {window['end']}")
         reason = f" ({window['reason']})" if window.get("reason") else ""
         phrases.append(f"{who} {span}{reason}: {int(window['excused_readings']):,} readings")
+    if len(windows) > limit:
+        phrases.append(f"… {len(windows) - limit:,} more (JSON report: maintenance)")
     return title, phrases

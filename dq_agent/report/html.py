@@ -210,8 +210,11 @@ def _devices(inspection: Inspection) -> list[str]:
     return [*rows, "</table>"]
 
 
+MAX_WINDOWS_SHOWN = 20
+
+
 def _maintenance(inspection: Inspection) -> list[str]:
-    title, phrases = maintenance_text(inspection.maintenance)
+    title, phrases = maintenance_text(inspection.maintenance, MAX_WINDOWS_SHOWN)
     if not title:
         return []
     items = "".join(f"<li>{text(phrase, 300)}</li>" for phrase in phrases)

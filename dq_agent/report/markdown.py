@@ -120,8 +120,11 @@ def _devices(inspection: Inspection) -> list[str]:
     return out
 
 
+MAX_WINDOWS_SHOWN = 20
+
+
 def _maintenance(inspection: Inspection) -> list[str]:
-    title, phrases = maintenance_text(inspection.maintenance)
+    title, phrases = maintenance_text(inspection.maintenance, MAX_WINDOWS_SHOWN)
     if not title:
         return []
     return ["", f"## Maintenance ({md(title)})", "", *[f"- {md(p)}" for p in phrases]]

@@ -191,8 +191,12 @@ def _devices(inspection: Inspection) -> list[RenderableType]:
     return [text]
 
 
+# The terminal names the first five windows and counts the rest.
+MAX_WINDOWS_SHOWN = 5
+
+
 def _maintenance(inspection: Inspection) -> list[RenderableType]:
-    title, phrases = maintenance_text(inspection.maintenance)
+    title, phrases = maintenance_text(inspection.maintenance, MAX_WINDOWS_SHOWN)
     if not title:
         return []
     text = Text("Maintenance: ", style="bold")
