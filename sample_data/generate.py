@@ -170,18 +170,25 @@ class _SlotPicker:
         )
 
     def pick(
-        self, length: int = 1, device: int | None = None, devices_used: set[int] | None = None
+        self,
+        length: int = 1,
+        device: int | None = None,
+        devices_used: set[int] | None = None,
+        middle: bool = False,
     ) -> int:
-        """Take `length` consecutive minutes on one device; returns the base row of the first."""
+        """Take `length` consecutive minutes on one device; returns the base row of the first.
+        With `middle`, the first minute is in the middle half of the day range."""
         layout = self._layout
-        last_start = layout.minutes - EDGE - length
-        if last_start <= EDGE:
+        first_start, last_start = EDGE, layout.minutes - EDGE - length
+        if middle:
+            first_start, last_start = layout.minutes // 4, 3 * layout.minutes // 4
+        if last_start <= first_start:
             raise ValueError(f"{layout.minutes} minutes per device are too few for the faults")
         for _ in range(10_000):
             dev = device if device is not None else self._rng.randrange(layout.devices)
             if devices_used is not None and dev in devices_used:
                 continue
-            minute = self._rng.randrange(EDGE, last_start)
+            minute = self._rng.randrange(first_start, last_start)
             window = range(minute - SPACING, minute + length + SPACING)
             if all(layout.row(dev, m) not in self._taken for m in window):
                 self._taken.update(layout.row(dev, m) for m in range(minute, minute + length))
@@ -264,7 +271,9 @@ def _plan_sensor_faults(
     stopped = {device for device, _ in plan.stopped}
     devices_used = set(stopped)
     for _ in range(min(counts.steps, layout.devices - len(devices_used))):
-        row = picker.pick(devices_used=devices_used)
+        # In the middle half: half a step below the level before and half above after keeps
+        # the device's mean, so no reading strays towards 3 sigma.
+        row = picker.pick(devices_used=devices_used, middle=True)
         devices_used.add(row % layout.devices)
         plan.steps.append(row)
     for faults in (plan.stuck, plan.out_of_range, plan.steps):
@@ -372,6 +381,15 @@ def _overrides(plan: FaultPlan, layout: Layout) -> pl.DataFrame:
     )
 
 
+def _step(minute: pl.Expr, step_from: pl.Expr) -> pl.Expr:
+    """A stepped device sits STEP_HPA / 2 below its level before the step and as far above it
+    after: its mean stays, so no reading strays towards 3 sigma wherever the step falls."""
+    half = STEP_HPA / 2
+    return (
+        pl.when(step_from.is_null()).then(0.0).when(minute >= step_from).then(half).otherwise(-half)
+    )
+
+
 def _steps(plan: FaultPlan, layout: Layout) -> pl.DataFrame:
     """Per device with a step: the first minute at the new level."""
     return pl.DataFrame(
@@ -434,7 +452,7 @@ def build_frame(
                     + PRESSURE_SWING * angle.cos()
                     + noise(salts[1], PRESSURE_NOISE)
                     + pl.col("p_delta").fill_null(0.0)
-                    + pl.when(pl.col("minute") >= pl.col("step_from")).then(STEP_HPA).otherwise(0.0)
+                    + _step(pl.col("minute"), pl.col("step_from"))
                 ).round(2)
             ),
             humidity=(
@@ -871,7 +889,7 @@ def injected_summary(
         "gaps (first missing minute)": [layout.row(d, first) for d, first, _ in plan.gaps],
         f"stuck_temperature ({STUCK_MINUTES} readings, first)": plan.stuck,
         f"humidity_below_0 ({OUT_OF_RANGE_MINUTES} readings, first)": plan.out_of_range,
-        f"pressure_steps (+{STEP_HPA:g} hPa to the end, first)": plan.steps,
+        f"pressure_steps (+{STEP_HPA:g} hPa, first)": plan.steps,
         "stopped_devices (first missing minute)": [layout.row(d, cut) for d, cut in plan.stopped],
     }
     if csv:
