@@ -53,7 +53,9 @@ CONFLICT_DELTA = 0.5
 # stays, and a device that stops early. Drawn from their own random stream after the others, so
 # the faults above keep their places.
 STUCK_MINUTES = 60
-STUCK_OFFSET = 0.5  # the stuck value sits off the clean one: no neighbour equals it by chance
+# The stuck value sits this far off the clean one, against the way the daily swing moves over
+# the run: neither neighbour (noise +-0.2 each) can equal it by chance.
+STUCK_OFFSET = 0.5
 OUT_OF_RANGE_MINUTES = 20
 HUMIDITY_DROP = 70.0  # a humidity of 32-58 % minus this is below 0 %
 STEP_HPA = 1.5  # beyond the device's own changes (noise +-0.15), within its daily swing
@@ -418,7 +420,14 @@ def build_frame(
     # A stuck reading takes the minute and noise of its run's first row (plus an offset).
     source = pl.coalesce(pl.col("t_source"), row)
     source_angle = 2 * math.pi * (source // layout.devices) / MINUTES_PER_DAY + pl.col("phase")
-    stuck_offset = pl.when(pl.col("t_source").is_not_null()).then(STUCK_OFFSET).otherwise(0.0)
+    end_angle = source_angle + 2 * math.pi * STUCK_MINUTES / MINUTES_PER_DAY
+    stuck_offset = (
+        pl.when(pl.col("t_source").is_null())
+        .then(0.0)
+        .when(end_angle.sin() >= source_angle.sin())
+        .then(-STUCK_OFFSET)
+        .otherwise(STUCK_OFFSET)
+    )
     numbers = (
         pl.select(pl.int_range(0, layout.base_rows, dtype=pl.Int64).alias("row"))
         .lazy()
