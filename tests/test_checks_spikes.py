@@ -62,7 +62,7 @@ def test_spikes_and_steps_are_told_apart(tmp_path: Path) -> None:
         ("b", iso_minute(80), "spike", 1),
     }
     step = next(f for f in result.findings if f.examples[0]["kind"] == "step")
-    assert step.what.startswith("step in temp on device a: ") and "and it stays" in step.what
+    assert step.what.startswith("step in temp on a: ") and "and stays" in step.what
     # 5 of 379 readings is over the default fail_at of 1%, but not beyond chance for a true
     # rate of 1%: a warning.
     assert result.status is Status.WARN

@@ -147,15 +147,14 @@ def test_the_sample_report_fits_its_line_budget() -> None:
     lines = render_plain(inspection, width=100).splitlines()
     details = next(i for i, line in enumerate(lines) if "─ Findings ─" in line)
     assert details <= 60, details
-    # 90 for the five checks; the four sensor checks add their rows to the dimension table and
-    # the sample's spikes show under spike_check as well as outlier_check until outlier_check
-    # leaves out the readings spike_check flagged (one value, one cause).
-    assert len(lines) <= 100, len(lines)
+    assert len(lines) <= 90, len(lines)
     picture = next(i for i, line in enumerate(lines) if line.startswith("Where and when"))
     incidents = next(i for i, line in enumerate(lines) if line.startswith("Top incidents"))
     table = next(i for i, line in enumerate(lines) if "Dimension" in line)
     assert picture < incidents < table
-    assert "! dev-01 05:57–07:58  gap 2h 1m" in lines[incidents + 1]
+    # Ranked by size: the sample's stuck hour on dev-02, then its longest gap.
+    assert "! dev-02 01:12–02:11  temperature stuck for 60 readings" in lines[incidents + 1]
+    assert "! dev-01 05:57–07:58  gap 2h 1m" in lines[incidents + 2]
 
 
 def test_findings_alike_but_for_numbers_and_units_group() -> None:

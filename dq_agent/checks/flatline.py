@@ -35,6 +35,7 @@ from dq_agent.checks.series_values import (
     same_series,
     shared,
     value_columns,
+    with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
@@ -153,7 +154,9 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
         return _result(checked, dict(zip(checked, pairs, strict=True)), columns, settings, has_time)
 
     engines: list[Engine] = ["in-memory"] * len(queries)
-    return CheckPlan(TOOL, queries, finish, engine=tuple(engines))
+    plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
+    stuck = {c: stuck_values(dataset, scope, c, config).filter(pl.col(STUCK)) for c in checked}
+    return with_reading_events(plan, dataset, stuck, "stuck")
 
 
 SPEC = CheckSpec(
@@ -242,7 +245,7 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
     span = ""
     if has_time and row[TIME] is not None and row[RUN_END] is not None:
         span = f" over {row[RUN_END] - row[TIME]}"
-    where = f"device {run['entity']}" if run["entity"] is not None else "the series"
+    where = run["entity"] if run["entity"] is not None else "the series"
     at_key = "timestamp" if has_time else "row"
     return Finding(
         what=f"{column} stuck at {run['value']:g} on {where} for {run['length']} readings{span}",

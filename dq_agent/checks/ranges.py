@@ -33,6 +33,7 @@ from dq_agent.checks.series_values import (
     settings_for,
     shared,
     value_columns,
+    with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
@@ -181,7 +182,12 @@ def plan_range_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
 
     in_memory: list[Engine] = ["in-memory"] * len(checked)
     engines: tuple[Engine, ...] = ("streaming", *in_memory)
-    return CheckPlan(TOOL, queries, finish, engine=engines)
+    flagged = {
+        c: leveled_values(dataset, scope, c, limits[c]).filter(pl.col(LEVEL) > GOOD)
+        for c in checked
+    }
+    plan = CheckPlan(TOOL, queries, finish, engine=engines)
+    return with_reading_events(plan, dataset, flagged, "out_of_range")
 
 
 SPEC = CheckSpec(
@@ -287,15 +293,13 @@ def _result(
 
 def _finding(column: str, limits: Limits, row: dict[str, Any], has_time: bool) -> Finding:
     count = int(row["fail"]) + int(row["suspect"])
-    bounds = ", ".join(
-        f"{key} {value:g}"
-        for key, value in limits.to_dict().items()
-        if key != "source" and value is not None
-    )
+    # Only the levels that occur: "20 suspect" rather than "0 fail, 20 suspect".
+    levels = " and ".join(f"{row[level]} {level}" for level in ("fail", "suspect") if row[level])
     what = (
-        f"{plural(count, 'reading')} of {column} outside its limits ({bounds}; {limits.source}): "
-        f"{row['fail']} fail, {row['suspect']} suspect, lowest {row['lowest']:g}, highest "
-        f"{row['highest']:g}; {plural(int(row['runs']), 'run')}, longest {row['longest_run']}"
+        f"{plural(count, 'reading')} of {column}{_on(row[ENTITY])} beyond its limits "
+        f"({_bounds(limits)}, {limits.source.split(':')[0]}): {levels}, "
+        f"lowest {row['lowest']:g}, highest {row['highest']:g}; "
+        f"{plural(int(row['runs']), 'run')}, longest {row['longest_run']}"
     )
     at_key = "timestamp" if has_time else "row"
     places = row["worst_at"] if has_time else row["worst_row"]
@@ -315,6 +319,26 @@ def _finding(column: str, limits: Limits, row: dict[str, Any], has_time: bool) -
     )
 
 
+def _on(entity: str | None) -> str:
+    return f" on {entity}" if entity is not None else ""
+
+
+def _bounds(limits: Limits) -> str:
+    """`fail below 0, suspect above 100`: each level's limits, short."""
+    parts = []
+    for level, low, high in (
+        ("fail", limits.min, limits.max),
+        ("suspect", limits.suspect_min, limits.suspect_max),
+    ):
+        if low is not None and high is not None:
+            parts.append(f"{level} outside {low:g}..{high:g}")
+        elif low is not None:
+            parts.append(f"{level} below {low:g}")
+        elif high is not None:
+            parts.append(f"{level} above {high:g}")
+    return ", ".join(parts)
+
+
 def _summary(per_column: dict[str, dict[str, Any]], unchecked: Sequence[str]) -> str:
     unset = (
         f"; no limits for {', '.join(unchecked[:5])}{' ...' if len(unchecked) > 5 else ''} "
@@ -328,7 +352,11 @@ def _summary(per_column: dict[str, dict[str, Any]], unchecked: Sequence[str]) ->
     if not affected:
         return f"all readings within limits in {len(per_column)} columns" + unset
     shown = ", ".join(
-        f"{c} {m['fail_count']} fail/{m['suspect_count']} suspect" for c, m in affected[:3]
+        f"{c} "
+        + " and ".join(
+            f"{m[f'{level}_count']} {level}" for level in ("fail", "suspect") if m[f"{level}_count"]
+        )
+        for c, m in affected[:3]
     )
     total = sum(m["out_of_range_count"] for _, m in affected)
     return f"{plural(total, 'reading')} out of range ({shown})" + unset

@@ -17,7 +17,16 @@ from typing import Any, TypeVar
 
 import polars as pl
 
-from dq_agent.checks.base import FILE_ROW, ORDER, SERIES, TIME_IN_ORDER, Scope, entity_key
+from dq_agent.checks import events
+from dq_agent.checks.base import (
+    FILE_ROW,
+    ORDER,
+    SERIES,
+    TIME_IN_ORDER,
+    CheckPlan,
+    Scope,
+    entity_key,
+)
 from dq_agent.checks.base import series_rows as _series_rows
 from dq_agent.load import Dataset
 
@@ -87,6 +96,26 @@ def shared(
 
 
 _SHARED: dict[tuple[Any, ...], pl.LazyFrame] = {}
+
+
+def with_reading_events(
+    plan: CheckPlan, dataset: Dataset, flagged: Mapping[str, pl.LazyFrame], kind: str
+) -> CheckPlan:
+    """`plan` with the flagged readings (per column: frames with ENTITY and TIME) as point
+    events of `kind`, for the report's device-by-time picture; nothing without a timestamp."""
+    grains = events.grain(dataset)
+    if grains is None or not flagged:
+        return plan
+    parts = [
+        events.point_events(
+            rows.select(pl.col(ENTITY).alias(events.ENTITY), pl.col(TIME).alias(events.START)),
+            grains,
+            kind,
+            column,
+        )
+        for column, rows in flagged.items()
+    ]
+    return events.with_events(plan, events.bounded(parts), "in-memory")
 
 
 def same_series(lag: int = 1) -> pl.Expr:

@@ -47,6 +47,7 @@ from dq_agent.checks.series_values import (
     settings_for,
     shared,
     value_columns,
+    with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
@@ -201,7 +202,13 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
         return _result(dict(zip(checked, pairs, strict=True)), columns, settings, has_time)
 
     engines: list[Engine] = ["in-memory"] * len(queries)
-    return CheckPlan(TOOL, queries, finish, engine=tuple(engines))
+    plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
+    # One event per jump (a spike's or a step's first reading): where it happened.
+    jumped = {
+        c: jump_values(dataset, scope, c, config, settings).filter(pl.col(JUMP) & ~pl.col(COVERED))
+        for c in checked
+    }
+    return with_reading_events(plan, dataset, jumped, "jump")
 
 
 SPEC = CheckSpec(
@@ -287,15 +294,15 @@ def _result(
 
 def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool) -> Finding:
     kind = STEP if row[WIDTH] is None else SPIKE
-    where = f" on device {row[ENTITY]}" if row[ENTITY] is not None else ""
+    where = f" on {row[ENTITY]}" if row[ENTITY] is not None else ""
     jump = f"{row[_PREVIOUS]:g} to {row[X]:g}"
     if kind == SPIKE:
         what = f"spike in {column}{where}: {jump}, back after {plural(row[WIDTH], 'reading')}"
     else:
-        what = f"step in {column}{where}: {jump}, and it stays"
+        what = f"step in {column}{where}: {jump} and stays"
     spread = row[_SCALE]
     if spread is not None and spread > 0 and math.isfinite(spread):
-        what += f" ({abs(row[_D]) / spread:.0f}x the device's usual change)"
+        what += f" ({abs(row[_D]) / spread:.0f}x its usual change)"
     at_key = "timestamp" if has_time else "row"
     at = iso(row[TIME]) if has_time else row[AT_ROW]
     return Finding(
@@ -314,13 +321,16 @@ def _summary(metrics: dict[str, Any]) -> str:
         return "no numeric value column to check for spikes"
     if not metrics["spike_count"] and not metrics["step_count"]:
         return f"no spikes or steps in {len(metrics['columns'])} columns"
+    readings = metrics["spike_readings"]
+    # A spike's readings are worth saying only when some spike is wider than one reading.
+    wide = f" ({plural(readings, 'reading')})" if readings != metrics["spike_count"] else ""
     return (
-        f"{plural(metrics['spike_count'], 'spike')} ({plural(metrics['spike_readings'], 'reading')})"
-        f" and {plural(metrics['step_count'], 'step')} in "
+        f"{plural(metrics['spike_count'], 'spike')}{wide}, {plural(metrics['step_count'], 'step')}"
+        " (spikes/steps: "
         + ", ".join(
             f"{c} {m['spike_count']}/{m['step_count']}"
             for c, m in metrics["columns"].items()
             if m["spike_count"] or m["step_count"]
         )
-        + " (spikes/steps)"
+        + ")"
     )
