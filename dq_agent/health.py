@@ -3,8 +3,9 @@
 Each device gets its rows, coverage, first and last reading (liveness_check's `per_device`),
 its faults per check and its worst status. A check's faults on a device are the problem rows of
 its events on that device (`CheckResult.events`: counted per device and time bucket, a gap
-counting one) when the check locates its problems in time, else the counts of its findings that
-name the device. A device's status is the worst severity of the findings naming it, and of the
+counting one) when the check locates its problems in time, and the counts of its findings that
+name the device where no event of it does (a device that stopped sending); for a check without
+events, the counts of its findings that name the device. A device's status is the worst severity of the findings naming it, and of the
 status of each check with faults on it (a check that passes, its few problems within chance,
 gives a device no status). Events and findings are bounded per check: `complete` says whether
 every check's were all kept.
@@ -17,11 +18,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from dq_agent.checks.liveness import TOOL as _PER_DEVICE_CHECK
 from dq_agent.outcome import Inspection
-from dq_agent.result import Status, status_rank, worst_status
+from dq_agent.result import Event, Finding, Status, status_rank, worst_status
 
 MAX_LISTED = 10_000
 KEPT_WHEN_MORE = 1_000
@@ -124,6 +126,11 @@ def device_health(inspection: Inspection) -> Health:
             for event in result.events:
                 if event.entity is not None:
                     counts[event.entity] += event.count
+            # A finding about a device that no event of the check shows (a device that stopped
+            # sending has no rows to put in time) counts on its own.
+            for finding in result.findings:
+                if finding.entity is not None and not _shown(finding, result.events):
+                    counts[finding.entity] += finding.count
         else:
             # A check that does not say how many findings it left out (its `findings_left_out`
             # is null) has left none when its list is shorter than the most a list holds.
@@ -155,3 +162,25 @@ def device_health(inspection: Inspection) -> Health:
         for tool, count in item.faults.items():
             faults[tool] += count
     return Health(kept, len(ranked), complete, dict(by_status), dict(faults))
+
+
+def _shown(finding: Finding, events: list[Event]) -> bool:
+    """Whether an event of the finding's device lies within the finding's time span (any
+    event of the device when the finding has no time)."""
+    start, end = _time(finding.start), _time(finding.end or finding.start)
+    for event in events:
+        if event.entity != finding.entity:
+            continue
+        if start is None or end is None or (event.start <= end and event.end >= start):
+            return True
+    return False
+
+
+def _time(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

@@ -151,3 +151,16 @@ def test_bounded_events_or_findings_make_the_counts_partial() -> None:
     assert partial["note"].endswith(
         "fault counts may be partial (a check's events or findings are bounded)"
     )
+
+
+def test_a_finding_no_event_shows_counts_on_its_own() -> None:
+    """A device that stopped sending has no rows to put in time: the check's finding about it is
+    its fault. A finding whose device and time an event already shows is not counted twice."""
+    inspection = sample_inspection()
+    nulls = inspection.checks["null_check"]
+    stopped = Finding("dev-09 stopped", 4, entity="dev-09", start="2024-01-01T20:00:00+00:00")
+    covered = Finding("dev-03 again", 9, entity="dev-03", start="2024-01-01T02:30:00+00:00")
+    inspection.checks["null_check"] = replace(nulls, findings=[*nulls.findings, stopped, covered])
+    faults = {d.device: d.faults for d in health.device_health(inspection).devices}
+    assert faults["dev-09"] == {"null_check": 4}
+    assert faults["dev-03"] == {"null_check": 70, "duplicate_check": 2}
