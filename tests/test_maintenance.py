@@ -373,3 +373,26 @@ def test_many_windows_are_named_up_to_a_limit() -> None:
     assert title == "7 windows, 21 readings excused from the value and timing checks"
     assert phrases[0] == "d0 2024-01-01 00:00:00 → 2024-01-01 01:00:00: 0 readings"
     assert phrases[5:] == ["… 2 more (JSON report: maintenance)"]
+
+
+def test_a_device_of_several_key_columns_is_named_as_the_report_names_it(tmp_path: Path) -> None:
+    """Entity columns site and pump: the device is "site/pump", as in findings; a glob covers
+    one site's pumps. Parquet with integer pump numbers."""
+    rows = [
+        {"stamp": T0 + timedelta(minutes=i), "site": site, "pump": pump, "bar": 2.0 + i % 3 / 10}
+        for site in ("north", "south")
+        for pump in (1, 2)
+        for i in range(60)
+    ]
+    data = tmp_path / "pumps.parquet"
+    pl.DataFrame(rows).write_parquet(data)
+    config = _config(
+        tmp_path,
+        "columns:\n  timestamp: stamp\n  entity: [site, pump]\nmaintenance:\n"
+        "  - {device: north/2, start: '2024-01-01T00:10:00Z', end: '2024-01-01T00:19:00Z'}\n"
+        "  - {device: 'south/*', start: '2024-01-01T00:30:00Z', end: '2024-01-01T00:34:00Z'}\n",
+    )
+    report = _inspect(data, config)
+    windows = report["maintenance"]
+    assert isinstance(windows, list)
+    assert [(w["excused_readings"], w["devices"]) for w in windows] == [(10, 1), (10, 2)]
