@@ -134,10 +134,12 @@ class Excusal:
 
     def overlap_seconds(self, key: pl.Expr | None, start: pl.Expr, end: pl.Expr) -> pl.Expr:
         """Per row, the seconds of the span `start`..`end` that the windows of the row's device
-        cover (clipped to the span: two windows of one device that overlap count twice)."""
+        cover. Overlapping windows of the same `device` are merged first; windows of different
+        ones (`pump-1` and `pump-*`) that overlap count their common time twice, clipped to the
+        span."""
         span = (end - start).dt.total_microseconds() / 1_000_000
         total: pl.Expr = pl.lit(0.0)
-        for window in self.windows:
+        for window in _merged(self.windows):
             low = pl.max_horizontal(start, pl.lit(window.start))
             high = pl.min_horizontal(end, pl.lit(window.end))
             seconds = ((high - low).dt.total_microseconds() / 1_000_000).clip(lower_bound=0.0)
@@ -150,11 +152,23 @@ class Excusal:
         if end <= start:
             return 0.0
         total = 0.0
-        for window in self.windows:
+        for window in _merged(self.windows):
             if window.covers(entity):
                 low, high = max(start, window.start), min(end, window.end)
                 total += max((high - low).total_seconds(), 0.0)
         return min(total, (end - start).total_seconds())
+
+
+def _merged(windows: Sequence[Window]) -> list[Window]:
+    """The windows with those of the same `device` that overlap or touch joined into one."""
+    out: list[Window] = []
+    for window in sorted(windows, key=lambda w: (w.device or "", w.device is None, w.start)):
+        last = out[-1] if out else None
+        if last is not None and last.device == window.device and window.start <= last.end:
+            out[-1] = replace(last, end=max(last.end, window.end))
+        else:
+            out.append(window)
+    return out
 
 
 def parse_windows(value: Any, origin: str) -> list[MaintenanceWindow]:

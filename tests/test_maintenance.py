@@ -396,3 +396,24 @@ def test_a_device_of_several_key_columns_is_named_as_the_report_names_it(tmp_pat
     windows = report["maintenance"]
     assert isinstance(windows, list)
     assert [(w["excused_readings"], w["devices"]) for w in windows] == [(10, 1), (10, 2)]
+
+
+def test_overlapping_windows_of_one_device_count_their_time_once(tmp_path: Path) -> None:
+    """A 30-minute silence (minutes 40-70) and two windows of the device, 00:41-00:55 and
+    00:50-00:59: 18 minutes covered, 12 left, still a gap; counted twice they would leave none."""
+    rows = [
+        [(T0 + timedelta(minutes=i)).isoformat(), "a", 20.0] for i in range(120) if not 40 < i < 70
+    ]
+    data = write_csv(tmp_path / "gap.csv", ["time", "id", "v"], rows)
+    config = _config(
+        tmp_path,
+        "maintenance:\n"
+        "  - {device: a, start: '2024-01-01T00:41:00Z', end: '2024-01-01T00:55:00Z'}\n"
+        "  - {device: a, start: '2024-01-01T00:50:00Z', end: '2024-01-01T00:59:00Z'}\n"
+        "  - {device: a, start: '2024-01-01T00:45:00Z', end: '2024-01-01T00:52:00Z'}\n",
+    )
+    report = _inspect(data, config)
+    checks = report["checks"]
+    assert isinstance(checks, dict)
+    assert checks["delay_check"]["metrics"]["gap_count"] == 1
+    assert checks["delay_check"]["metrics"]["max_gap_seconds"] == 12 * 60
