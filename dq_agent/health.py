@@ -31,6 +31,7 @@ KEPT_WHEN_MORE = 1_000
 MAX_FINDINGS_LISTED = 20
 # Where the per-device rows, first and last reading and coverage come from (`_PER_DEVICE_CHECK`).
 _PER_DEVICE_KEY = "per_device"
+_PER_DEVICE_COUNT = "devices"
 
 
 @dataclass
@@ -114,8 +115,11 @@ def device_health(inspection: Inspection) -> Health:
         return devices[name]
 
     complete = True
+    # liveness_check counts every device, and lists the first 10,000 (`per_device`).
+    counted = 0
     for tool, result in inspection.checks.items():
         if tool == _PER_DEVICE_CHECK:
+            counted = int(result.metrics.get(_PER_DEVICE_COUNT) or 0)
             for name, facts in (result.metrics.get(_PER_DEVICE_KEY) or {}).items():
                 item = device(str(name))
                 item.rows, item.coverage = facts.get("rows"), facts.get("coverage")
@@ -152,16 +156,20 @@ def device_health(inspection: Inspection) -> Health:
                 item = device(finding.entity)
                 item.status = worst_status([item.status, finding.severity])
     ranked = sorted(devices.values(), key=DeviceHealth.sort_key)
-    if len(ranked) <= MAX_LISTED:
-        return Health(ranked, len(ranked), complete)
+    total = max(len(ranked), counted)
+    if total <= MAX_LISTED:
+        return Health(ranked, total, complete)
     kept, rest = ranked[:KEPT_WHEN_MORE], ranked[KEPT_WHEN_MORE:]
     by_status: dict[str, int] = defaultdict(int)
+    # The devices liveness_check counted but did not list, and no check found a fault on.
+    if total > len(ranked):
+        by_status[str(Status.PASS)] += total - len(ranked)
     faults: dict[str, int] = defaultdict(int)
     for item in rest:
         by_status[str(item.status)] += 1
         for tool, count in item.faults.items():
             faults[tool] += count
-    return Health(kept, len(ranked), complete, dict(by_status), dict(faults))
+    return Health(kept, total, complete, dict(by_status), dict(faults))
 
 
 def _shown(finding: Finding, events: list[Event]) -> bool:

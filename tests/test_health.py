@@ -164,3 +164,35 @@ def test_a_finding_no_event_shows_counts_on_its_own() -> None:
     faults = {d.device: d.faults for d in health.device_health(inspection).devices}
     assert faults["dev-09"] == {"null_check": 4}
     assert faults["dev-03"] == {"null_check": 70, "duplicate_check": 2}
+
+
+@pytest.mark.slow
+def test_over_ten_thousand_devices_the_thousand_worst(tmp_path: Path) -> None:
+    """10,050 devices of 4 readings, the first 30 missing one value: 1,000 listed, the 30 first;
+    the 9,050 others counted (liveness_check lists 10,000 of them, and counts all)."""
+    devices = 10_050
+    frame = pl.DataFrame(
+        {
+            "ts": [T0 + timedelta(minutes=i) for _ in range(devices) for i in range(4)],
+            "meter": [f"m{d:05d}" for d in range(devices) for _ in range(4)],
+            "kwh": [
+                None if d < 30 and i == 0 else float(i) for d in range(devices) for i in range(4)
+            ],
+        }
+    )
+    path = tmp_path / "meters.parquet"
+    frame.write_parquet(path)
+    config = resolve(None, {"agent.enabled": False})
+    config.history.enabled = False
+    config.columns.entity = ["meter"]
+    report = json.loads(render_json(inspect(str(path), config)))
+    listed = report["devices"]
+    assert len(listed) == 1000
+    assert [d["device"] for d in listed[:30]] == [f"m{d:05d}" for d in range(30)]
+    assert {d["status"] for d in listed[:30]} == {"warn"}
+    assert listed[0]["faults"] == {"null_check": 1}
+    assert {d["status"] for d in listed[30:]} == {"pass"}
+    summary = report["device_summary"]
+    assert (summary["total"], summary["listed"], summary["left_out"]) == (10_050, 1000, 9050)
+    assert summary["left_out_by_status"] == {"pass": 9050}
+    assert summary["note"] == "9,050 devices left out: the 1,000 worst are listed"
