@@ -55,27 +55,44 @@ def ordered_values(
     `column` that is not missing, in series order. With `placed_only`, readings whose time is
     missing or unparseable are left out too: the series order puts them last, next to readings
     they were never beside."""
-    rows = _series_rows(dataset, scope)
-    order = pl.col(ORDER)
-    key = entity_key(dataset)
-    entity = key.gather(order) if key is not None else pl.lit(None, dtype=pl.String)
     ts = dataset.roles.timestamp
-    no_time = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
-    time = pl.col(TIME_IN_ORDER) if ts is not None else no_time
-    at_row = pl.col(FILE_ROW).gather(order) if scope.filters_rows() else order
     return (
-        rows.select(
-            pl.col(SERIES),
-            entity.alias(ENTITY),
-            time.alias(TIME),
-            at_row.cast(pl.Int64).alias(AT_ROW),
-            dataset.clean(column).gather(order).alias(X),
-        )
+        _series_table(dataset, scope)
+        .select(SERIES, ENTITY, TIME, AT_ROW, pl.col(_x(column)).alias(X))
         .filter(
             pl.col(X).is_not_null() & (pl.col(TIME).is_not_null() if placed_only and ts else True)
         )
         .with_columns(pl.int_range(pl.len()).alias(POSITION))
     )
+
+
+def _x(column: str) -> str:
+    return f"__x:{column}"
+
+
+def _series_table(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
+    """Every numeric value column's clean values in series order beside the device, time and
+    file row of each reading, in one shared node: the device names and times are gathered into
+    series order once for all columns and checks, not once per column."""
+    schema = dataset.frame.collect_schema()
+    columns = [c for c in dataset.roles.values if c in schema and schema[c].is_numeric()]
+
+    def build() -> pl.LazyFrame:
+        order = pl.col(ORDER)
+        key = entity_key(dataset)
+        entity = key.gather(order) if key is not None else pl.lit(None, dtype=pl.String)
+        no_time = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+        time = pl.col(TIME_IN_ORDER) if dataset.roles.timestamp is not None else no_time
+        at_row = pl.col(FILE_ROW).gather(order) if scope.filters_rows() else order
+        return _series_rows(dataset, scope).select(
+            pl.col(SERIES),
+            entity.alias(ENTITY),
+            time.alias(TIME),
+            at_row.cast(pl.Int64).alias(AT_ROW),
+            *[dataset.clean(c).gather(order).alias(_x(c)) for c in columns],
+        )
+
+    return shared(dataset, ("series table", scope, tuple(columns), tuple(dataset.sentinels)), build)
 
 
 def shared(

@@ -71,6 +71,11 @@ _SCALE = "__scale"
 JUMP = "__jump"
 WIDTH = "__width"
 _PREVIOUS = "__previous"
+_MEDIAN = "__median"
+_ROUNDING = "__rounding"
+_USUAL = "__usual"
+_MAD = "__mad"
+_FLOOR = "__floor"
 COVERED = "__covered"
 
 
@@ -132,12 +137,22 @@ def _jumps(
     values: pl.LazyFrame, dataset: Dataset, column: str, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
     d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
-    dev = (pl.col(_D) - pl.col(_D).median().over(SERIES)).abs()
-    n = pl.col(_D).count().over(SERIES)
-    # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread at all.
-    rounding = ROUNDING * pl.col(X).abs().max().over(SERIES)
-    floor = pl.col(_DEV).filter(pl.col(_DEV) > rounding).min().over(SERIES)
-    spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_DEV).median().over(SERIES), floor)
+    has_time = dataset.roles.timestamp is not None
+    # Per device: a group-by joined back on the (sorted, integer) series number, cheaper than
+    # the same statistics as windows.
+    per_device = [
+        pl.col(_D).median().alias(_MEDIAN),
+        pl.col(_D).count().alias(_N),
+        # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
+        (ROUNDING * pl.col(X).abs().max()).alias(_ROUNDING),
+        *([_seconds().median().alias(_USUAL)] if has_time else []),
+    ]
+    dev = (pl.col(_D) - pl.col(_MEDIAN)).abs()
+    spreads = [
+        pl.col(_DEV).median().alias(_MAD),
+        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().alias(_FLOOR),
+    ]
+    spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR))
     multiple = pl.max_horizontal(
         pl.lit(settings.sigma), (2 * (pl.col(_N).cast(pl.Float64) / settings.chance).log()).sqrt()
     )
@@ -157,14 +172,24 @@ def _jumps(
     covered = pl.lit(False)
     for j in range(1, lookahead + 1):
         covered = covered | (pl.col(WIDTH).shift(j) >= j).fill_null(False)
+    changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
+    changes = _join_per_series(changes, changes.group_by(SERIES).agg(per_device))
+    changes = changes.with_columns(dev.alias(_DEV))
+    changes = _join_per_series(changes, changes.group_by(SERIES).agg(spreads))
     return (
-        values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
-        .with_columns(dev.alias(_DEV), n.alias(_N))
-        .with_columns(spread.alias(_SCALE))
+        changes.with_columns(spread.alias(_SCALE))
         .with_columns(jump.fill_null(False).alias(JUMP))
         .with_columns(pl.when(pl.col(JUMP)).then(back).alias(WIDTH))
         .with_columns(covered.alias(COVERED))
     )
+
+
+def _join_per_series(rows: pl.LazyFrame, per_series: pl.LazyFrame) -> pl.LazyFrame:
+    return rows.join(per_series, on=SERIES, how="left", maintain_order="left")
+
+
+def _seconds() -> pl.Expr:
+    return (pl.col(TIME) - pl.col(TIME).shift()).dt.total_seconds(fractional=True)
 
 
 def _gap_ratio(dataset: Dataset) -> pl.Expr:
@@ -173,9 +198,8 @@ def _gap_ratio(dataset: Dataset) -> pl.Expr:
     the generous bound: a drift, not a random walk)."""
     if dataset.roles.timestamp is None:
         return pl.lit(1.0)
-    seconds = (pl.col(TIME) - pl.col(TIME).shift()).dt.total_seconds(fractional=True)
-    usual = seconds.median().over(SERIES)
-    return pl.max_horizontal(pl.lit(1.0), (seconds / usual).fill_nan(1.0).fill_null(1.0))
+    ratio = (_seconds() / pl.col(_USUAL)).fill_nan(1.0).fill_null(1.0)
+    return pl.max_horizontal(pl.lit(1.0), ratio)
 
 
 def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> pl.Expr:
