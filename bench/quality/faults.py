@@ -553,7 +553,8 @@ FAULTS: tuple[Fault, ...] = (
         f"one device silent for the first {STOP_SHARE:.0%} of the span",
         "liveness_check",
         starts_late,
-        lambda s: s.devices >= 2,
+        # A quarter of the span must be more than liveness_check's 10 usual steps.
+        lambda s: s.devices >= 2 and s.readings >= 50,
     ),
     Fault("future_row", "1 row 30 days after as_of", "delay_check", future_row),
     Fault(

@@ -257,7 +257,7 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     queries: list[pl.LazyFrame] = []
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
-        queries += [_stats(jumps, settings), _events(jumps)]
+        queries += [_stats(jumps, settings), _events(jumps, settings)]
     has_time = dataset.roles.timestamp is not None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -302,9 +302,32 @@ def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
     return jumps.select(pl.len().alias("values")).join(short, how="cross")
 
 
-def _events(jumps: pl.LazyFrame) -> pl.LazyFrame:
-    return jumps.filter(pl.col(JUMP) & ~pl.col(COVERED)).select(
-        ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, WIDTH, _SCALE
+def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
+    # A spike's later readings (up to `return_within`), for its examples.
+    later = [
+        expr
+        for k in range(1, settings.return_within)
+        for expr in (
+            pl.col(X).shift(-k).alias(f"{X}{k}"),
+            pl.col(TIME).shift(-k).alias(f"{TIME}{k}"),
+            pl.col(AT_ROW).shift(-k).alias(f"{AT_ROW}{k}"),
+        )
+    ]
+    return (
+        jumps.with_columns(later)
+        .filter(pl.col(JUMP) & ~pl.col(COVERED))
+        .select(
+            ENTITY,
+            TIME,
+            AT_ROW,
+            POSITION,
+            X,
+            _PREVIOUS,
+            _D,
+            WIDTH,
+            _SCALE,
+            *[f"{name}{k}" for k in range(1, settings.return_within) for name in (X, TIME, AT_ROW)],
+        )
     )
 
 
@@ -375,7 +398,16 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
         column=column,
         entity=row[ENTITY],
         start=iso(row[TIME]) if has_time else None,
-        examples=[{"entity": row[ENTITY], at_key: at, "value": row[X], "kind": kind}],
+        # Every reading of a spike (its later ones too), the first of a step.
+        examples=[
+            {
+                "entity": row[ENTITY],
+                at_key: (iso(row[f"{TIME}{k}"]) if has_time else row[f"{AT_ROW}{k}"]) if k else at,
+                "value": row[f"{X}{k}"] if k else row[X],
+                "kind": kind,
+            }
+            for k in range(int(row[WIDTH] or 1))
+        ],
     )
 
 
