@@ -140,3 +140,21 @@ def test_an_entity_scope_reports_rows_of_the_file(tmp_path: Path) -> None:
 def test_clean_series_pass_at_every_size(tmp_path: Path, kind: str, size: int) -> None:
     result = run_check(plan_flatline_check, clean_fleet(tmp_path, kind, size))
     assert result.status is Status.PASS, result.summary
+
+
+def test_a_device_that_repeats_by_nature_is_judged_by_its_own_repeat_share(
+    tmp_path: Path,
+) -> None:
+    """Devices a and b read to six decimals; c is read to whole units and holds each value for
+    20 readings (its own repeat share 0.95, a third of that over the column): its runs are its
+    nature, not stuck. a stuck for 50 readings still is."""
+    rows = []
+    for i in range(600):
+        a = 20.0 if 300 <= i < 350 else 20.0 + ((i * 7919) % 1000) / 1e6
+        rows.append([minute(i), "a", a])
+        rows.append([minute(i), "b", 21.0 + ((i * 104729) % 1000) / 1e6])
+        rows.append([minute(i), "c", float((i // 20) % 2)])
+    path = write_csv(tmp_path / "slow.csv", ["timestamp", "device_id", "temp"], rows)
+    result = run_check(plan_flatline_check, path)
+    assert [(f.entity, f.count) for f in result.findings] == [("a", 50)]
+    assert result.metrics["stuck_readings"] == 50

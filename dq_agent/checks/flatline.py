@@ -3,8 +3,10 @@
 A run of repeats is called stuck when it is long (`min_readings`, or `min_duration_seconds` when
 set) and too long to be chance: with `p` the share of steps between neighbouring readings that
 repeat a value (over the column, all devices together), about `pairs * p ** (length - 1)` runs
-that long are expected by chance; the run is stuck when that is below `chance`. So a sensor read
-to 0.1 that often repeats needs a longer run than one with six decimals, and a column that never
+that long are expected by chance; the run is stuck when that is below `chance`. `p` is the
+device's own share outside the run when that is higher (a slow device read to 0.1 repeats
+more than the fleet). So a sensor read to 0.1 that often repeats needs a longer run than one
+with six decimals, and a column that never
 varies in the whole file (a setpoint, a state: `p` is 1) is not called stuck unless
 `flag_constant_columns` is set. A device that repeats one value all day while the others vary is.
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.checks import ranges
-from dq_agent.checks.base import CheckPlan, Engine, Scope, iso, plural
+from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
 from dq_agent.checks.ranges import GOOD, LEVEL, RangeCheckConfig, leveled_values, limits_for
 from dq_agent.checks.series_values import (
     AT_ROW,
@@ -55,6 +57,10 @@ RUN_END_ROW = "__run_end_row"
 _SAME = "__same"
 _P = "__p"
 _PAIRS = "__pairs"
+_DEVICE_SAME = "__device_same"
+_DEVICE_PAIRS = "__device_pairs"
+MIN_OUTSIDE_PAIRS = 20
+"""A device's own repeat share counts when it has this many steps outside the run."""
 
 
 @dataclass
@@ -121,12 +127,24 @@ def with_stuck(values: pl.LazyFrame, settings: FlatlineCheckConfig) -> pl.LazyFr
         start_time = pl.when(~pl.col(_SAME)).then(pl.col(TIME)).forward_fill()
         lasts = (pl.col(RUN_END) - start_time).dt.total_seconds() >= settings.min_duration_seconds
         long_enough = long_enough | lasts.fill_null(False)
-    expected = pl.col(_PAIRS) * pl.col(_P).pow(pl.col(RUN_LENGTH) - 1)
+    # The repeat share that makes a run likely: the column's, or the device's own outside the
+    # run when that is higher (a slow, coarsely read device repeats more than the fleet).
+    inside = pl.col(RUN_LENGTH) - 1
+    outside_pairs = pl.col(_DEVICE_PAIRS) - inside
+    own = pl.when(outside_pairs >= MIN_OUTSIDE_PAIRS).then(
+        (pl.col(_DEVICE_SAME) - inside) / outside_pairs
+    )
+    share = pl.max_horizontal(pl.col(_P), own.fill_null(0.0))
+    expected = pl.col(_PAIRS) * share.pow(pl.col(RUN_LENGTH) - 1)
     unlikely = expected < settings.chance
     if settings.flag_constant_columns:
         unlikely = unlikely | (pl.col(_P) == 1)
+    marked = values.with_columns(same.alias(_SAME), same_series().alias(_PAIRS))
+    per_device = marked.group_by(SERIES).agg(
+        pl.col(_SAME).sum().alias(_DEVICE_SAME), pl.col(_PAIRS).sum().alias(_DEVICE_PAIRS)
+    )
     return (
-        values.with_columns(same.alias(_SAME), same_series().alias(_PAIRS))
+        marked.join(per_device, on=SERIES, how="left", maintain_order="left")
         .with_columns(
             (pl.col(_SAME).sum() / pl.col(_PAIRS).sum()).fill_nan(0.0).alias(_P),
             pl.col(_PAIRS).sum().alias(_PAIRS),

@@ -214,6 +214,7 @@ SPEC = CheckSpec(
     metric_keys=("total_outliers", "total_checked_values", "significant_groups", "columns"),
     column_metric_keys=(
         "outlier_count",
+        "left_out_flagged",
         "expected_outliers",
         "groups_with_excess",
         "groups_own_spread",

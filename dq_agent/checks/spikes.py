@@ -2,11 +2,14 @@
 
 A jump is a change from one reading to the next on the same device that its own steps make
 implausible: robustly, beyond `k` times the spread of the device's changes (1.4826 * the median
-absolute deviation of its differences, at least its smallest deviation beyond floating-point rounding so data read
-to 0.1 with mostly unchanged readings still has a spread), with `k` the larger of `sigma` and
-sqrt(2 ln(n / chance)) for a device with n changes, times the number of usual time steps the
-change spans (a change across a gap may be larger). That bound keeps the expected number of chance
-jumps of Gaussian changes under `chance` at every size, so clean data passes. A configured
+absolute deviation of its differences, at least its smallest deviation beyond floating-point
+rounding so data read to 0.1 with mostly unchanged readings still has a spread), with `k` the
+larger of `sigma` and the value a Student t with 10 degrees of freedom (the null model of
+`evidence.py`: real sensors have heavier tails than the normal) exceeds with probability
+`chance / n` for a device with n changes (about 10.5 for a day of minutes, 15 for 50,000), times
+the number of usual time steps the change spans (a change across a gap may be larger). That
+bound keeps the expected number of chance jumps under `chance` at every size, so clean data
+passes, also with heavy-tailed noise. A configured
 `max_rate` per column (change per `rate_unit` of time) flags a jump on its own.
 
 A jump that comes back more than halfway to the reading before it within `return_within`
@@ -20,6 +23,7 @@ number, and the spike/step/return tests are a fixed number of shifts, no loop ov
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +33,7 @@ import polars as pl
 
 from dq_agent.checks import flatline
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
+from dq_agent.checks.evidence import ROBUST_T_SCALE, t_tail
 from dq_agent.checks.flatline import (
     STUCK,
     FlatlineCheckConfig,
@@ -76,6 +81,7 @@ _ROUNDING = "__rounding"
 _USUAL = "__usual"
 _MAD = "__mad"
 _FLOOR = "__floor"
+_MULTIPLE = "__multiple"
 COVERED = "__covered"
 
 
@@ -153,9 +159,7 @@ def _jumps(
         pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().alias(_FLOOR),
     ]
     spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR))
-    multiple = pl.max_horizontal(
-        pl.lit(settings.sigma), (2 * (pl.col(_N).cast(pl.Float64) / settings.chance).log()).sqrt()
-    )
+    multiple = pl.col(_MULTIPLE)
     robust = (
         (pl.col(_N) >= settings.min_series_readings - 1)
         & (pl.col(_SCALE) > 0)
@@ -173,7 +177,9 @@ def _jumps(
     for j in range(1, lookahead + 1):
         covered = covered | (pl.col(WIDTH).shift(j) >= j).fill_null(False)
     changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
-    changes = _join_per_series(changes, changes.group_by(SERIES).agg(per_device))
+    per_series = changes.group_by(SERIES).agg(per_device)
+    per_series = per_series.with_columns(_multiple(settings).alias(_MULTIPLE))
+    changes = _join_per_series(changes, per_series)
     changes = changes.with_columns(dev.alias(_DEV))
     changes = _join_per_series(changes, changes.group_by(SERIES).agg(spreads))
     return (
@@ -182,6 +188,39 @@ def _jumps(
         .with_columns(pl.when(pl.col(JUMP)).then(back).alias(WIDTH))
         .with_columns(covered.alias(COVERED))
     )
+
+
+def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
+    """The multiple of its spread a device's change must exceed: at least `sigma`, and enough
+    that a device with n changes from the null model (Student t, 10 degrees of freedom, as for
+    outliers: real sensors have heavier tails than the normal) makes fewer than `chance` chance
+    jumps. Evaluated on the per-device table (a few hundred rows), from a grid of n."""
+    expr: pl.Expr = pl.lit(_multiple_for(10.0**_MAX_LOG_N, settings.chance, settings.sigma))
+    for upper in reversed(_N_GRID):
+        expr = (
+            pl.when(pl.col(_N) <= upper)
+            .then(pl.lit(_multiple_for(upper, settings.chance, settings.sigma)))
+            .otherwise(expr)
+        )
+    return expr
+
+
+# Upper ends of the n buckets, 25% apart: the bucket's multiple is that of its largest n.
+_MAX_LOG_N = 10
+_N_GRID = tuple(sorted({int(1.25**i) + 1 for i in range(int(_MAX_LOG_N / math.log10(1.25)))}))
+
+
+@functools.cache
+def _multiple_for(n: float, chance: float, sigma: float) -> float:
+    target = chance / max(n, 1.0)
+    low, high = 0.0, 10_000.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        if t_tail(middle) > target:
+            low = middle
+        else:
+            high = middle
+    return max(sigma, high / ROBUST_T_SCALE)
 
 
 def _join_per_series(rows: pl.LazyFrame, per_series: pl.LazyFrame) -> pl.LazyFrame:
@@ -218,7 +257,7 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     queries: list[pl.LazyFrame] = []
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
-        queries += [_stats(jumps, settings), _events(jumps)]
+        queries += [_stats(jumps, settings), _events(jumps, settings)]
     has_time = dataset.roles.timestamp is not None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -263,9 +302,32 @@ def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
     return jumps.select(pl.len().alias("values")).join(short, how="cross")
 
 
-def _events(jumps: pl.LazyFrame) -> pl.LazyFrame:
-    return jumps.filter(pl.col(JUMP) & ~pl.col(COVERED)).select(
-        ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, WIDTH, _SCALE
+def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
+    # A spike's later readings (up to `return_within`), for its examples.
+    later = [
+        expr
+        for k in range(1, settings.return_within)
+        for expr in (
+            pl.col(X).shift(-k).alias(f"{X}{k}"),
+            pl.col(TIME).shift(-k).alias(f"{TIME}{k}"),
+            pl.col(AT_ROW).shift(-k).alias(f"{AT_ROW}{k}"),
+        )
+    ]
+    return (
+        jumps.with_columns(later)
+        .filter(pl.col(JUMP) & ~pl.col(COVERED))
+        .select(
+            ENTITY,
+            TIME,
+            AT_ROW,
+            POSITION,
+            X,
+            _PREVIOUS,
+            _D,
+            WIDTH,
+            _SCALE,
+            *[f"{name}{k}" for k in range(1, settings.return_within) for name in (X, TIME, AT_ROW)],
+        )
     )
 
 
@@ -336,7 +398,16 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
         column=column,
         entity=row[ENTITY],
         start=iso(row[TIME]) if has_time else None,
-        examples=[{"entity": row[ENTITY], at_key: at, "value": row[X], "kind": kind}],
+        # Every reading of a spike (its later ones too), the first of a step.
+        examples=[
+            {
+                "entity": row[ENTITY],
+                at_key: (iso(row[f"{TIME}{k}"]) if has_time else row[f"{AT_ROW}{k}"]) if k else at,
+                "value": row[f"{X}{k}"] if k else row[X],
+                "kind": kind,
+            }
+            for k in range(int(row[WIDTH] or 1))
+        ],
     )
 
 
