@@ -52,6 +52,7 @@ from dq_agent.checks.series_values import (
     settings_for,
     shared,
     value_columns,
+    with_per_series,
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -179,14 +180,18 @@ def _jumps(
     changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
     per_series = changes.group_by(SERIES).agg(per_device)
     per_series = per_series.with_columns(_multiple(settings).alias(_MULTIPLE))
-    changes = _join_per_series(changes, per_series)
+    changes = with_per_series(changes, per_series)
     changes = changes.with_columns(dev.alias(_DEV))
-    changes = _join_per_series(changes, changes.group_by(SERIES).agg(spreads))
+    changes = with_per_series(changes, changes.group_by(SERIES).agg(spreads))
     return (
         changes.with_columns(spread.alias(_SCALE))
         .with_columns(jump.fill_null(False).alias(JUMP))
         .with_columns(pl.when(pl.col(JUMP)).then(back).alias(WIDTH))
         .with_columns(covered.alias(COVERED))
+        # What the readers use: the statistics behind the decision stay out of the shared node.
+        .select(
+            SERIES, ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, _SCALE, JUMP, WIDTH, COVERED
+        )
     )
 
 
@@ -221,10 +226,6 @@ def _multiple_for(n: float, chance: float, sigma: float) -> float:
         else:
             high = middle
     return max(sigma, high / ROBUST_T_SCALE)
-
-
-def _join_per_series(rows: pl.LazyFrame, per_series: pl.LazyFrame) -> pl.LazyFrame:
-    return rows.join(per_series, on=SERIES, how="left", maintain_order="left")
 
 
 def _seconds() -> pl.Expr:
