@@ -101,3 +101,14 @@ def test_devices_reporting_to_the_end_pass(tmp_path: Path, kind: str, size: int)
     result = run_check(plan_liveness_check, clean_fleet(tmp_path, kind, size))
     assert result.status is Status.PASS, result.summary
     assert result.metrics["late_device_count"] == 0
+
+
+def test_a_fleet_that_starts_staggered_is_judged_against_its_spread_of_starts(
+    tmp_path: Path,
+) -> None:
+    """Ten devices starting 0, 5, ... 45 minutes in (one reading a minute to minute 200) are
+    staggered, not late; an eleventh starting at minute 150 is late."""
+    rows = [[minute(i), f"d{k}", 20.0] for k in range(10) for i in range(5 * k, 200)]
+    rows += [[minute(i), "late", 20.0] for i in range(150, 200)]
+    result = run_check(plan_liveness_check, write_csv(tmp_path / "fleet.csv", HEADER, rows))
+    assert result.metrics["late_devices"] == ["late"]

@@ -37,6 +37,7 @@ from dq_agent.checks.series_values import (
     same_series,
     shared,
     value_columns,
+    with_per_series,
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -144,7 +145,7 @@ def with_stuck(values: pl.LazyFrame, settings: FlatlineCheckConfig) -> pl.LazyFr
         pl.col(_SAME).sum().alias(_DEVICE_SAME), pl.col(_PAIRS).sum().alias(_DEVICE_PAIRS)
     )
     return (
-        marked.join(per_device, on=SERIES, how="left", maintain_order="left")
+        with_per_series(marked, per_device)
         .with_columns(
             (pl.col(_SAME).sum() / pl.col(_PAIRS).sum()).fill_nan(0.0).alias(_P),
             pl.col(_PAIRS).sum().alias(_PAIRS),
@@ -154,6 +155,8 @@ def with_stuck(values: pl.LazyFrame, settings: FlatlineCheckConfig) -> pl.LazyFr
             pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
         )
         .with_columns((long_enough & unlikely).fill_null(False).alias(STUCK))
+        # What the readers use: the per-step marks stay out of the shared node.
+        .drop(_SAME, _DEVICE_SAME, _DEVICE_PAIRS)
     )
 
 

@@ -7,7 +7,8 @@ coverage. A device starts late when its first reading comes after the dataset's 
 than `late_factor` times its own usual step (the median time between its readings; at least
 `min_late_seconds`), and by more than `late_share` of the dataset's span: a regularly sampled
 device does not skip that many readings by chance, and a report-on-change device with a short
-median step is not called late for a quiet first hour. Coverage is its readings over the
+median step is not called late for a quiet first hour; with 5 or more devices it must also
+start more than 4 robust sigmas beyond the fleet's usual spread of starts. Coverage is its readings over the
 readings its usual step would give from the start to the end (at most 1).
 
 One lazy query in series order: the steps between a device's neighbouring readings (a shift
@@ -47,6 +48,9 @@ MAX_FINDINGS = 20
 # Every device of a fleet up to 10,000 (the per-device health lists them all): beyond, the
 # least covered.
 MAX_DEVICES = 10_000
+FLEET_DEVICES = 5
+FLEET_SIGMAS = 4.0
+MAD_TO_SIGMA = 1.4826
 _ENTITY = "__entity"
 _STEP = "__step"
 
@@ -130,6 +134,14 @@ def _result(
     devices: dict[str, dict[str, Any]] = {}
     late: list[str] = []
     findings: list[Finding] = []
+    # With several devices, a late one must also start beyond the fleet's usual spread of
+    # starts (as delay_check judges ends): devices sampled at random times start apart.
+    offsets = (frame["first"] - start).dt.total_seconds(fractional=True)
+    fleet_limit = 0.0
+    if frame.height >= FLEET_DEVICES:
+        median = _number(offsets.median())
+        spread = MAD_TO_SIGMA * _number((offsets - median).abs().median())
+        fleet_limit = median + FLEET_SIGMAS * spread
     for row in frame.sort(SERIES).iter_rows(named=True):
         name = row[_ENTITY] if row[_ENTITY] is not None else "(all rows)"
         step = row["step"]
@@ -137,6 +149,7 @@ def _result(
             settings.min_late_seconds,
             settings.late_factor * (step or 0.0),
             settings.late_share * span,
+            fleet_limit,
         )
         before = max((row["first"] - start).total_seconds(), 0.0)
         due = span
@@ -176,6 +189,10 @@ def _result(
     return CheckResult(
         TOOL, status, _summary(devices, late, start), metrics, findings[:MAX_FINDINGS]
     )
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _finding(name: str, device: dict[str, Any], seconds: float, start: datetime) -> Finding:

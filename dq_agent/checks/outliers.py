@@ -293,14 +293,23 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
         pl.col(SERIES),
         *[measurement(dataset, name).gather(order).alias(_x(i)) for i, name in enumerate(columns)],
     )
-    for i, name in enumerate(columns):
-        flagged = (
+    # Only the row number goes through each join; the marks are put beside the wide frame, so
+    # it is not copied once per column.
+    marks = [
+        rows.select(AT_ROW)
+        .join(
             flagged_rows(dataset, scope, name, config)
             .select(AT_ROW)
             .unique()
-            .with_columns(pl.lit(True).alias(_flagged(i)))
+            .with_columns(pl.lit(True).alias(_flagged(i))),
+            on=AT_ROW,
+            how="left",
+            maintain_order="left",
         )
-        rows = rows.join(flagged, on=AT_ROW, how="left", maintain_order="left")
+        .drop(AT_ROW)
+        for i, name in enumerate(columns)
+    ]
+    rows = pl.concat([rows, *marks], how="horizontal")
     rows = rows.with_columns(
         expr
         for i in range(len(columns))

@@ -80,7 +80,12 @@ def _series_table(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
     def build() -> pl.LazyFrame:
         order = pl.col(ORDER)
         key = entity_key(dataset)
-        entity = key.gather(order) if key is not None else pl.lit(None, dtype=pl.String)
+        # Categorical: each column's frames copy a 4-byte code per reading, not the name.
+        entity = (
+            key.cast(pl.Categorical).gather(order)
+            if key is not None
+            else pl.lit(None, dtype=pl.Categorical)
+        )
         no_time = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
         time = pl.col(TIME_IN_ORDER) if dataset.roles.timestamp is not None else no_time
         at_row = pl.col(FILE_ROW).gather(order) if scope.filters_rows() else order
@@ -133,6 +138,18 @@ def with_reading_events(
         for column, rows in flagged.items()
     ]
     return events.with_events(plan, events.bounded(parts), "in-memory")
+
+
+def with_per_series(rows: pl.LazyFrame, per_series: pl.LazyFrame) -> pl.LazyFrame:
+    """`rows` with the columns of `per_series` (one row per SERIES) beside each of its rows.
+    Only the series number goes through the join; the result is put beside `rows`, so the
+    wide frame is not copied by it."""
+    beside = (
+        rows.select(SERIES)
+        .join(per_series, on=SERIES, how="left", maintain_order="left")
+        .drop(SERIES)
+    )
+    return pl.concat([rows, beside], how="horizontal")
 
 
 def same_series(lag: int = 1) -> pl.Expr:

@@ -6,7 +6,8 @@ absolute deviation of its differences, at least its smallest deviation beyond fl
 rounding so data read to 0.1 with mostly unchanged readings still has a spread), with `k` the
 larger of `sigma` and the value a Student t with 10 degrees of freedom (the null model of
 `evidence.py`: real sensors have heavier tails than the normal) exceeds with probability
-`chance / n` for a device with n changes (about 10.5 for a day of minutes, 15 for 50,000), times
+`chance / n` for a column with n changes over all its devices (about 10.5 for a day of
+minutes, 15 for 50,000), times
 the number of usual time steps the change spans (a change across a gap may be larger). That
 bound keeps the expected number of chance jumps under `chance` at every size, so clean data
 passes, also with heavy-tailed noise. A configured
@@ -52,6 +53,7 @@ from dq_agent.checks.series_values import (
     settings_for,
     shared,
     value_columns,
+    with_per_series,
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -82,6 +84,7 @@ _USUAL = "__usual"
 _MAD = "__mad"
 _FLOOR = "__floor"
 _MULTIPLE = "__multiple"
+_TOTAL = "__total"
 COVERED = "__covered"
 
 
@@ -90,7 +93,7 @@ class SpikeCheckConfig:
     sigma: float = setting(6.0, rule=positive)
     """The least multiple of a device's spread of changes that makes a jump."""
     chance: float = setting(0.001, rule=fraction)
-    """Expected chance jumps per device allowed (raises the multiple for long series)."""
+    """Expected chance jumps per column allowed (raises the multiple for much data)."""
     min_series_readings: int = setting(20, rule=positive)
     """Devices with fewer readings have too few changes for a spread: only `max_rate` applies."""
     return_within: int = setting(3, rule=positive)
@@ -178,27 +181,38 @@ def _jumps(
         covered = covered | (pl.col(WIDTH).shift(j) >= j).fill_null(False)
     changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
     per_series = changes.group_by(SERIES).agg(per_device)
-    per_series = per_series.with_columns(_multiple(settings).alias(_MULTIPLE))
-    changes = _join_per_series(changes, per_series)
+    # The chance is for the whole column: a fleet of 5,000 short series must not make five
+    # chance jumps where one device of 100,000 readings makes none.
+    per_series = (
+        per_series.with_columns(pl.col(_N).sum().alias(_TOTAL))
+        .with_columns(_multiple(settings).alias(_MULTIPLE))
+        .drop(_TOTAL)
+    )
+    changes = with_per_series(changes, per_series)
     changes = changes.with_columns(dev.alias(_DEV))
-    changes = _join_per_series(changes, changes.group_by(SERIES).agg(spreads))
+    changes = with_per_series(changes, changes.group_by(SERIES).agg(spreads))
     return (
         changes.with_columns(spread.alias(_SCALE))
         .with_columns(jump.fill_null(False).alias(JUMP))
         .with_columns(pl.when(pl.col(JUMP)).then(back).alias(WIDTH))
         .with_columns(covered.alias(COVERED))
+        # What the readers use: the statistics behind the decision stay out of the shared node.
+        .select(
+            SERIES, ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, _SCALE, JUMP, WIDTH, COVERED
+        )
     )
 
 
 def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
     """The multiple of its spread a device's change must exceed: at least `sigma`, and enough
-    that a device with n changes from the null model (Student t, 10 degrees of freedom, as for
+    that n changes from the null model (Student t, 10 degrees of freedom, as for
     outliers: real sensors have heavier tails than the normal) makes fewer than `chance` chance
-    jumps. Evaluated on the per-device table (a few hundred rows), from a grid of n."""
+    jumps in the column (n its changes over every device). Evaluated on the per-device table
+    (a few hundred rows), from a grid of n."""
     expr: pl.Expr = pl.lit(_multiple_for(10.0**_MAX_LOG_N, settings.chance, settings.sigma))
     for upper in reversed(_N_GRID):
         expr = (
-            pl.when(pl.col(_N) <= upper)
+            pl.when(pl.col(_TOTAL) <= upper)
             .then(pl.lit(_multiple_for(upper, settings.chance, settings.sigma)))
             .otherwise(expr)
         )
@@ -221,10 +235,6 @@ def _multiple_for(n: float, chance: float, sigma: float) -> float:
         else:
             high = middle
     return max(sigma, high / ROBUST_T_SCALE)
-
-
-def _join_per_series(rows: pl.LazyFrame, per_series: pl.LazyFrame) -> pl.LazyFrame:
-    return rows.join(per_series, on=SERIES, how="left", maintain_order="left")
 
 
 def _seconds() -> pl.Expr:

@@ -68,11 +68,14 @@ def _spike_rows(
     start = pl.col(spikes.JUMP) & ~pl.col(spikes.COVERED)
     width = pl.col(spikes.WIDTH).fill_null(1)
     # A spike's readings are the jump and the next width - 1 readings; a step flags its first.
-    rows = [
-        jumps.filter(start.shift(k).fill_null(False) & (width.shift(k) > k)).select(AT_ROW)
-        for k in range(settings.return_within)
-    ]
-    return pl.concat(rows).select(
+    # One pass: a reading is flagged when a jump k readings before it spans more than k.
+    flagged = pl.any_horizontal(
+        [
+            (start.shift(k).fill_null(False) & (width.shift(k) > k)).fill_null(False)
+            for k in range(settings.return_within)
+        ]
+    )
+    return jumps.filter(flagged).select(
         AT_ROW,
         pl.lit(ranges.SUSPECT, dtype=pl.Int8).alias(FLAG),
         pl.lit(spikes.TOOL).alias(CHECK),
