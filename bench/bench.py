@@ -5,6 +5,10 @@
 
 Each inspection runs in its own process; wall time and peak RSS are that child's alone (os.wait4).
 Inspect exits 0 or 1 by its verdict on this deliberately faulty data: either is a result.
+
+Each size also runs the five original checks alone (`--checks`), alternating with the full run,
+and prints what all the checks cost against those five in the same run (target: at most 1.5x):
+a ratio within one run holds on a loaded machine, where absolute times do not.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ DEVICES = 200
 TARGET_SECONDS = {"10m": 4.0}
 TARGET_RSS_BYTES = {"10m": 1.5e9}
 VERDICT_EXIT_CODES = (0, 1)
+# The checks dq-agent had before the sensor checks (issue 13), and what all may cost against them.
+FIVE_CHECKS = ("null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check")
+TARGET_RATIO = 1.5
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,37 @@ def report(label: str, path: Path, runs: list[ChildRun], scan_seconds: float) ->
     return True
 
 
+def _checks_seconds(run: ChildRun) -> float | None:
+    try:
+        return float(json.loads(run.stdout)["timings"]["checks_seconds"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def report_ratio(runs: list[ChildRun], five: list[ChildRun]) -> float | None:
+    """Print all checks against the five original ones (best wall time of each, and the checks'
+    own time); return the wall-time ratio, None when a run failed."""
+    if any(r.exit_code not in VERDICT_EXIT_CODES for r in [*runs, *five]):
+        print("the five-check run failed: no ratio")
+        return None
+    best_all = min(r.wall_seconds for r in runs)
+    best_five = min(r.wall_seconds for r in five)
+    ratio = best_all / best_five
+    _line("five checks wall (best)", f"{best_five:7.2f} s  ({', '.join(FIVE_CHECKS)})")
+    _line(
+        "all checks / five checks",
+        f"{ratio:7.2f}x wall" + _against(ratio, TARGET_RATIO, "x"),
+    )
+    checks_all = [c for r in runs if (c := _checks_seconds(r)) is not None]
+    checks_five = [c for r in five if (c := _checks_seconds(r)) is not None]
+    if checks_all and checks_five:
+        _line("  checks only", f"{min(checks_all) / min(checks_five):7.2f}x")
+    peak_all = max(r.peak_rss_bytes for r in runs)
+    peak_five = max(r.peak_rss_bytes for r in five)
+    _line("  peak RSS", f"{peak_all / peak_five:7.2f}x ({peak_five / 1e9:.2f} GB for five)")
+    return ratio
+
+
 def over_target(label: str, runs: list[ChildRun]) -> bool:
     wall = min(r.wall_seconds for r in runs)
     peak = max(r.peak_rss_bytes for r in runs)
@@ -164,9 +202,16 @@ def main(argv: list[str] | None = None) -> int:
         # --no-history: benchmark runs must not enter the user's run history.
         options = ["--no-agent", "--format", "json", "--quiet", "--no-history"]
         command = [*inspect_command(), "inspect", str(path), *options]
-        runs = [run_measured(command) for _ in range(args.repeat)]
+        five_command = [*command, "--checks", ",".join(FIVE_CHECKS)]
+        runs: list[ChildRun] = []
+        five: list[ChildRun] = []
+        # Alternating, so a change in the machine's load falls on both alike.
+        for _ in range(args.repeat):
+            five.append(run_measured(five_command))
+            runs.append(run_measured(command))
         ok = report(label, path, runs, bare_scan_seconds(path)) and ok
-        missed = missed or over_target(label, runs)
+        ratio = report_ratio(runs, five)
+        missed = missed or over_target(label, runs) or (ratio or 0.0) > TARGET_RATIO
     if not ok:
         return 2
     return 1 if args.check_targets and missed else 0

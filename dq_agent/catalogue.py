@@ -8,14 +8,28 @@ from here.
 
 from __future__ import annotations
 
-from dq_agent.checks import delays, duplicates, nulls, outliers, structure
+from dq_agent.checks import (
+    delays,
+    duplicates,
+    flatline,
+    liveness,
+    nulls,
+    outliers,
+    ranges,
+    spikes,
+    structure,
+)
 from dq_agent.checks.spec import CheckSpec
 
 CATALOGUE: tuple[CheckSpec, ...] = (
     nulls.SPEC,
     duplicates.SPEC,
+    ranges.SPEC,
+    flatline.SPEC,
+    spikes.SPEC,
     outliers.SPEC,
     delays.SPEC,
+    liveness.SPEC,
     structure.SPEC,
 )
 

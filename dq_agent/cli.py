@@ -156,6 +156,16 @@ def inspect(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress or notes; only errors.")
     ] = False,
+    checks: Annotated[
+        str | None,
+        typer.Option(
+            "--checks", help="Run only these checks, comma-separated (default: every check)."
+        ),
+    ] = None,
+    flags: Annotated[
+        Path | None,
+        typer.Option("--flags", help="Also write a QARTOD flag per reading and column (Parquet)."),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
@@ -172,6 +182,7 @@ def inspect(
         AS_OF_KEY: as_of,
         "history.enabled": False if no_history else None,
         "limits.max_memory": max_memory,
+        "run.checks": checks,
     }
     options = InspectOptions(
         path=path,
@@ -185,6 +196,7 @@ def inspect(
         question=question,
         junit_warn_as=junit_warn_as,
         overrides=overrides,
+        flags=flags,
     )
     with errors_handled(debug):
         code = run_inspect(options)

@@ -65,6 +65,8 @@ class InspectOptions:
     question: str | None = None
     junit_warn_as: str = "pass"
     overrides: dict[str, Any] = field(default_factory=dict)
+    flags: Path | None = None
+    """Also write a per-reading QARTOD flag file (Parquet) here."""
 
 
 def _stderr_console(quiet: bool) -> Console:
@@ -248,9 +250,9 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     out = stdout or Console()
     # Checked before the (possibly long) run: the input is never written to, and a bad output
     # path fails fast.
-    if options.output is not None or options.trace_file is not None:
+    if options.output is not None or options.trace_file is not None or options.flags is not None:
         files, _ = resolve_files(options.path)
-        for written in (options.output, options.trace_file):
+        for written in (options.output, options.trace_file, options.flags):
             if written is not None:
                 refuse_input_overwrite(written, files)
     if options.output is not None and not options.output.resolve().parent.is_dir():
@@ -269,6 +271,16 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
         )
 
     code = exit_code_for(inspection, options.fail_on)
+    if options.flags is not None:
+        from dq_agent.flags import write_flags
+
+        flagged = write_flags(options.path, config, options.flags)
+        if not options.quiet:
+            err.print(
+                f"dq-agent: {flagged:,} flagged readings; flags written to {options.flags}",
+                markup=False,
+                highlight=False,
+            )
     trend = _record(inspection, config, code, err) if config.history.enabled else None
     if options.output is not None:
         text = render(

@@ -17,11 +17,13 @@ from typing import Any, TypeVar
 
 import yaml
 
-from dq_agent.catalogue import CATALOGUE
+from dq_agent.catalogue import CATALOGUE, CHECK_NAMES
 from dq_agent.checks.delays import AS_OF_KEY
 from dq_agent.checks.nulls import NullCheckConfig
 from dq_agent.checks.structure_report import StructureCheckConfig
 from dq_agent.errors import ConfigError
+from dq_agent.maintenance import SECTION as MAINTENANCE
+from dq_agent.maintenance import Excusal, MaintenanceWindow, parse_windows, resolve_windows
 from dq_agent.settings import (
     AgentConfig,
     ColumnsConfig,
@@ -31,6 +33,7 @@ from dq_agent.settings import (
     ReadingSettings,
     check_rule,
     coerce,
+    setting,
 )
 
 T = TypeVar("T")
@@ -38,6 +41,20 @@ T = TypeVar("T")
 
 def _check_sections() -> dict[str, Any]:
     return {spec.name: spec.settings() for spec in CATALOGUE}
+
+
+def _known_checks(value: Any) -> str | None:
+    unknown = [name for name in value if name not in CHECK_NAMES]
+    if unknown:
+        return f"name only checks of the catalogue ({', '.join(CHECK_NAMES)})"
+    return None if value else "name at least one check"
+
+
+@dataclass
+class RunConfig:
+    checks: list[str] | None = setting(None, rule=_known_checks)  # noqa: RUF009
+    """The checks to run, by name; None runs every check of the catalogue. A run that leaves
+    some out says which (the audit's expected tools are the selected ones)."""
 
 
 @dataclass
@@ -53,7 +70,10 @@ class Config:
     agent: AgentConfig = field(default_factory=AgentConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    run: RunConfig = field(default_factory=RunConfig)
     checks: dict[str, Any] = field(default_factory=_check_sections)
+    maintenance: list[MaintenanceWindow] = field(default_factory=list)
+    """Maintenance windows (`maintenance.py`): a list at the top level of the YAML."""
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Where each key that is not a default was set (a file path, 'option --as-of'): for errors
     found only once the data is loaded, such as a setting naming a column it does not have."""
@@ -68,6 +88,11 @@ class Config:
                 return settings
         raise KeyError(f"no config section of type {kind.__name__}")
 
+    def selected_checks(self) -> tuple[str, ...]:
+        """The names of the checks this run runs, in catalogue order."""
+        chosen = self.run.checks
+        return tuple(n for n in CHECK_NAMES if chosen is None or n in chosen)
+
     def reading(self) -> ReadingSettings:
         nulls = self.section(NullCheckConfig)
         structure = self.section(StructureCheckConfig)
@@ -76,6 +101,15 @@ class Config:
             sentinels=list(nulls.sentinels),
             text_numeric_min_share=structure.text_numeric_min_share,
         )
+
+    def excusal(self) -> Excusal | None:
+        """The maintenance windows resolved to UTC, or None when there are none."""
+        if not self.maintenance:
+            return None
+        windows = resolve_windows(
+            self.maintenance, self.columns.timezone, self.origin_of(MAINTENANCE)
+        )
+        return Excusal(windows)
 
     def __getattr__(self, name: str) -> Any:
         checks = self.__dict__.get("checks")
@@ -104,6 +138,7 @@ CLI_OPTIONS = {
     AS_OF_KEY: "--as-of",
     "history.enabled": "--no-history",
     "limits.max_memory": "--max-memory",
+    "run.checks": "--checks",
 }
 
 
@@ -124,6 +159,8 @@ def resolve(
         if value is not None:
             _set_dotted(config, key, value, origin=f"option {CLI_OPTIONS.get(key, key)}")
     _check_threshold_order(config, str(config_file) if config_file else "the defaults")
+    # An end before its start is found here, once columns.timezone is known (naive times).
+    config.excusal()
     return config
 
 
@@ -132,7 +169,7 @@ def _sections(config: Config) -> dict[str, Any]:
     run = {
         f.name: getattr(config, f.name)
         for f in dataclasses.fields(config)
-        if f.name not in ("checks", "origins")
+        if f.name not in ("checks", "origins", MAINTENANCE)
     }
     return {**run, **config.checks}
 
@@ -171,9 +208,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _apply(config: Config, data: dict[str, Any], origin: str) -> None:
     sections = _sections(config)
     for section, values in data.items():
+        if section == MAINTENANCE:
+            config.maintenance = parse_windows(values, origin)
+            config.origins[MAINTENANCE] = origin
+            continue
         if section not in sections:
             raise ConfigError(
-                f"unknown section '{section}' in {origin}; known sections: {', '.join(sorted(sections))}"
+                f"unknown section '{section}' in {origin}; known sections: "
+                f"{', '.join(sorted([*sections, MAINTENANCE]))}"
             )
         if values is None:
             continue

@@ -7,7 +7,9 @@ import copy
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import polars as pl
 
@@ -15,11 +17,18 @@ from dq_agent.agent.pipeline import run_agent_inspection
 from dq_agent.checks.base import entity_key
 from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
-from dq_agent.errors import AgentUnavailableError, InputError, ModelUnavailableError
+from dq_agent.errors import (
+    AgentUnavailableError,
+    ConfigError,
+    InputError,
+    ModelUnavailableError,
+)
 from dq_agent.load import Dataset, load
+from dq_agent.maintenance import SECTION as MAINTENANCE
+from dq_agent.maintenance import excused_counts, materialise
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
-from dq_agent.runner import resident, run_tools
+from dq_agent.runner import CHECK_FAILURES, resident, run_tools
 from dq_agent.tools import register_detection_tools
 from dq_agent.trace import Trace
 
@@ -90,6 +99,7 @@ def inspect(
 
     # Where the data lives for the run: read into memory once, shared by every check.
     dataset = resident(dataset)
+    dataset, maintenance = _maintenance(dataset, config)
     tools = register_detection_tools(dataset, config)
     checks_started = time.perf_counter()
     outcome = None
@@ -119,7 +129,33 @@ def inspect(
         # Microseconds: overlapping cron runs must not share a start time (baseline exclusion).
         started_at=started_at.isoformat(timespec="microseconds"),
         as_of=timing.as_of,
+        maintenance=maintenance,
     )
+
+
+def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[str, Any]]]:
+    """The readings each maintenance window excuses, and the dataset whose in-memory frame holds
+    the mask the checks leave out (computed once here, `maintenance.materialise`)."""
+    excusal = config.excusal()
+    if excusal is None:
+        return dataset, []
+    origin = config.origin_of(MAINTENANCE)
+    timestamp = dataset.roles.timestamp
+    if timestamp is None:
+        raise ConfigError(
+            f"bad value for '{MAINTENANCE}' in {origin}: maintenance windows need a timestamp "
+            "column and the data has none (set columns.timestamp)"
+        )
+    key = entity_key(dataset)
+    try:
+        frame, excusal = materialise(dataset.frame.collect(), excusal, timestamp, key)
+        dataset = replace(dataset, frame=frame.lazy())
+    except CHECK_FAILURES:
+        # The data could not be held in memory (`resident`): each query evaluates the windows.
+        log.debug("the maintenance mask stays an expression", exc_info=True)
+    dataset = replace(dataset, excusal=excusal)
+    counts = excused_counts(dataset.frame, excusal, timestamp, key, origin)
+    return dataset, [count.to_dict() for count in counts]
 
 
 def _unavailable(exc: ModelUnavailableError, config: Config, trace: Trace | None) -> AgentInfo:

@@ -36,6 +36,7 @@ from dq_agent.loading.read import (
     verify_parquet,
 )
 from dq_agent.loading.timecols import combined_expr
+from dq_agent.maintenance import Excusal
 from dq_agent.roles import Roles, detect_roles
 from dq_agent.timeparse import TIMESTAMP_FORMATS, dominant_format
 
@@ -86,6 +87,9 @@ class Dataset:
     """The text formats the timestamp column is read with (slash dates in the order found)."""
     time_parts: list[str] = field(default_factory=list)
     """A date and a time column read together as the timestamp column (`roles.timestamp`)."""
+    excusal: Excusal | None = None
+    """The maintenance windows, once the inspection has computed their mask into the in-memory
+    `frame` (`maintenance.materialise`); None before, and without windows."""
 
     def file_index(self, row: pl.Expr) -> pl.Expr:
         """The index in `files` of the file that row number `row` of `frame` came from."""

@@ -125,6 +125,8 @@ class Inspection:
     started_at: str = ""
     as_of: str | None = None
     baseline: dict[str, Any] | None = None
+    maintenance: list[dict[str, Any]] = field(default_factory=list)
+    """The maintenance windows and the readings each excused (`maintenance.WindowCount`)."""
 
     @property
     def verdict(self) -> Verdict:
@@ -146,6 +148,7 @@ class Inspection:
             "dataset": self.dataset.to_dict(),
             "verdict": str(self.verdict),
             "checks": {name: result.to_dict() for name, result in self.checks.items()},
+            "maintenance": jsonable(self.maintenance),
             "audit": self.audit.to_dict(),
             "agent": self.agent.to_dict(),
             "baseline": self.baseline,

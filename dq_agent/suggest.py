@@ -171,8 +171,32 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         f"  expected_columns: {_yaml(list(dataset.columns))}",
         "  allow_unexpected: true",
         "",
+        *_maintenance_lines(suggestion),
     ]
     return "\n".join(lines)
+
+
+def _maintenance_lines(suggestion: Suggestion) -> list[str]:
+    """A commented example: only a person knows when a device was in maintenance."""
+    if suggestion.dataset.roles.timestamp is None:
+        return []
+    device = next(iter(suggestion.intervals), None)
+    who = (
+        f'    device: {_yaml(device)}   # a device, a glob such as "pump-*", or none: every device'
+        if device is not None
+        else "    # device: left out: every device"
+    )
+    return [
+        "# Maintenance windows: readings inside are excused from the value and timing checks, and",
+        "# the report says how many each window excused. Times without an offset are read in",
+        "# columns.timezone.",
+        "# maintenance:",
+        "#   - " + who.strip(),
+        "#     start: 2024-01-31T06:00:00Z",
+        "#     end: 2024-01-31T08:00:00Z",
+        "#     reason: calibration",
+        "",
+    ]
 
 
 def _interval_lines(intervals: dict[str, float]) -> list[str]:

@@ -26,6 +26,7 @@ from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
 from dq_agent.errors import ToolArgumentError, ToolRegistrationError
 from dq_agent.load import Dataset
+from dq_agent.maintenance import Excusal
 from dq_agent.result import CheckResult
 from dq_agent.timeparse import parse_iso_time
 
@@ -41,9 +42,14 @@ class Tool:
     dataset: Dataset
     config: Config
     plan_function: PlanFunction
+    excusal: Excusal | None = None
+    """The maintenance windows whose readings this check leaves out (None: it sees them all)."""
 
     def plan(self, scope: Scope | None = None) -> CheckPlan:
-        return self.plan_function(self.dataset, self.config, scope or Scope())
+        scope = scope or Scope()
+        if self.excusal is not None:
+            scope = replace(scope, excused=self.excusal)
+        return self.plan_function(self.dataset, self.config, scope)
 
     def __call__(self, **arguments: Any) -> CheckResult:
         """Run the tool: on the whole dataset, or on the scope the arguments name (checked by
@@ -156,19 +162,32 @@ def no_arguments() -> dict[str, Any]:
 
 
 def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
-    """The catalogue's detection tools bound to `dataset` and `config`, in report order."""
+    """The catalogue's detection tools selected by `config` (`run.checks`, default all) bound to
+    `dataset` and `config`, in report order."""
+    selected = config.selected_checks()
     tools: list[Tool] = []
-    for spec in CATALOGUE:
+    # Windows need a time to fall in: without a timestamp column the inspection refuses them.
+    # The inspection computes their mask once into the data (`dataset.excusal`).
+    excusal = dataset.excusal
+    if excusal is None and dataset.roles.timestamp is not None:
+        excusal = config.excusal()
+    for spec in (s for s in CATALOGUE if s.name in selected):
         name = spec.name
         try:
-            tool = Tool(name, spec.description, no_arguments(), dataset, config, spec.plan)
+            tool = Tool(
+                name,
+                spec.description,
+                no_arguments(),
+                dataset,
+                config,
+                spec.plan,
+                excusal if spec.excused else None,
+            )
             tool.plan()  # building the plan validates the tool against this dataset; nothing is collected
         except (pl.exceptions.PolarsError, ValueError, KeyError, TypeError) as exc:
             raise ToolRegistrationError(f"detection tool {name} failed to register: {exc}") from exc
         tools.append(tool)
     registered = [t.name for t in tools]
-    if registered != list(DETECTION_TOOL_NAMES):
-        raise ToolRegistrationError(
-            f"registered tools {registered} differ from {list(DETECTION_TOOL_NAMES)}"
-        )
+    if registered != list(selected):
+        raise ToolRegistrationError(f"registered tools {registered} differ from {list(selected)}")
     return tools

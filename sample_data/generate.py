@@ -49,6 +49,19 @@ HUMIDITY_SWING, HUMIDITY_NOISE = 5.0, 0.5
 MAX_CLEAN_ABS_Z = 2.5
 CONFLICT_DELTA = 0.5
 
+# The sensor faults (issue 13): a stuck temperature, humidity below 0 %, a pressure step that
+# stays, and a device that stops early. Drawn from their own random stream after the others, so
+# the faults above keep their places.
+STUCK_MINUTES = 60
+# The stuck value sits this far off the clean one, against the way the daily swing moves over
+# the run: neither neighbour (noise +-0.2 each) can equal it by chance.
+STUCK_OFFSET = 0.5
+OUT_OF_RANGE_MINUTES = 20
+HUMIDITY_DROP = 70.0  # a humidity of 32-58 % minus this is below 0 %
+STEP_HPA = 3.0  # 20x the device's changes (noise +-0.15), beyond the t null of spike_check
+STOP_MINUTES = 180  # the stopped device's last readings are this long before the others'
+STUCK_RUN_MIN = 10  # flatline_check's min_readings
+STEP_BAND = (2.0, 5.0)  # a change between neighbours in this band is a step (spikes are 12+)
 SPACING = 3  # free minutes kept on each side of every fault on its device
 EDGE = 5  # no fault within this many minutes of a device's first or last reading
 UNPARSEABLE_HUMIDITY = ("ERR", "12,5", "OVF")
@@ -82,10 +95,15 @@ class FaultCounts:
     alternate_timestamps: int = 40  # CSV only
     unparseable_timestamps: int = 3  # CSV only, at most one per device
     invalid_utf8_humidity: int = 4  # CSV only
+    stuck_runs: int = 1
+    out_of_range_runs: int = 1
+    steps: int = 1  # at most one per device
+    stopped_devices: int = 1  # not scaled by rows: one in 50 devices at most
 
     def scaled(self, base_rows: int) -> FaultCounts:
         factor = base_rows / DEFAULT_ROWS
         values = {f.name: max(1, round(getattr(self, f.name) * factor)) for f in fields(self)}
+        values["stopped_devices"] = self.stopped_devices
         return FaultCounts(**values)
 
 
@@ -108,6 +126,14 @@ class FaultPlan:
     alternate_timestamps: list[int] = field(default_factory=list)
     unparseable_timestamps: dict[int, str] = field(default_factory=dict)
     invalid_utf8: list[int] = field(default_factory=list)
+    stuck: list[int] = field(default_factory=list)  # first row of each stuck run
+    out_of_range: list[int] = field(default_factory=list)  # first row of each humidity run
+    steps: list[int] = field(default_factory=list)  # first row at the new level (to the end)
+    stopped: list[tuple[int, int]] = field(default_factory=list)  # device, first missing minute
+
+    def rows(self, first: int, length: int, devices: int) -> list[int]:
+        """The base rows of a run of `length` minutes from base row `first`."""
+        return [first + k * devices for k in range(length)]
 
 
 @dataclass(frozen=True)
@@ -135,19 +161,36 @@ class _SlotPicker:
         self._layout = layout
         self._taken: set[int] = set()
 
+    def use(self, rng: random.Random) -> None:
+        """Draw from `rng` from now on (the main stream stays as it was for what follows)."""
+        self._rng = rng
+
+    def reserve(self, device: int, first_minute: int) -> None:
+        """Keep a device's minutes from `first_minute` to the end free of faults."""
+        self._taken.update(
+            self._layout.row(device, m) for m in range(first_minute, self._layout.minutes)
+        )
+
     def pick(
-        self, length: int = 1, device: int | None = None, devices_used: set[int] | None = None
+        self,
+        length: int = 1,
+        device: int | None = None,
+        devices_used: set[int] | None = None,
+        middle: bool = False,
     ) -> int:
-        """Take `length` consecutive minutes on one device; returns the base row of the first."""
+        """Take `length` consecutive minutes on one device; returns the base row of the first.
+        With `middle`, the first minute is in the middle half of the day range."""
         layout = self._layout
-        last_start = layout.minutes - EDGE - length
-        if last_start <= EDGE:
+        first_start, last_start = EDGE, layout.minutes - EDGE - length
+        if middle:
+            first_start, last_start = layout.minutes // 4, 3 * layout.minutes // 4
+        if last_start <= first_start:
             raise ValueError(f"{layout.minutes} minutes per device are too few for the faults")
         for _ in range(10_000):
             dev = device if device is not None else self._rng.randrange(layout.devices)
             if devices_used is not None and dev in devices_used:
                 continue
-            minute = self._rng.randrange(EDGE, last_start)
+            minute = self._rng.randrange(first_start, last_start)
             window = range(minute - SPACING, minute + length + SPACING)
             if all(layout.row(dev, m) not in self._taken for m in window):
                 self._taken.update(layout.row(dev, m) for m in range(minute, minute + length))
@@ -158,7 +201,11 @@ class _SlotPicker:
 
 
 def plan_faults(
-    rng: random.Random, layout: Layout, counts: FaultCounts, levels: list[float]
+    rng: random.Random,
+    layout: Layout,
+    counts: FaultCounts,
+    levels: list[float],
+    sensor_rng: random.Random,
 ) -> FaultPlan:
     picker = _SlotPicker(rng, layout)
     plan = FaultPlan()
@@ -201,7 +248,60 @@ def plan_faults(
             index % len(UNPARSEABLE_TIMESTAMPS)
         ]
     plan.invalid_utf8 = [picker.pick() for _ in range(counts.invalid_utf8_humidity)]
+    picker.use(sensor_rng)
+    _plan_sensor_faults(sensor_rng, picker, layout, counts, plan)
     return plan
+
+
+def _plan_sensor_faults(
+    rng: random.Random, picker: _SlotPicker, layout: Layout, counts: FaultCounts, plan: FaultPlan
+) -> None:
+    """The sensor faults, from their own stream `rng`. A stopped device loses the faults that
+    fell in its last minutes (they are counted as they are written)."""
+    cut = layout.minutes - STOP_MINUTES
+    stopping = max(1, min(counts.stopped_devices, layout.devices // 50))
+    candidates = [d for d in range(layout.devices) if not layout.is_hot(d)]
+    for device in rng.sample(candidates, min(stopping, len(candidates))):
+        plan.stopped.append((device, cut))
+        _drop_after(plan, layout, device, cut - SPACING)
+        picker.reserve(device, cut - SPACING)
+    plan.stopped.sort()
+    normal = [d for d in range(layout.devices) if not layout.is_hot(d)]
+    for _ in range(counts.stuck_runs):
+        plan.stuck.append(picker.pick(STUCK_MINUTES, device=rng.choice(normal)))
+    plan.out_of_range = [picker.pick(OUT_OF_RANGE_MINUTES) for _ in range(counts.out_of_range_runs)]
+    stopped = {device for device, _ in plan.stopped}
+    devices_used = set(stopped)
+    for _ in range(min(counts.steps, layout.devices - len(devices_used))):
+        # In the middle half: half a step below the level before and half above after keeps
+        # the device's mean, so no reading strays towards 3 sigma.
+        row = picker.pick(devices_used=devices_used, middle=True)
+        devices_used.add(row % layout.devices)
+        plan.steps.append(row)
+    for faults in (plan.stuck, plan.out_of_range, plan.steps):
+        faults.sort()
+
+
+def _drop_after(plan: FaultPlan, layout: Layout, device: int, minute: int) -> None:
+    """Remove the faults on `device` at or after `minute` (a swap by its second row too)."""
+
+    def kept(row: int, length: int = 1) -> bool:
+        return row % layout.devices != device or row // layout.devices + length - 1 < minute
+
+    for name in ("sentinels", "pressure_nulls", "duplicated", "triplicated", "conflicting"):
+        setattr(plan, name, [r for r in getattr(plan, name) if kept(r)])
+    plan.alternate_timestamps = [r for r in plan.alternate_timestamps if kept(r)]
+    plan.invalid_utf8 = [r for r in plan.invalid_utf8 if kept(r)]
+    plan.swaps = [r for r in plan.swaps if kept(r, 2)]
+    for name in ("temperature_spikes", "pressure_spikes", "unparseable_humidity", "late"):
+        table = getattr(plan, name)
+        setattr(plan, name, {r: v for r, v in table.items() if kept(r)})
+    plan.unparseable_timestamps = {r: v for r, v in plan.unparseable_timestamps.items() if kept(r)}
+    plan.gaps = [
+        (d, first, length)
+        for d, first, length in plan.gaps
+        if d != device or first + length - 1 < minute
+    ]
 
 
 def _row_in(rows: list[int]) -> pl.Expr:
@@ -231,8 +331,19 @@ def _device_table(rng: random.Random, layout: Layout) -> pl.DataFrame:
     )
 
 
-def _overrides(plan: FaultPlan) -> pl.DataFrame:
+def _overrides(plan: FaultPlan, layout: Layout) -> pl.DataFrame:
     """One row per faulty base row with what replaces its clean values."""
+    # A stuck reading repeats the clean temperature of its run's first row (its source).
+    source = {
+        row: first
+        for first in plan.stuck
+        for row in plan.rows(first, STUCK_MINUTES, layout.devices)
+    }
+    below = {
+        row
+        for first in plan.out_of_range
+        for row in plan.rows(first, OUT_OF_RANGE_MINUTES, layout.devices)
+    }
     rows = sorted(
         {
             *plan.sentinels,
@@ -241,6 +352,8 @@ def _overrides(plan: FaultPlan) -> pl.DataFrame:
             *plan.pressure_spikes,
             *plan.unparseable_humidity,
             *plan.late,
+            *source,
+            *below,
         }
     )
     sentinels, nulls = set(plan.sentinels), set(plan.pressure_nulls)
@@ -253,6 +366,8 @@ def _overrides(plan: FaultPlan) -> pl.DataFrame:
             "p_null": [r in nulls for r in rows],
             "h_text": [plan.unparseable_humidity.get(r) for r in rows],
             "delay_override": [plan.late.get(r) for r in rows],
+            "t_source": [source.get(r) for r in rows],
+            "h_below": [r in below for r in rows],
         },
         schema={
             "row": pl.Int64,
@@ -262,7 +377,29 @@ def _overrides(plan: FaultPlan) -> pl.DataFrame:
             "p_null": pl.Boolean,
             "h_text": pl.String,
             "delay_override": pl.Int64,
+            "t_source": pl.Int64,
+            "h_below": pl.Boolean,
         },
+    )
+
+
+def _step(minute: pl.Expr, step_from: pl.Expr) -> pl.Expr:
+    """A stepped device sits STEP_HPA / 2 below its level before the step and as far above it
+    after: its mean stays, so no reading strays towards 3 sigma wherever the step falls."""
+    half = STEP_HPA / 2
+    return (
+        pl.when(step_from.is_null()).then(0.0).when(minute >= step_from).then(half).otherwise(-half)
+    )
+
+
+def _steps(plan: FaultPlan, layout: Layout) -> pl.DataFrame:
+    """Per device with a step: the first minute at the new level."""
+    return pl.DataFrame(
+        {
+            "device": [r % layout.devices for r in plan.steps],
+            "step_from": [r // layout.devices for r in plan.steps],
+        },
+        schema={"device": pl.Int64, "step_from": pl.Int64},
     )
 
 
@@ -279,14 +416,26 @@ def build_frame(
 
     removed = [
         layout.row(d, m) for d, first, length in plan.gaps for m in range(first, first + length)
-    ]
+    ] + [layout.row(d, m) for d, cut in plan.stopped for m in range(cut, layout.minutes)]
+    # A stuck reading takes the minute and noise of its run's first row (plus an offset).
+    source = pl.coalesce(pl.col("t_source"), row)
+    source_angle = 2 * math.pi * (source // layout.devices) / MINUTES_PER_DAY + pl.col("phase")
+    end_angle = source_angle + 2 * math.pi * STUCK_MINUTES / MINUTES_PER_DAY
+    stuck_offset = (
+        pl.when(pl.col("t_source").is_null())
+        .then(0.0)
+        .when(end_angle.sin() >= source_angle.sin())
+        .then(-STUCK_OFFSET)
+        .otherwise(STUCK_OFFSET)
+    )
     numbers = (
         pl.select(pl.int_range(0, layout.base_rows, dtype=pl.Int64).alias("row"))
         .lazy()
         .filter(~_row_in(removed))
         .with_columns(device=row % layout.devices, minute=row // layout.devices)
         .join(device_table.lazy(), on="device", how="left")
-        .join(_overrides(plan).lazy(), on="row", how="left")
+        .join(_overrides(plan, layout).lazy(), on="row", how="left")
+        .join(_steps(plan, layout).lazy(), on="device", how="left")
         .select(
             "row",
             "device",
@@ -298,8 +447,9 @@ def build_frame(
             .otherwise(
                 (
                     pl.col("level_t")
-                    + TEMPERATURE_SWING * angle.sin()
-                    + noise(salts[0], TEMPERATURE_NOISE)
+                    + TEMPERATURE_SWING * source_angle.sin()
+                    + (2 * _unit_noise(source, salts[0]) - 1) * TEMPERATURE_NOISE
+                    + stuck_offset
                     + pl.col("t_delta").fill_null(0.0)
                 ).round(2)
             ),
@@ -311,10 +461,14 @@ def build_frame(
                     + PRESSURE_SWING * angle.cos()
                     + noise(salts[1], PRESSURE_NOISE)
                     + pl.col("p_delta").fill_null(0.0)
+                    + _step(pl.col("minute"), pl.col("step_from"))
                 ).round(2)
             ),
             humidity=(
-                pl.col("level_h") - HUMIDITY_SWING * angle.sin() + noise(salts[2], HUMIDITY_NOISE)
+                pl.col("level_h")
+                - HUMIDITY_SWING * angle.sin()
+                + noise(salts[2], HUMIDITY_NOISE)
+                - pl.when(pl.col("h_below")).then(HUMIDITY_DROP).otherwise(0.0)
             ).round(1),
             delay=pl.coalesce(
                 pl.col("delay_override"),
@@ -414,6 +568,11 @@ def counts_by_construction(frame_rows: int, plan: FaultPlan, csv: bool) -> dict[
         "unparseable_timestamps": null_timestamps,
         "invalid_utf8_values": len(plan.invalid_utf8) if csv else 0,
         "alternate_format_timestamps": len(plan.alternate_timestamps) if csv else 0,
+        "stuck_runs": len(plan.stuck),
+        "stuck_readings": len(plan.stuck) * STUCK_MINUTES,
+        "out_of_range_humidity": len(plan.out_of_range) * OUT_OF_RANGE_MINUTES,
+        "steps": len(plan.steps),
+        "stopped_devices": len(plan.stopped),
     }
 
 
@@ -451,9 +610,17 @@ def _measure_values(frame: pl.DataFrame) -> dict[str, float]:
         name: value.is_null() | value.is_nan().fill_null(False) | sentinel[name]
         for name, value in values.items()
     }
+    # Humidity outside 0-100 % is out of range: not a value to score (one value, one cause).
+    out_of_range = ~values["humidity"].is_between(0.0, 100.0).fill_null(True)
     clean = frame.lazy().select(
         "device_id",
-        *(pl.when(missing[name]).then(None).otherwise(values[name]).alias(name) for name in names),
+        *(
+            pl.when(missing[name] | (out_of_range if name == "humidity" else False))
+            .then(None)
+            .otherwise(values[name])
+            .alias(name)
+            for name in names
+        ),
     )
     # Per-device mean and sample std by a group-by joined back: far cheaper than window functions.
     stats = clean.group_by("device_id").agg(
@@ -472,6 +639,7 @@ def _measure_values(frame: pl.DataFrame) -> dict[str, float]:
         **{f"null_{name}": value.null_count() for name, value in values.items()},
         **{f"missing_{name}": flag.sum() for name, flag in missing.items()},
         sentinel_temperature=sentinel["temperature"].sum(),
+        out_of_range_humidity=out_of_range.sum(),
     )
     scored, counted = pl.collect_all([scores, counts])
     return scored.row(0, named=True) | counted.row(0, named=True)
@@ -511,6 +679,43 @@ def _measure_timing(frame: pl.DataFrame) -> dict[str, float]:
     }
 
 
+def _measure_series(frame: pl.DataFrame) -> dict[str, float]:
+    """Stuck runs (the same temperature STUCK_RUN_MIN times or more in a row on a device),
+    pressure steps (a change between a device's neighbouring readings in STEP_BAND; spikes
+    change by 12 hPa or more) and devices whose last reading is over an hour before the last
+    of all: each device's readings in time order, missing values left out."""
+    ordered = frame.filter(pl.col("timestamp").is_not_null()).sort("device_id", "timestamp")
+    temperature = pl.col("temperature").cast(pl.Float64)
+    temps = ordered.filter(temperature.is_not_null() & ~temperature.is_in(SENTINELS)).select(
+        "device_id", "timestamp", temperature
+    )
+    # A duplicated key repeats a reading: one reading per (device, minute) for the runs.
+    temps = temps.unique(subset=["device_id", "timestamp"], keep="first", maintain_order=True)
+    run = (
+        (
+            (pl.col("temperature") != pl.col("temperature").shift())
+            | (pl.col("device_id") != pl.col("device_id").shift())
+        )
+        .fill_null(True)
+        .cum_sum()
+    )
+    runs = temps.group_by(run.alias("run")).len().filter(pl.col("len") >= STUCK_RUN_MIN)
+    pressure = ordered.filter(pl.col("pressure").is_not_null())
+    pressure = pressure.unique(subset=["device_id", "timestamp"], keep="first", maintain_order=True)
+    change = pl.col("pressure").diff().over("device_id")
+    steps = pressure.select(change.is_between(*STEP_BAND, closed="none").fill_null(False).sum())
+    ends = frame.group_by("device_id").agg(pl.col("timestamp").max())
+    newest = ends["timestamp"].max()
+    return {
+        "stuck_runs": runs.height,
+        "stuck_readings": int(runs["len"].sum()),
+        "steps": steps.item(),
+        "stopped_devices": ends.filter(
+            pl.col("timestamp") < pl.lit(newest) - pl.duration(hours=1)
+        ).height,
+    }
+
+
 def _measure_text(frame: pl.DataFrame) -> dict[str, float]:
     """What only the text shows: numbers that do not parse, bad timestamps, invalid bytes."""
     humidity = pl.col("humidity")
@@ -544,7 +749,12 @@ def measure(frame: pl.DataFrame) -> dict[str, float]:
     counts |= _measure_text(frame)
     # Grouping on a categorical is several times faster than on the device name as text.
     by_device = frame.with_columns(pl.col("device_id").cast(pl.Categorical))
-    return counts | _measure_values(by_device) | _measure_timing(by_device)
+    return (
+        counts
+        | _measure_values(by_device)
+        | _measure_timing(by_device)
+        | _measure_series(by_device)
+    )
 
 
 def self_check(measured: dict[str, float], constructed: dict[str, float], label: str) -> None:
@@ -582,10 +792,6 @@ def expected_metrics(counts: dict[str, float], csv: bool) -> dict[str, Any]:
         "humidity": missing("humidity"),
         "ingest_time": {"null_count": 0, "missing_count": 0},
     }
-    outliers = {
-        name: {"outlier_count": counts[f"outliers_{name}"]}
-        for name in ("temperature", "pressure", "humidity")
-    }
     structure: dict[str, Any] = {
         "missing_columns": [],
         "text_numeric_columns": ["humidity"],
@@ -618,9 +824,36 @@ def expected_metrics(counts: dict[str, float], csv: bool) -> dict[str, Any]:
             "conflicting_key_rows": counts["conflicting_key_rows"],
             "duplicate_key_groups": counts["duplicate_key_groups"],
         },
+        # Humidity below 0 % is beyond the suspect limit of its unit default (0-100 %).
+        "range_check": {
+            "out_of_range_count": counts["out_of_range_humidity"],
+            "fail_count": 0,
+            "suspect_count": counts["out_of_range_humidity"],
+        },
+        "flatline_check": {
+            "stuck_runs": counts["stuck_runs"],
+            "stuck_readings": counts["stuck_readings"],
+            "constant_columns": [],
+        },
+        # Every injected outlier is one reading between clean neighbours: a spike that returns.
+        "spike_check": {
+            "spike_count": counts["outliers_temperature"] + counts["outliers_pressure"],
+            "spike_readings": counts["outliers_temperature"] + counts["outliers_pressure"],
+            "step_count": counts["steps"],
+        },
+        # One value, one cause: each injected spike is spike_check's, and outlier_check leaves
+        # out what spike_check flagged; no other reading stands out.
         "outlier_check": {
-            "total_outliers": sum(o["outlier_count"] for o in outliers.values()),
-            "columns": outliers,
+            "total_outliers": 0,
+            "columns": {
+                name: {"outlier_count": 0, "left_out_flagged": flagged}
+                for name, flagged in (
+                    ("temperature", counts["outliers_temperature"] + counts["stuck_readings"]),
+                    # A step's first reading at the new level is spike_check's.
+                    ("pressure", counts["outliers_pressure"] + counts["steps"]),
+                    ("humidity", counts["out_of_range_humidity"]),
+                )
+            },
         },
         "delay_check": {
             "gap_count": counts["gap_count"],
@@ -630,7 +863,10 @@ def expected_metrics(counts: dict[str, float], csv: bool) -> dict[str, Any]:
             "late_rows": counts["late_rows"],
             "future_rows": 0,
             "null_timestamps": counts["null_timestamp"],
+            "stopped_entities": counts["stopped_devices"],
         },
+        # Every device reports from the first minute to the last.
+        "liveness_check": {"devices": DEFAULT_DEVICES, "late_devices": [], "late_device_count": 0},
         "structure_check": structure,
     }
 
@@ -660,6 +896,10 @@ def injected_summary(
         "conflicting_keys (1 disagreeing copy)": plan.conflicting,
         "swapped_pairs (1 out-of-order row each)": plan.swaps,
         "gaps (first missing minute)": [layout.row(d, first) for d, first, _ in plan.gaps],
+        f"stuck_temperature ({STUCK_MINUTES} readings, first)": plan.stuck,
+        f"humidity_below_0 ({OUT_OF_RANGE_MINUTES} readings, first)": plan.out_of_range,
+        f"pressure_steps (+{STEP_HPA:g} hPa, first)": plan.steps,
+        "stopped_devices (first missing minute)": [layout.row(d, cut) for d, cut in plan.stopped],
     }
     if csv:
         kinds["csv_alternate_timestamps"] = plan.alternate_timestamps
@@ -691,7 +931,11 @@ def generate(
     rng = random.Random(seed)
     device_table = _device_table(rng, layout)
     plan = plan_faults(
-        rng, layout, FaultCounts().scaled(layout.base_rows), device_table["level_t"].to_list()
+        rng,
+        layout,
+        FaultCounts().scaled(layout.base_rows),
+        device_table["level_t"].to_list(),
+        random.Random(seed + 1),
     )
     frame = build_frame(rng, layout, plan, device_table)
     out.mkdir(parents=True, exist_ok=True)

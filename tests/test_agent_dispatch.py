@@ -7,6 +7,7 @@ from pathlib import Path
 from dq_agent.agent.client import ToolCall
 from dq_agent.agent.dispatch import EXECUTED, FAILED, REJECTED, REPEATED, SENTINEL, Dispatcher
 from dq_agent.agent.sentinel import Sentinel
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.result import Source
 from dq_agent.trace import Trace
 from tests.fake_ollama import ToolBench, tool_bench
@@ -37,8 +38,8 @@ def test_unknown_names_are_rejected_and_arguments_of_detection_tools_ignored(
     unknown = calls.execute(ToolCall("null_values", {}), step=1)
     assert unknown.kind == REJECTED
     assert unknown.observation == (
-        "Error: Unknown tool null_values, should be one of: null_check, duplicate_check, "
-        "outlier_check, delay_check, structure_check, verify_result, drill_down."
+        f"Error: Unknown tool null_values, should be one of: {', '.join(CHECK_NAMES)}, "
+        "verify_result, drill_down."
     )
     shape = calls.execute(ToolCall("null_check", "column=temp"), step=2)
     assert shape.kind == EXECUTED
@@ -60,7 +61,7 @@ def test_a_repeat_gets_a_pointer_to_what_is_missing_not_the_result_again(
     ]
     assert kinds == [EXECUTED, REPEATED, REPEATED]
     assert bench.executions["null_check"] == 1
-    for name in ("duplicate_check", "outlier_check", "delay_check"):
+    for name in CHECK_NAMES[1:-1]:
         calls.execute(ToolCall(name, {}), step=4)
     repeat = calls.execute(ToolCall("null_check", {}), step=5)
     assert repeat.observation == (
@@ -93,7 +94,7 @@ def test_drill_down_only_after_every_detection_tool_has_run(tmp_path: Path) -> N
     assert early.kind == REJECTED
     assert early.observation == (
         "Error: drill_down is available once every detection tool has run; still missing: "
-        "null_check, duplicate_check, outlier_check, delay_check, structure_check."
+        f"{', '.join(CHECK_NAMES)}."
     )
     run_all(calls)
     whole = calls.results["null_check"]
@@ -127,8 +128,7 @@ def test_drill_down_arguments_are_checked_against_the_data(tmp_path: Path) -> No
         "entity 'z' does not exist; entities: a, b."
     )
     assert error(tool="nulls", column="temp").endswith(
-        "'tool' must be one of: null_check, duplicate_check, outlier_check, delay_check, "
-        "structure_check."
+        f"'tool' must be one of: {', '.join(CHECK_NAMES)}."
     )
     assert error(tool="null_check").endswith("give a column, entity, start or end.")
     inside = calls.execute(
@@ -144,10 +144,5 @@ def test_verify_result_goes_to_the_sentinel_with_the_tools_that_ran(tmp_path: Pa
     outcome = calls.execute(ToolCall("verify_result", {"is_ready": True}), step=2)
     assert outcome.kind == SENTINEL
     assert outcome.verdict is not None
-    assert outcome.verdict.missing == [
-        "duplicate_check",
-        "outlier_check",
-        "delay_check",
-        "structure_check",
-    ]
+    assert outcome.verdict.missing == list(CHECK_NAMES[1:])
     assert "verify_result" not in calls.results

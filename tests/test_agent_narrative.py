@@ -77,10 +77,13 @@ def test_hallucination_that_survives_the_repair_is_replaced_by_the_code_written_
         "unsupported name",
         "unsupported figure",
         "verdict conflict",
+        # Four named checks: fewer than half the catalogue's dimensions.
+        f"covers 4 of {len(DETECTION_TOOL_NAMES)} dimensions",
     ]
     assert agent["account"] == {
         "source": "dq-agent",
-        "reason": "unsupported name, unsupported figure, verdict conflict",
+        "reason": "unsupported name, unsupported figure, verdict conflict, "
+        f"covers 4 of {len(DETECTION_TOOL_NAMES)} dimensions",
     }
     lines = agent["narrative"].splitlines()
     assert [line.split(":")[0] for line in lines] == [
@@ -113,7 +116,7 @@ def test_the_report_says_which_account_it_shows(tmp_path: Path) -> None:
         inspection = inspect(str(SAMPLE), config)
     line = (
         "account: written by dq-agent (model text rejected: unsupported name, unsupported figure, "
-        "verdict conflict)"
+        f"verdict conflict, covers 4 of {len(DETECTION_TOOL_NAMES)} dimensions)"
     )
     assert f"_{line}_" in render_markdown(inspection)
     assert line in render_plain(inspection, width=200)

@@ -36,6 +36,16 @@ from tests.fake_ollama import (
 
 ALL = list(DETECTION_TOOL_NAMES)
 FOUR = [n for n in ALL if n != "structure_check"]
+FIVE = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+# The checks added after the first five: scripts that name the five call these after them.
+ADDED = [n for n in ALL if n not in FIVE]
+
+
+def others(*names: str) -> list[str]:
+    """The checks not in `names`, sorted as the guard backfills them."""
+    return sorted(set(ALL) - set(names))
+
+
 ANSWER = "Nulls: 1 missing value in temp. No duplicates, outliers or delays. Structure is fine."
 MERGED = "Merged report: nulls 1, structure checked by code."
 # A model that answers whatever the sentinel says: after its own verify_result round, the loop
@@ -92,13 +102,14 @@ def test_all_five_then_verify_then_answer_passes_through_untouched(bench: ToolBe
     assert sources(outcome) == dict.fromkeys(ALL, Source.AGENT)
     assert outcome.agent.narrative == ANSWER
     assert outcome.agent.merge is None
-    assert len(fake.chat_requests) == 7  # five tools, the sentinel, the answer: no merge call
+    steps = len(ALL) + 2
+    assert len(fake.chat_requests) == steps  # the tools, the sentinel, the answer: no merge call
     assert outcome.agent.status == "ok"
     assert outcome.agent.mode == "tools"
-    assert outcome.agent.steps == 7
+    assert outcome.agent.steps == steps
     assert outcome.agent.sentinel_rounds == 1
-    assert outcome.agent.prompt_tokens == 7 * 120
-    assert outcome.agent.completion_tokens == 7 * 30
+    assert outcome.agent.prompt_tokens == steps * 120
+    assert outcome.agent.completion_tokens == steps * 30
     assert bench.executions == dict.fromkeys(ALL, 1)
     assert trace.of("guard")[0]["missing"] == []
     # verify_result is offered early, never last; options are pinned on every call.
@@ -106,11 +117,11 @@ def test_all_five_then_verify_then_answer_passes_through_untouched(bench: ToolBe
     assert fake.offered_tools(0) == ["null_check", "verify_result", *ALL[1:]]
     assert first["options"] == {"num_ctx": 8192, "temperature": 0.0, "seed": 42, "num_predict": 200}
     # Once every tool has run: the sentinel and drill_down, and room for the account.
-    assert fake.offered_tools(5) == ["verify_result", "drill_down"]
-    assert fake.chat_requests[5]["options"]["num_predict"] == 900
-    ready = fake.last_message(6)
+    assert fake.offered_tools(steps - 2) == ["verify_result", "drill_down"]
+    assert fake.chat_requests[steps - 2]["options"]["num_predict"] == 900
+    ready = fake.last_message(steps - 1)
     assert ready["role"] == "tool" and ready["content"].startswith("READY.")
-    assert fake.offered_tools(6) == []
+    assert fake.offered_tools(steps - 1) == []
 
 
 def test_four_called_and_sentinel_ignored_backfills_exactly_structure_check(
@@ -167,20 +178,18 @@ def test_two_called_backfills_exactly_the_other_three(bench: ToolBench) -> None:
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
     assert outcome.audit.called_tools == ["null_check", "duplicate_check"]
-    assert outcome.audit.fallback_executed == ["delay_check", "outlier_check", "structure_check"]
+    assert outcome.audit.fallback_executed == others("null_check", "duplicate_check")
     assert sources(outcome) == {
-        "null_check": Source.AGENT,
-        "duplicate_check": Source.AGENT,
-        "outlier_check": Source.BACKFILLED,
-        "delay_check": Source.BACKFILLED,
-        "structure_check": Source.BACKFILLED,
+        n: Source.AGENT if n in ("null_check", "duplicate_check") else Source.BACKFILLED
+        for n in ALL
     }
     # An answer while tools are missing is never the end: the loop ran verify_result three times.
+    rest = ALL[2:]
     assert fake.last_message(2)["content"].startswith(
-        "verify_result (run by dq-agent because you stopped): NOT READY. outlier_check, "
-        "delay_check and structure_check have not run: call them now."
+        f"verify_result (run by dq-agent because you stopped): NOT READY. "
+        f"{', '.join(rest[:-1])} and {rest[-1]} have not run: call them now."
     )
-    assert fake.offered_tools(2) == ["outlier_check", "delay_check", "structure_check"]
+    assert fake.offered_tools(2) == rest
     assert outcome.agent.sentinel_rounds == 3
     assert [i["by"] for i in outcome.agent.sentinel_invocations] == ["loop"] * 3
     assert bench.executions == dict.fromkeys(ALL, 1)
@@ -221,12 +230,13 @@ def test_tool_calls_as_json_text_in_content_are_executed(bench: ToolBench) -> No
         reply(
             '[{"name": "delay_check", "parameters": {}}, {"function": {"name": "structure_check"}}]'
         ),
+        calls_of(*ADDED),
         reply('{"name": "verify_result", "arguments": {"is_ready": true}}'),
         reply(ANSWER),
     ]
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
-    assert outcome.audit.called_tools == ALL
+    assert outcome.audit.called_tools == [*FIVE, *ADDED]
     assert outcome.audit.fallback_executed == []
     assert sources(outcome) == dict.fromkeys(ALL, Source.AGENT)
     # The invented tool response never reaches the history; the real observation does.
@@ -251,8 +261,8 @@ def test_unknown_tool_name_is_refused_and_never_counted(bench: ToolBench) -> Non
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
     assert fake.last_message(1)["content"] == (
-        "Error: Unknown tool null_values, should be one of: null_check, duplicate_check, "
-        "outlier_check, delay_check, structure_check, verify_result, drill_down."
+        f"Error: Unknown tool null_values, should be one of: {', '.join(ALL)}, "
+        "verify_result, drill_down."
     )
     assert outcome.audit.called_tools == FOUR
     assert "null_values" not in outcome.checks
@@ -266,7 +276,7 @@ def test_arguments_are_ignored_the_whole_dataset_is_checked_and_counted(
     window = {"start": "2023-01-01T00:00:00", "end": "2023-01-01T01:00:00"}
     script = [
         reply(calls=[call("null_check", column="temp", **window), call("duplicate_check", x=1)]),
-        calls_of("outlier_check", "delay_check", "structure_check"),
+        calls_of("outlier_check", "delay_check", "structure_check", *ADDED),
         verify(True),
         reply(ANSWER),
     ]
@@ -279,7 +289,7 @@ def test_arguments_are_ignored_the_whole_dataset_is_checked_and_counted(
     )
     assert "in column temp" not in messages[-2]["content"]  # the whole dataset, not the column
     assert messages[-1]["content"].startswith("Note: arguments ignored (x): duplicate_check")
-    assert outcome.audit.called_tools == ALL
+    assert outcome.audit.called_tools == [*FIVE, *ADDED]
     assert outcome.audit.fallback_executed == []
     assert bench.executions == dict.fromkeys(ALL, 1)
 
@@ -298,7 +308,7 @@ def test_repeats_get_a_pointer_and_a_turn_of_repeats_is_pushed(bench: ToolBench)
     pointer, pushed = fake.chat_requests[2]["messages"][-2:]
     assert pointer["content"] == (
         "Already called: null_check ran before and its result is above. Still missing: "
-        "duplicate_check, outlier_check, delay_check, structure_check: call them now."
+        f"{', '.join(ALL[1:])}: call them now."
     )
     assert pushed["role"] == "user" and "NOT READY" in pushed["content"]
     assert fake.offered_tools(2) == ALL[1:]
@@ -356,7 +366,11 @@ def test_tool_that_raises_for_the_model_gives_error_observation_and_is_backfille
     script = [calls_of(*ALL), verify(True), *STOPS_AFTER_VERIFY, reply(MERGED)]
     with FakeOllama(script) as fake:
         outcome, _ = inspect(fake, bench)
-    observation = fake.chat_requests[1]["messages"][-2]["content"]
+    (observation,) = [
+        m["content"]
+        for m in fake.chat_requests[1]["messages"]
+        if m.get("tool_name") == "delay_check"
+    ]
     assert '"error": "ValueError: delay_check exploded on this data"' in observation
     assert '"suggestion"' in observation
     assert "delay_check" not in outcome.audit.called_tools
@@ -383,7 +397,7 @@ def test_step_budget_ends_the_loop_and_the_guard_completes(bench: ToolBench) -> 
     assert len(fake.chat_requests) == 2
     assert trace.of("loop_end")[0]["reason"] == "step_budget"
     assert outcome.audit.called_tools == ["null_check", "duplicate_check"]
-    assert outcome.audit.fallback_executed == ["delay_check", "outlier_check", "structure_check"]
+    assert outcome.audit.fallback_executed == others("null_check", "duplicate_check")
     assert outcome.agent.narrative is not None
     assert outcome.agent.narrative.startswith("## Added by the completeness guard")
     assert outcome.agent.merge == "appended"
@@ -520,7 +534,7 @@ def test_server_dying_mid_run_leaves_the_rest_to_the_guard(bench: ToolBench) -> 
     assert outcome.agent.status == "failed"
     assert "connection to Ollama" in (outcome.agent.error or "")
     assert outcome.audit.called_tools == ["null_check", "duplicate_check"]
-    assert outcome.audit.fallback_executed == ["delay_check", "outlier_check", "structure_check"]
+    assert outcome.audit.fallback_executed == others("null_check", "duplicate_check")
     assert len(fake.chat_requests) == 2  # no merge call to a dead server
     assert outcome.agent.merge == "appended"
     assert (

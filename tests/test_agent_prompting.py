@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dq_agent.agent.prompting import prompt, sentinel_position, system_prompt, task_prompt
+from dq_agent.catalogue import CHECK_NAMES
 from tests.fake_ollama import tool_bench
 
 
@@ -13,7 +14,7 @@ def test_system_prompt_has_three_rules_naming_every_tool(tmp_path: Path) -> None
     text = system_prompt(bench.tools, react=False)
     rules = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.")]
     assert len(rules) == 3
-    assert "null_check, duplicate_check, outlier_check, delay_check, structure_check" in rules[0]
+    assert ", ".join(CHECK_NAMES) in rules[0]
     assert "verify_result" in rules[1]
     assert "Action Input" not in text
 
@@ -28,14 +29,7 @@ def test_react_prompt_has_the_format_a_one_shot_example_and_the_sentinel_early(
         in text
     )
     listed = [line.split(":")[0][2:] for line in text.splitlines() if line.startswith("- ")]
-    assert listed == [
-        "null_check",
-        "verify_result",
-        "duplicate_check",
-        "outlier_check",
-        "delay_check",
-        "structure_check",
-    ]
+    assert listed == [CHECK_NAMES[0], "verify_result", *CHECK_NAMES[1:]]
 
 
 def test_sentinel_is_never_last_while_detection_tools_are_offered() -> None:

@@ -7,6 +7,7 @@ from tests.conftest import SAMPLE_DIR
 from tests.fake_ollama import FakeOllama, call, reply, verify
 
 SAMPLE = str(SAMPLE_DIR / "sensors.parquet")
+FIVE = ("null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check")
 NARROWED = reply(
     calls=[
         call("null_check", column="timestamp"),
@@ -14,6 +15,8 @@ NARROWED = reply(
         call("outlier_check", column="humidity"),
         call("delay_check", start="2024-03-04T23:00:00"),
         call("structure_check", column="timestamp"),
+        # The checks added since: called plainly, after the five.
+        *[call(name) for name in DETECTION_TOOL_NAMES if name not in FIVE],
     ]
 )
 
@@ -28,7 +31,10 @@ def test_narrowed_calls_run_on_the_whole_dataset_and_count() -> None:
         config.agent.timeout_seconds = 5
         config.agent.fallback_merge = False
         agent = inspect(SAMPLE, config)
-    assert agent.audit.called_tools == list(DETECTION_TOOL_NAMES)
+    assert agent.audit.called_tools == [
+        *FIVE,
+        *[name for name in DETECTION_TOOL_NAMES if name not in FIVE],
+    ]
     assert agent.audit.fallback_executed == []
     # The arguments were ignored: every result is the whole dataset's, as in a direct run.
     assert {name: (r.status, r.summary) for name, r in agent.checks.items()} == {

@@ -23,11 +23,12 @@ from dq_agent.agent.budget import (
 from dq_agent.config import Config
 from dq_agent.inspection import inspect
 from dq_agent.outcome import Inspection
-from dq_agent.tools import DETECTION_TOOL_NAMES
 from tests.fake_ollama import FIXTURES, FakeOllama, Replay, load_transcript
 
 SAMPLE = FIXTURES / "sensors.parquet"
-ALL = list(DETECTION_TOOL_NAMES)
+# The checks the recording offered (the catalogue had five then): the replay selects them, as a
+# user would with `--checks`, so every request offers what the real model was offered.
+ALL = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
 TRANSCRIPTS = sorted(p.stem for p in FIXTURES.glob("*.json"))
 
 
@@ -40,6 +41,7 @@ def replay(name: str) -> tuple[Inspection, Replay, list[dict[str, Any]]]:
         config.agent.model = transcript["model"]
         config.agent.timeout_seconds = 10
         config.history.enabled = False
+        config.run.checks = ALL
         inspection = inspect(str(SAMPLE), config)
     return inspection, script, fake.chat_requests
 

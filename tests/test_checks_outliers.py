@@ -15,18 +15,35 @@ import pytest
 from dq_agent.checks.base import Scope
 from dq_agent.checks.evidence import ROBUST_T_SCALE, STD_T_SCALE, z_tail
 from dq_agent.checks.outliers import MAD_TO_SIGMA, plan_outlier_check
+from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
 from dq_agent.load import load
-from dq_agent.result import Status
+from dq_agent.result import CheckResult, Status
+from dq_agent.tools import register_detection_tools
 from tests.fixtures_checks import (
     T0,
     as_tool,
     iso_minute,
     minute,
-    run_check,
     write_csv,
     write_parquet,
 )
+from tests.fixtures_checks import run_check as run_with
+
+
+def alone() -> Config:
+    """outlier_check on its own (`--checks outlier_check`): with spike_check in the run, a lone
+    spike is its finding and outlier_check leaves it out (tested at the end of this file)."""
+    config = Config()
+    config.run.checks = ["outlier_check"]
+    return config
+
+
+def run_check(
+    plan: PlanFunction, path: Path, config: Config | None = None, scope: Scope | None = None
+) -> CheckResult:
+    return run_with(plan, path, config or alone(), scope)
+
 
 HEADER = ["timestamp", "device_id", "temp", "pressure"]
 LEVELS = {"a": 10.0, "b": 100.0, "c": 50.0}
@@ -92,7 +109,7 @@ def test_spike_on_a_device_is_found_per_device(tmp_path: Path) -> None:
 
 
 def test_the_same_spike_is_missed_by_a_global_rule(tmp_path: Path) -> None:
-    config = Config()
+    config = alone()
     config.columns.entity = []
     result = run_check(plan_outlier_check, _fleet(tmp_path), config)
     assert result.metrics["grouped_by"] is None
@@ -142,7 +159,7 @@ def test_settings_are_reported_with_the_null_models_rate(tmp_path: Path) -> None
     assert metrics["expected_rate"] == round(z_tail(3.0, ROBUST_T_SCALE), 6) == 0.011011
     # Three tests per group and column: 3 devices x 2 columns.
     assert metrics["tests"] == 18
-    config = Config()
+    config = alone()
     config.outlier_check.method = "sigma"
     sigma = run_check(plan_outlier_check, _fleet(tmp_path), config).metrics
     assert sigma["expected_rate"] == round(z_tail(3.0, STD_T_SCALE), 6)
@@ -194,7 +211,7 @@ def test_zero_variance_groups_are_reported_not_divided_by(tmp_path: Path) -> Non
 
 
 def test_all_groups_small_are_still_checked_by_the_fleet(tmp_path: Path) -> None:
-    config = Config()
+    config = alone()
     config.outlier_check.min_group_size = 100
     result = run_check(plan_outlier_check, _fleet(tmp_path), config)
     temp = result.metrics["columns"]["temp"]
@@ -220,7 +237,7 @@ def _contaminated(tmp_path: Path) -> Path:
 
 
 def test_robust_default_finds_what_masks_itself_from_three_sigma(tmp_path: Path) -> None:
-    config = Config()
+    config = alone()
     config.outlier_check.method = "sigma"
     assert (
         run_check(plan_outlier_check, _contaminated(tmp_path), config).metrics["total_outliers"]
@@ -235,7 +252,7 @@ def test_robust_default_finds_what_masks_itself_from_three_sigma(tmp_path: Path)
 
 
 def test_mad_is_the_robust_method(tmp_path: Path) -> None:
-    config = Config()
+    config = alone()
     config.outlier_check.method = "mad"
     result = run_check(plan_outlier_check, _contaminated(tmp_path), config)
     assert result.metrics["columns"]["temp"]["outlier_count"] == 6
@@ -345,7 +362,7 @@ def test_no_value_columns_warns_that_nothing_was_checked(tmp_path: Path) -> None
 
 
 def test_tool_arguments_reach_the_check(tmp_path: Path) -> None:
-    config = Config()
+    config = alone()
     dataset = load(str(_fleet(tmp_path)), config)
     result = as_tool("outlier_check", plan_outlier_check, dataset, config)(
         column="temp", entity="b"
@@ -528,3 +545,76 @@ def test_small_groups_allow_for_devices_that_differ_in_noise(tmp_path: Path) -> 
     spiked = run_check(plan_outlier_check, _series(tmp_path / "spiked.parquet", values, 2000))
     assert spiked.status is Status.FAIL
     assert spiked.findings[0].examples[0]["value"] == 1e6
+
+
+def _sensor_faults(tmp_path: Path) -> Path:
+    """Three devices, 200 readings each, levels wobbling by +-1 (no reading stands out by
+    chance): device a's temp stuck at level + 5 for readings 120..149 (30), device b's temp
+    spikes by +30 at reading 50 (1), device c's humidity at 150 for readings 100..104 (5, beyond
+    the 0-100 default of a humidity)."""
+    rows = []
+    for device, level in LEVELS.items():
+        for i in range(200):
+            temp = level + _wobble(i)
+            if device == "a" and 120 <= i < 150:
+                temp = level + 5.0
+            if device == "b" and i == 50:
+                temp = level + 30.0
+            humidity = 150.0 if device == "c" and 100 <= i < 105 else 50.0 + 2 * _wobble(i)
+            rows.append((T0 + timedelta(minutes=i), device, temp, humidity))
+    frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "temp", "humidity"], orient="row")
+    return write_parquet(tmp_path / "faults.parquet", frame)
+
+
+def test_outliers_leave_out_what_the_sensor_checks_flagged(tmp_path: Path) -> None:
+    path = _sensor_faults(tmp_path)
+    on_its_own = run_check(plan_outlier_check, path).metrics["columns"]
+    # Alone, the stuck run, the spike and the out-of-range run are all outliers.
+    assert on_its_own["temp"]["outlier_count"] == 31
+    assert on_its_own["humidity"]["outlier_count"] == 5
+    assert on_its_own["temp"]["left_out_flagged"] == 0
+    with_all = run_with(plan_outlier_check, path, Config()).metrics["columns"]
+    # With every check in the run each of them is one finding of the check that owns it.
+    assert with_all["temp"]["outlier_count"] == 0
+    assert with_all["humidity"]["outlier_count"] == 0
+    assert with_all["temp"]["left_out_flagged"] == 31
+    assert with_all["humidity"]["left_out_flagged"] == 5
+    assert with_all["temp"]["checked_values"] == 600 - 31
+    # Each left-out reading is counted by exactly one check.
+    tools = register_detection_tools(load(str(path), Config()), Config())
+    results = {tool.name: tool() for tool in tools}
+    assert results["range_check"].metrics["out_of_range_count"] == 5
+    assert results["flatline_check"].metrics["stuck_readings"] == 30
+    assert results["spike_check"].metrics["spike_readings"] == 1
+    assert results["spike_check"].metrics["step_count"] == 0
+    assert results["outlier_check"].metrics["total_outliers"] == 0
+
+
+def test_what_outliers_leave_out_does_not_depend_on_the_order_checks_run(tmp_path: Path) -> None:
+    path = _sensor_faults(tmp_path)
+    config = Config()
+    dataset = load(str(path), config)
+    tools = {tool.name: tool for tool in register_detection_tools(dataset, config)}
+    first = tools["outlier_check"]().metrics
+    for name in ("spike_check", "flatline_check", "range_check"):
+        tools[name]()
+    again = tools["outlier_check"]().metrics
+    assert first == again
+    assert first["columns"]["temp"]["left_out_flagged"] == 31
+
+
+def test_a_column_the_sensor_checks_exclude_keeps_its_outliers(tmp_path: Path) -> None:
+    path = _sensor_faults(tmp_path)
+    config = Config()
+    config.range_check.excluded = ["humidity"]
+    metrics = run_with(plan_outlier_check, path, config).metrics["columns"]
+    # Without limits the out-of-range run is a step up (its first reading) and a step down
+    # (the reading after it) for spike_check: the other four stay outliers.
+    assert metrics["humidity"]["left_out_flagged"] == 2
+    assert metrics["humidity"]["outlier_count"] == 4
+    config.spike_check.excluded = ["temp", "humidity"]
+    config.flatline_check.excluded = ["temp"]
+    metrics = run_with(plan_outlier_check, path, config).metrics["columns"]
+    assert metrics["temp"]["outlier_count"] == 31
+    assert metrics["humidity"]["outlier_count"] == 5
+    assert metrics["temp"]["left_out_flagged"] == 0

@@ -270,3 +270,31 @@ def test_the_cli_imports_no_heavy_library_before_a_command_runs() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_checks_option_runs_only_the_named_checks_and_says_which_were_left_out(
+    clean_parquet: Path,
+) -> None:
+    code, out, _ = run(
+        "inspect",
+        str(clean_parquet),
+        "--no-agent",
+        "--format",
+        "json",
+        "--checks",
+        "range_check,null_check",
+    )
+    assert code == 0
+    report = json.loads(out)
+    # Catalogue order, whatever order the option gave.
+    assert list(report["checks"]) == ["null_check", "range_check"]
+    assert report["audit"]["expected_tools"] == ["null_check", "range_check"]
+    code, out, _ = run("inspect", str(clean_parquet), "--no-agent", "--checks", "spike_check")
+    assert code == 0
+    assert "not selected (run.checks): null_check, duplicate_check" in " ".join(out.split())
+
+
+def test_checks_option_rejects_an_unknown_check(clean_parquet: Path) -> None:
+    code, _, err = run("inspect", str(clean_parquet), "--no-agent", "--checks", "null_chek")
+    assert code == 2
+    assert "'run.checks' in option --checks" in err and "null_chek" in err

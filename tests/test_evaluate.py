@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.cli import app
 from dq_agent.config import Config
 from dq_agent.errors import AgentUnavailableError
@@ -16,11 +17,12 @@ from tests.conftest import SAMPLE_DIR
 from tests.fake_ollama import FakeOllama, calls_of, reply, verify
 
 SAMPLE = str(SAMPLE_DIR / "sensors.parquet")
-FOUR = ["null_check", "duplicate_check", "outlier_check", "delay_check"]
+# Every check but the last one of the catalogue (structure_check).
+FOUR = [name for name in CHECK_NAMES if name != "structure_check"]
 
 
 def lazy_model(body: dict[str, Any]) -> Any:
-    """Calls four tools, skips structure_check, and obeys a "not ready" verdict."""
+    """Calls every tool but structure_check, skips it, and obeys a "not ready" verdict."""
     offered = [t["function"]["name"] for t in body.get("tools") or []]
     messages = body["messages"]
     called = {m.get("tool_name") for m in messages if m.get("role") == "tool"}
@@ -128,11 +130,11 @@ def test_runs_sample_the_model_and_tell_pushed_calls_from_unprompted_ones() -> N
     assert sorted({o["seed"] for o in options}) == [100, 101]
     assert {o["temperature"] for o in options} == {0.7}
     assert [(r.seed, r.unprompted, r.after_push, r.backfilled) for r in evaluation.rows] == [
-        (100, 4, 1, 0),
-        (101, 4, 1, 0),
+        (100, len(FOUR), 1, 0),
+        (101, len(FOUR), 1, 0),
     ]
     assert [(r.rounds_by_model, r.rounds_by_loop) for r in evaluation.rows] == [(0, 1), (0, 1)]
     report = evaluation.to_dict()
     assert report["temperature"] == 0.7
-    assert report["means"]["unprompted"] == 4.0
+    assert report["means"]["unprompted"] == float(len(FOUR))
     assert all(r.prompt_tokens > 0 for r in evaluation.rows)

@@ -8,13 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.guard import Guarded, complete
 from dq_agent.result import CheckResult, Source, Status
 from dq_agent.tools import Tool
 from dq_agent.trace import Trace
 from tests.fake_ollama import ToolBench, tool_bench
 
-ALL = ["null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check"]
+ALL = list(CHECK_NAMES)
+
+
+def others(*names: str) -> list[str]:
+    """The checks not in `names`, sorted as the guard backfills them."""
+    return sorted(set(ALL) - set(names))
 
 
 @dataclass
@@ -49,25 +55,16 @@ def test_stub_executor_reporting_two_tools_backfills_exactly_the_other_three(
     assert run.results.keys() == {"null_check", "duplicate_check"}
     assert audit.expected_tools == ALL
     assert audit.called_tools == ["null_check", "duplicate_check"]
-    assert audit.fallback_executed == ["delay_check", "outlier_check", "structure_check"]
-    assert sorted(audit.fallback_outputs) == ["delay_check", "outlier_check", "structure_check"]
+    assert audit.fallback_executed == others("null_check", "duplicate_check")
+    assert sorted(audit.fallback_outputs) == others("null_check", "duplicate_check")
     assert list(guarded.checks) == ALL
     assert {n: c.source for n, c in guarded.checks.items()} == {
-        "null_check": Source.AGENT,
-        "duplicate_check": Source.AGENT,
-        "outlier_check": Source.BACKFILLED,
-        "delay_check": Source.BACKFILLED,
-        "structure_check": Source.BACKFILLED,
+        n: Source.AGENT if n in ("null_check", "duplicate_check") else Source.BACKFILLED
+        for n in ALL
     }
     # The executor's own results are kept as they are; only the missing ones ran by code.
     assert guarded.checks["null_check"].summary == "null_check ran"
-    assert bench.executions == {
-        "null_check": 0,
-        "duplicate_check": 0,
-        "outlier_check": 1,
-        "delay_check": 1,
-        "structure_check": 1,
-    }
+    assert bench.executions == {n: 0 if n in ("null_check", "duplicate_check") else 1 for n in ALL}
 
 
 def test_all_five_reported_backfills_nothing(
@@ -79,16 +76,18 @@ def test_all_five_reported_backfills_nothing(
     assert guarded.audit.fallback_executed == []
     assert guarded.audit.fallback_outputs == {}
     assert bench.executions == dict.fromkeys(ALL, 0)
-    assert [r.getMessage() for r in caplog.records] == ["completeness check passed (called 5/5)"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"completeness check passed (called {len(ALL)}/{len(ALL)})"
+    ]
 
 
 def test_guard_logs_one_line_when_triggered(
     bench: ToolBench, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level("INFO", logger="dq_agent.guard")
-    run_with_tool_guard(bench.tools, lambda: ran(*ALL[:4]))
+    run_with_tool_guard(bench.tools, lambda: ran(*ALL[:-1]))
     assert [r.getMessage() for r in caplog.records] == [
-        "guard triggered (model skipped ['structure_check'], backfilled)"
+        f"guard triggered (model skipped [{ALL[-1]!r}], backfilled)"
     ]
 
 
@@ -108,12 +107,7 @@ def test_names_outside_the_registry_and_failed_runs_do_not_count_as_called(
     }
     guarded = complete(bench.tools, executed)
     assert guarded.audit.called_tools == ["null_check"]
-    assert guarded.audit.fallback_executed == [
-        "delay_check",
-        "duplicate_check",
-        "outlier_check",
-        "structure_check",
-    ]
+    assert guarded.audit.fallback_executed == others("null_check")
     assert list(guarded.checks) == ALL
     assert guarded.checks["delay_check"].status is Status.WARN  # rerun by code, not the failure
 
@@ -136,9 +130,4 @@ def test_guard_decision_is_traced(bench: ToolBench) -> None:
     (event,) = trace.of("guard")
     assert event["expected"] == ALL
     assert event["called"] == ["null_check"]
-    assert event["missing"] == [
-        "delay_check",
-        "duplicate_check",
-        "outlier_check",
-        "structure_check",
-    ]
+    assert event["missing"] == others("null_check")

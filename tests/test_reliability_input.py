@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner, Result
 
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.cli import app
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.report.json_report import render_json
@@ -160,13 +161,7 @@ def test_damaged_but_readable_csv_gives_a_report(
     if output_format == "json":
         report = json.loads(result.stdout)
         assert report["dataset"]["rows"] == data_rows
-        assert list(report["checks"]) == [
-            "null_check",
-            "duplicate_check",
-            "outlier_check",
-            "delay_check",
-            "structure_check",
-        ]
+        assert list(report["checks"]) == list(CHECK_NAMES)
 
 
 def test_bom_is_not_part_of_the_first_column_name(tmp_path: Path) -> None:

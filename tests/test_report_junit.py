@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import xmlschema
 
+from dq_agent.catalogue import CHECK_NAMES
 from dq_agent.report.junit import render_junit
 from dq_agent.result import Status
 from tests.report_fixtures import sample_inspection
@@ -123,13 +124,7 @@ def test_cli_writes_a_valid_junit_file_of_a_real_run(tmp_path: Path) -> None:
     text = target.read_text(encoding="utf-8")
     SCHEMA.validate(text)
     cases = _cases(text)
-    assert set(cases) == {
-        "null_check",
-        "duplicate_check",
-        "outlier_check",
-        "delay_check",
-        "structure_check",
-    }
+    assert set(cases) == set(CHECK_NAMES)
     assert _status(cases["null_check"]) == "fail"
     assert cases["null_check"].find("failure") is not None
 

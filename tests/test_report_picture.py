@@ -152,7 +152,9 @@ def test_the_sample_report_fits_its_line_budget() -> None:
     incidents = next(i for i, line in enumerate(lines) if line.startswith("Top incidents"))
     table = next(i for i, line in enumerate(lines) if "Dimension" in line)
     assert picture < incidents < table
-    assert "! dev-01 05:57–07:58  gap 2h 1m" in lines[incidents + 1]
+    # Ranked by size: the sample's stuck hour on dev-02, then its longest gap.
+    assert "! dev-02 01:12–02:11  temperature stuck for 60 readings" in lines[incidents + 1]
+    assert "! dev-01 05:57–07:58  gap 2h 1m" in lines[incidents + 2]
 
 
 def test_findings_alike_but_for_numbers_and_units_group() -> None:

@@ -98,18 +98,60 @@ def _places(kind: str) -> set[tuple[str, datetime]]:
     return {(device, datetime.fromisoformat(when)) for device, when in (p.split() for p in places)}
 
 
-def _example_places(result: CheckResult) -> set[tuple[str, datetime]]:
+def _example_places(result: CheckResult, kind: str | None = None) -> set[tuple[str, datetime]]:
     return {
         (example["entity"], datetime.fromisoformat(example["timestamp"]))
         for finding in result.findings
         for example in finding.examples
+        if kind is None or example.get("kind") == kind
     }
 
 
+def _injected(prefix: str) -> set[tuple[str, datetime]]:
+    (kind,) = [k for k in _expected()["injected"] if k.startswith(prefix)]
+    return _places(kind)
+
+
 @pytest.mark.parametrize("file_name", SAMPLE_FILES)
-def test_outliers_are_found_where_the_spikes_were_injected(file_name: str) -> None:
-    found = _example_places(_checked(file_name)["outlier_check"])
+def test_the_sensor_faults_are_found_where_they_were_injected(file_name: str) -> None:
+    checks = _checked(file_name)
+    minutes = generator.STUCK_MINUTES - 1
+    (stuck,) = checks["flatline_check"].findings
+    ((device, first),) = _injected("stuck_temperature")
+    assert (stuck.entity, stuck.column, stuck.count) == (device, "temperature", minutes + 1)
+    assert (stuck.start, stuck.end) == (
+        first.isoformat(),
+        (first + timedelta(minutes=minutes)).isoformat(),
+    )
+    (below,) = checks["range_check"].findings
+    ((device, first),) = _injected("humidity_below_0")
+    assert (below.entity, below.column, below.start) == (device, "humidity", first.isoformat())
+    assert below.count == generator.OUT_OF_RANGE_MINUTES and below.severity is Status.WARN
+    assert _example_places(checks["spike_check"], kind="step") == _injected("pressure_steps")
+    ((device, first_missing),) = _injected("stopped_devices")
+    stopped = [f for f in checks["delay_check"].findings if "stopped sending" in f.what]
+    assert [f.entity for f in stopped] == [device]
+    assert datetime.fromisoformat(
+        checks["liveness_check"].metrics["per_device"][device]["last"]
+    ) == (first_missing - timedelta(minutes=1))
+    # The picture's events: every flagged reading, on its device and column.
+    for tool, kind, count in (
+        ("flatline_check", "stuck", generator.STUCK_MINUTES),
+        ("range_check", "out_of_range", generator.OUT_OF_RANGE_MINUTES),
+        ("spike_check", "jump", 13),
+    ):
+        events = checks[tool].events
+        assert {e.kind for e in events} == {kind} and sum(e.count for e in events) == count
+    # One device, one finding: liveness_check says nothing about the stop.
+    assert all(f.entity != device for f in checks["liveness_check"].findings)
+
+
+@pytest.mark.parametrize("file_name", SAMPLE_FILES)
+def test_spikes_are_found_where_they_were_injected(file_name: str) -> None:
+    found = _example_places(_checked(file_name)["spike_check"], kind="spike")
     assert found == _places("temperature_spikes") | _places("pressure_spikes")
+    # One value, one cause: outlier_check leaves them out.
+    assert _example_places(_checked(file_name)["outlier_check"]) == set()
     # The hot device's spike is a fleet-normal value: only a per-device test can see it.
     hot = {f"dev-{d:02d}" for d in _expected()["generator"]["hot_devices"]}
     assert {device for device, _ in _places("temperature_spikes")} & hot
@@ -140,7 +182,7 @@ def test_the_faulty_sample_does_not_pass(file_name: str) -> None:
     assert (
         statuses["structure_check"] is not Status.PASS
     )  # humidity holds text that is not a number
-    for tool in ("null_check", "duplicate_check", "outlier_check", "delay_check"):
+    for tool in ("null_check", "duplicate_check", "spike_check", "delay_check"):
         assert statuses[tool] in (Status.WARN, Status.FAIL), f"{tool}: {statuses[tool]}"
 
 

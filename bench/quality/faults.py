@@ -35,6 +35,12 @@ STOP_MIN_READINGS_REGULAR = 40
 STOP_MIN_READINGS = 200
 SENTINEL = -999.0
 UNREADABLE_TIME = "not a time"
+STUCK_MIN_READINGS = 30
+STUCK_SHARE = 0.2
+OUT_OF_RANGE_READINGS = 10
+STEP_SPREADS = 100.0
+SPIKE_OWNERS = "spike_check|outlier_check"
+RANGE_SENSOR = "humidity"  # the only bench sensor whose name states a unit with limits (0-100 %)
 DST_CHANGE = datetime(2024, 10, 27, 1, 0, tzinfo=UTC)  # Europe/Berlin falls back 03:00 -> 02:00
 NESTED_COLUMN = "meta"
 STRING_TIME_FORMATS = ("iso", "iso_z", "dmy", "us", "date_time")
@@ -126,7 +132,7 @@ def spike(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, 
     row = _pick(rng, _device_rows(canon, device), 1)
     # The value alone identifies the reading: a report without the device (no entity column
     # found) still shows it.
-    expect = Expectation("outlier_check", values=(SPIKE,), injected={"values": 1})
+    expect = Expectation(SPIKE_OWNERS, values=(SPIKE,), injected={"values": 1})
     return _set_cells(canon, sensor, row, [SPIKE]), expect
 
 
@@ -142,11 +148,7 @@ def masked_spikes(
     high = round(centre + MASKED_SIGMAS * spread, 3)
     low = round(centre - MASKED_SIGMAS * spread, 3)
     picked = _pick(rng, rows, 3)
-    expect = Expectation(
-        "outlier_check",
-        values=(HUGE, high, low),
-        injected={"values": 3},
-    )
+    expect = Expectation(SPIKE_OWNERS, values=(HUGE, high, low), injected={"values": 3})
     return _set_cells(canon, sensor, picked, [HUGE, high, low]), expect
 
 
@@ -203,6 +205,63 @@ def decimal_spike(
 ) -> tuple[Canon, Expectation]:
     out, expect = spike(shape, canon, rng)
     return replace(out, decimal_columns=set(canon.sensors), force_parquet=True), expect
+
+
+def stuck(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
+    """One device's sensor repeats one reading for max(STUCK_MIN_READINGS, STUCK_SHARE of its
+    readings), from the middle of its series."""
+    device = _busiest_device(canon)
+    sensor = canon.sensors[int(rng.integers(0, len(canon.sensors)))]
+    rows = _device_rows(canon, device)
+    length = min(max(STUCK_MIN_READINGS, int(rows.size * STUCK_SHARE)), rows.size // 2)
+    run = rows[rows.size // 4 : rows.size // 4 + length]
+    value = float(canon.frame[sensor][int(run[0])])
+    expect = Expectation(
+        "flatline_check",
+        metrics=(("stuck_readings",),),
+        at_least=length,
+        column=_column(shape, sensor),
+        injected={"values": length},
+    )
+    return _set_cells(canon, sensor, run, [value] * length), expect
+
+
+def out_of_range(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
+    """OUT_OF_RANGE_READINGS consecutive humidity readings of one device below 0 %."""
+    device = _random_device(canon, rng, min_rows=OUT_OF_RANGE_READINGS)
+    rows = _device_rows(canon, device)
+    start = int(rng.integers(0, rows.size - OUT_OF_RANGE_READINGS + 1))
+    run = rows[start : start + OUT_OF_RANGE_READINGS]
+    values = [-5.0 - 0.37 * i for i in range(run.size)]
+    expect = Expectation(
+        "range_check",
+        metrics=(("out_of_range_count",),),
+        at_least=run.size,
+        column=RANGE_SENSOR,
+        injected={"values": int(run.size)},
+    )
+    return _set_cells(canon, RANGE_SENSOR, run, values), expect
+
+
+def step(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
+    """One device's sensor moves by STEP_SPREADS times the robust spread of its changes from
+    the middle of its series on, and stays there."""
+    device = _busiest_device(canon)
+    sensor = canon.sensors[int(rng.integers(0, len(canon.sensors)))]
+    rows = _device_rows(canon, device)
+    series = canon.frame[sensor].to_numpy()[rows]
+    changes = np.diff(series)
+    spread = 1.4826 * float(np.median(np.abs(changes - np.median(changes))))
+    size = STEP_SPREADS * max(spread, float(np.std(changes)) / 10, 0.1)
+    after = rows[rows.size // 2 :]
+    values = (series[rows.size // 2 :] + size).tolist()
+    expect = Expectation(
+        "spike_check",
+        metrics=(("step_count",),),
+        column=_column(shape, sensor),
+        injected={"steps": 1},
+    )
+    return _set_cells(canon, sensor, after, values), expect
 
 
 # --- row faults --------------------------------------------------------------------------
@@ -333,6 +392,19 @@ def stops_early(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[C
     return replace(canon, frame=frame), expect
 
 
+def starts_late(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
+    """One device sends nothing in the first STOP_SHARE of the span (it appears partway)."""
+    device = _random_device(canon, rng, min_rows=8)
+    start, end = _span(canon)
+    cut = start + (end - start) * STOP_SHARE
+    frame = canon.frame.filter(~((pl.col(DEVICE) == device) & (pl.col(TIME) < cut)))
+    dropped = canon.frame.height - frame.height
+    expect = Expectation(
+        "liveness_check", entity=_entity(shape, device), injected={"rows_dropped": dropped}
+    )
+    return replace(canon, frame=frame), expect
+
+
 def future_row(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, Expectation]:
     from bench.quality.adapter import AS_OF
 
@@ -424,11 +496,11 @@ def _dst_applies(shape: Shape) -> bool:
 
 
 FAULTS: tuple[Fault, ...] = (
-    Fault("spike", f"1 value = {SPIKE:g} in one device", "outlier_check", spike),
+    Fault("spike", f"1 value = {SPIKE:g} in one device", SPIKE_OWNERS, spike),
     Fault(
         "masked_spikes",
         f"{HUGE:g} plus median +/- {MASKED_SIGMAS:g} sd in one device",
-        "outlier_check",
+        SPIKE_OWNERS,
         masked_spikes,
         # Masking needs a series long enough for its own statistics; small groups: `spike`.
         lambda s: s.readings >= MASKED_MIN_READINGS,
@@ -450,7 +522,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault(
         "decimal_spike",
         f"Decimal(15,3) columns (Parquet), 1 value = {SPIKE:g}",
-        "outlier_check",
+        SPIKE_OWNERS,
         decimal_spike,
     ),
     Fault(
@@ -458,6 +530,28 @@ FAULTS: tuple[Fault, ...] = (
         f"Decimal(15,3) column (Parquet), {MISSING_SHARE:.1%} null",
         "null_check",
         _missing("decimal"),
+    ),
+    Fault(
+        "stuck",
+        f"one device's sensor repeats a reading for max({STUCK_MIN_READINGS}, "
+        f"{STUCK_SHARE:.0%} of its readings)",
+        "flatline_check",
+        stuck,
+        lambda s: s.readings >= 2 * STUCK_MIN_READINGS,
+    ),
+    Fault(
+        "out_of_range",
+        f"{OUT_OF_RANGE_READINGS} humidity readings of one device below 0 %",
+        "range_check",
+        out_of_range,
+        lambda s: s.layout != "long" and s.sensors >= 3 and s.readings >= OUT_OF_RANGE_READINGS,
+    ),
+    Fault(
+        "step",
+        f"one device's sensor up {STEP_SPREADS:g}x the spread of its changes from mid-series",
+        "spike_check",
+        step,
+        lambda s: s.readings >= 40,
     ),
     Fault(
         "duplicate_rows",
@@ -486,6 +580,14 @@ FAULTS: tuple[Fault, ...] = (
         "delay_check",
         stops_early,
         _stop_detectable,
+    ),
+    Fault(
+        "starts_late",
+        f"one device silent for the first {STOP_SHARE:.0%} of the span",
+        "liveness_check",
+        starts_late,
+        # A quarter of the span must be more than liveness_check's 10 usual steps.
+        lambda s: s.devices >= 2 and s.readings >= 50,
     ),
     Fault("future_row", "1 row 30 days after as_of", "delay_check", future_row),
     Fault(

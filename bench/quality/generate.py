@@ -69,7 +69,7 @@ def generate(shape: Shape) -> Canon:
         # The last reading: n - 1 steps on (regular, on change), before n mean steps (Poisson).
         last = n * shape.interval - 1e-3 if irregular else (n - 1) * shape.interval
         times = _decidable(times, last)
-    values = {s: _process(shape, s, rng, times) for s in sensors}
+    values = {s: _physical(shape, s, _process(shape, s, rng, times)) for s in sensors}
     keep = np.ones((d, base), dtype=bool)
     if shape.sampling == "on_change":
         keep = _on_change(values, rng)
@@ -138,6 +138,18 @@ def _process(shape: Shape, sensor: str, rng: np.random.Generator, times: np.ndar
     if process in ("quantised", "mixed"):
         x = np.round(x / QUANTUM) * QUANTUM
     return np.asarray(x)
+
+
+def _physical(shape: Shape, sensor: str, x: np.ndarray) -> np.ndarray:
+    """Relative humidity stays within 0-100 %, as a real one does: squeezed smoothly (slope 1
+    at 45 %, flatter towards the ends), never clipped, which would make flat lines."""
+    if sensor != "humidity":
+        return x
+    level = SENSOR_SCALE["humidity"][0]
+    bounded = 100.0 / (1.0 + np.exp(-(x - level) / 25.0))
+    if shape.process in ("quantised", "mixed"):
+        bounded = np.round(bounded / QUANTUM) * QUANTUM
+    return np.asarray(bounded)
 
 
 def _ar1(rng: np.random.Generator, d: int, n: int, phi: float, heavy: bool) -> np.ndarray:

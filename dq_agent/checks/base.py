@@ -18,6 +18,7 @@ from typing import Any, Literal
 import polars as pl
 
 from dq_agent.load import Dataset
+from dq_agent.maintenance import Excusal
 from dq_agent.result import CheckResult
 
 # Internal column names shared by the checks; the double underscore keeps them clear of data.
@@ -36,12 +37,18 @@ def missing_column_message(column: str, columns: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Scope:
-    """Optional narrowing of a check; every field defaults to the whole dataset."""
+    """Optional narrowing of a check; every field defaults to the whole dataset.
+
+    `excused` is not a narrowing anyone asks for: the maintenance windows whose readings a
+    value or timing check leaves out (`maintenance.py`; the tools set it for the checks whose
+    spec excuses them). Its rows go the way of rows outside a window: the checks never see them.
+    """
 
     column: str | None = None
     entity: str | None = None
     start: datetime | None = None
     end: datetime | None = None
+    excused: Excusal | None = None
 
     def check_column(self, dataset: Dataset) -> None:
         """Raise ValueError (naming the columns) when the scope names a column not in the data."""
@@ -63,15 +70,23 @@ class Scope:
                 lf = lf.filter(pl.col(ts) >= pl.lit(self.start).dt.replace_time_zone("UTC"))
             if self.end is not None:
                 lf = lf.filter(pl.col(ts) <= pl.lit(self.end).dt.replace_time_zone("UTC"))
+            if self.excused is not None:
+                lf = lf.filter(~self.excused.mask(ts, key))
         return lf
 
     def is_whole(self) -> bool:
-        return self == Scope()
+        """Whether the scope narrows nothing (maintenance windows are not a narrowing)."""
+        return replace(self, excused=None) == Scope()
 
     def filters_rows(self) -> bool:
-        """Whether the scope leaves out rows (an entity or a time window), so that a row's index
-        within it differs from its index in the file."""
-        return self.entity is not None or self.start is not None or self.end is not None
+        """Whether the scope leaves out rows (an entity, a time window, maintenance windows), so
+        that a row's index within it differs from its index in the file."""
+        return (
+            self.entity is not None
+            or self.start is not None
+            or self.end is not None
+            or self.excused is not None
+        )
 
 
 Engine = Literal["streaming", "in-memory"]

@@ -76,6 +76,7 @@ from dq_agent.checks.events import (
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
+from dq_agent.maintenance import Excusal
 from dq_agent.result import CheckResult
 from dq_agent.timeparse import parse_iso_time
 
@@ -117,7 +118,7 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     names = _series_names(dataset, series)
     in_time = _in_time(series, timed)
     per_series = _per_series(in_time, settings)
-    gaps = _gap_rows(in_time, per_series, settings)
+    gaps = _gap_rows(in_time, per_series, settings, scope.excused, names)
     backward = _backward_rows(
         series, timestamp, timed, file_rows=not scope.filters_rows(), dataset=dataset
     )
@@ -128,7 +129,12 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
             _overall_query(rows, future_limit, settings.late_threshold_seconds, has_ingest),
             "streaming",
         ),
-        (_per_entity_query(per_series, gaps, backward, names), "in-memory"),
+        (
+            _heard_through_windows(
+                _per_entity_query(per_series, gaps, backward, names), scope.excused
+            ),
+            "in-memory",
+        ),
         (_longest_gaps_query(gaps, names), "in-memory"),
         (_out_of_order_query(backward, names), "in-memory"),
         (_future_query(rows, future_limit), "streaming"),
@@ -443,23 +449,37 @@ _STEPS, _SCALE, _RATIO, _TAIL = "__steps", "__step_scale", "__step_ratio", "__ta
 
 
 def _gap_rows(
-    in_time: pl.LazyFrame, per_series: pl.LazyFrame, settings: DelayCheckConfig
+    in_time: pl.LazyFrame,
+    per_series: pl.LazyFrame,
+    settings: DelayCheckConfig,
+    excused: Excusal | None = None,
+    names: pl.LazyFrame | None = None,
 ) -> pl.LazyFrame:
     """The gaps: series, step, previous and next timestamp, and the series' expected interval.
 
     A gap is longer than its series' bound, at least `gap_factor` times its median positive
     step, so longer than that factor times the shortest positive step of all: only the few
-    steps past that bound are put next to their series' bound and judged exactly.
+    steps past that bound are put next to their series' bound and judged exactly. With
+    maintenance windows (`excused`, `names`), the time a window of the device covers is not
+    missing time: the step is what is left outside the windows.
     """
     step = pl.col(STEP)
     if settings.expected_interval_seconds is not None:
         bound = pl.lit(settings.gap_factor * settings.expected_interval_seconds)
     else:
         bound = settings.gap_factor * step.filter(step > 0).min()
+    candidates = in_time.with_columns(_within_series(pl.col(TS).shift(1)).alias(PREV)).filter(
+        step > bound
+    )
+    if excused is not None and names is not None:
+        covered = excused.overlap_seconds(pl.col(ENTITY), pl.col(PREV), pl.col(TS))
+        candidates = (
+            candidates.join(names, on=_GID, how="left")
+            .with_columns((step - covered).alias(STEP))
+            .drop(ENTITY)
+        )
     return (
-        in_time.with_columns(_within_series(pl.col(TS).shift(1)).alias(PREV))
-        .filter(step > bound)
-        .join(per_series.select(_GID, EXPECTED, BOUND), on=_GID, how="inner")
+        candidates.join(per_series.select(_GID, EXPECTED, BOUND), on=_GID, how="inner")
         .filter(step > pl.col(BOUND))
         .select(_GID, STEP, PREV, TS, EXPECTED)
         # Read by two queries: computed once.
@@ -570,6 +590,18 @@ def _per_entity_query(
             IRREGULAR,
             BOUND,
         )
+    )
+
+
+def _heard_through_windows(per_entity: pl.LazyFrame, excused: Excusal | None) -> pl.LazyFrame:
+    """A device silent in a maintenance window up to the fleet's newest reading is not
+    stopped: its newest time moves on by the time its windows cover after it."""
+    if excused is None:
+        return per_entity
+    newest = pl.col("newest")
+    covered = excused.overlap_seconds(pl.col(ENTITY), newest, newest.max())
+    return per_entity.with_columns(
+        (newest + pl.duration(microseconds=(covered * 1_000_000).cast(pl.Int64))).alias("newest")
     )
 
 

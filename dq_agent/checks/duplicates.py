@@ -133,6 +133,7 @@ SPEC = CheckSpec(
         BaselineMetric("duplicate_key_rows", "count", "duplicate key rows"),
     ),
     words=r"duplicat\w*|dupes?",
+    excused=False,
 )
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.checks.base import (
+    FILE_ROW,
     ORDER,
     ROW,
     SERIES,
@@ -64,7 +65,9 @@ from dq_agent.checks.evidence import (
     group_p_value,
     z_tail,
 )
+from dq_agent.checks.series_values import AT_ROW
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
+from dq_agent.checks.value_flags import flagged_rows
 from dq_agent.load import Dataset, is_measurement
 from dq_agent.result import CheckResult, Finding, Status
 from dq_agent.settings import choice, fraction, positive, setting
@@ -122,6 +125,7 @@ _METRIC_ORDER = (
     "groups_with_excess",
     "checked_values",
     "skipped_values",
+    "left_out_flagged",
     "groups_checked",
     "groups_own_spread",
     "groups_fleet_spread",
@@ -163,7 +167,7 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
             "time and entity columns; set columns.values if the readings are there"
         )
         return CheckPlan(TOOL, [], _nothing(summary, Status.WARN, settings))
-    values = _values(dataset, scope, columns)
+    values = _values(dataset, scope, columns, config)
     stats = _group_stats(values, len(columns)).cache()
     per_column = _column_stats(values, stats, schema, columns).cache()
     groups = _judged_groups(stats, per_column, len(columns), settings).cache()
@@ -210,6 +214,7 @@ SPEC = CheckSpec(
     metric_keys=("total_outliers", "total_checked_values", "significant_groups", "columns"),
     column_metric_keys=(
         "outlier_count",
+        "left_out_flagged",
         "expected_outliers",
         "groups_with_excess",
         "groups_own_spread",
@@ -262,26 +267,59 @@ def _stat(name: str, i: int) -> str:
     return f"__{name}{i}"
 
 
-def _values(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame:
+def _flagged(i: int) -> str:
+    return f"__flagged{i}"
+
+
+def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Config) -> pl.LazyFrame:
     """Entity, time, row, series and the valid values (missing, NaN and +-inf null) of each
     column in series order (each entity's rows in time order), with each value's deviation
-    from the median of its neighbours (`_local`)."""
+    from the median of its neighbours (`_local`).
+
+    One value, one cause: a reading range_check, flatline_check or spike_check flags is left
+    out too (`_flagged` marks it), so a -999 run or a stuck stretch neither counts as an
+    outlier nor widens a spread, whichever check ran first."""
     key = entity_key(dataset)
     ts = dataset.roles.timestamp
     order = pl.col(ORDER)
-    return (
-        series_rows(dataset, scope)
-        .select(
-            (key.gather(order) if key is not None else pl.lit(None, dtype=pl.String)).alias(
-                _ENTITY
-            ),
-            (
-                pl.col(TIME_IN_ORDER) if ts is not None else pl.lit(None, dtype=TIMESTAMP_DTYPE)
-            ).alias(_TIME),
-            order.alias(ROW),
-            pl.col(SERIES),
-            *[dataset.clean(name).gather(order).alias(_x(i)) for i, name in enumerate(columns)],
+    at_row = pl.col(FILE_ROW).gather(order) if scope.filters_rows() else order
+    rows = series_rows(dataset, scope).select(
+        (key.gather(order) if key is not None else pl.lit(None, dtype=pl.String)).alias(_ENTITY),
+        (pl.col(TIME_IN_ORDER) if ts is not None else pl.lit(None, dtype=TIMESTAMP_DTYPE)).alias(
+            _TIME
+        ),
+        order.alias(ROW),
+        at_row.cast(pl.Int64).alias(AT_ROW),
+        pl.col(SERIES),
+        *[dataset.clean(name).gather(order).alias(_x(i)) for i, name in enumerate(columns)],
+    )
+    # Only the row number goes through each join; the marks are put beside the wide frame, so
+    # it is not copied once per column.
+    marks = [
+        rows.select(AT_ROW)
+        .join(
+            flagged_rows(dataset, scope, name, config)
+            .select(AT_ROW)
+            .unique()
+            .with_columns(pl.lit(True).alias(_flagged(i))),
+            on=AT_ROW,
+            how="left",
+            maintain_order="left",
         )
+        .drop(AT_ROW)
+        for i, name in enumerate(columns)
+    ]
+    rows = pl.concat([rows, *marks], how="horizontal")
+    rows = rows.with_columns(
+        expr
+        for i in range(len(columns))
+        for expr in (
+            (pl.col(_flagged(i)).fill_null(False) & pl.col(_x(i)).is_not_null()).alias(_flagged(i)),
+            pl.when(pl.col(_flagged(i)).is_null()).then(pl.col(_x(i))).alias(_x(i)),
+        )
+    )
+    return (
+        rows
         # Distances from the mean of the two readings before and of the two after: columns of
         # their own, as each is read several times below.
         .with_columns(
@@ -330,6 +368,7 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
         deviation = (x - x.median()).abs()
         exprs += [
             x.count().cast(pl.Int64).alias(_stat("n", i)),
+            pl.col(_flagged(i)).sum().cast(pl.Int64).alias(_stat("flagged", i)),
             x.median().alias(_stat("median", i)),
             deviation.median().fill_null(0.0).alias(_stat("mad", i)),
             # Where the MAD falls among the deviations: the share below it and at it, for
@@ -502,6 +541,7 @@ def _judged_groups(
         spread = pl.when(big).then(own_spread).when(own_wider).then(robust_own).otherwise(fleet)
         exprs += [
             n,
+            pl.col(_stat("flagged", i)),
             route.cast(pl.Int8).alias(_stat("route", i)),
             pl.when(big & pl.lit(not robust))
             .then(pl.col(_stat("mean", i)))
@@ -751,6 +791,8 @@ def _column_metrics(
         "groups_with_excess": 0,
         "checked_values": int(row["checked_values"] or 0),
         "skipped_values": int(row["skipped_values"] or 0),
+        # Counted over every group: a device whose readings were all flagged has no group here.
+        "left_out_flagged": int(groups[_stat("flagged", i)].sum()),
         "groups_checked": int(row["groups_checked"]),
         "groups_own_spread": int(row["own"]),
         "groups_fleet_spread": int(row["fleet"]),

@@ -54,6 +54,9 @@ class CheckSpec:
     baseline: tuple[BaselineMetric, ...] = ()
     words: str = ""
     """A regular expression of the plain words that address the dimension in prose."""
+    excused: bool = True
+    """Whether maintenance windows excuse readings from it (every value and timing check; not
+    the checks of the file's make-up, duplicates and structure)."""
 
     def __post_init__(self) -> None:
         # Every result of this check holds these keys, whichever path builds it (result.py).

@@ -114,6 +114,7 @@ SPEC = CheckSpec(
         "load_notes",
     ),
     words=r"structur\w*|schemas?|(?:column|data) types?|dtypes?|encoding",
+    excused=False,
 )
 
 

@@ -32,17 +32,20 @@ def multi_day(inspection: Inspection) -> bool:
     return bool(start and end and start[:10] != end[:10])
 
 
+def short_time(value: str, days: bool) -> str:
+    """An ISO time as `16:15` (`03-04 16:15` when the data spans days); other text as it is."""
+    try:
+        return datetime.fromisoformat(value).strftime("%m-%d %H:%M" if days else "%H:%M")
+    except ValueError:
+        return value
+
+
 def place(finding: Finding, days: bool) -> str:
     """Where a finding is, short and as raw text (the caller escapes it): `dev-01 16:15`, or
     its column."""
     parts = [finding.entity] if finding.entity else []
     if finding.start:
-        try:
-            parts.append(
-                datetime.fromisoformat(finding.start).strftime("%m-%d %H:%M" if days else "%H:%M")
-            )
-        except ValueError:
-            parts.append(finding.start)
+        parts.append(short_time(finding.start, days))
     if not parts and finding.column:
         parts.append(finding.column)
     return " ".join(parts) or "-"

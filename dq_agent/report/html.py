@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dq_agent.health import device_health
 from dq_agent.history.trend import Trend
 from dq_agent.outcome import Inspection
 from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import GLYPHS, LEVEL_WORDS, build_grid
+from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.picture import places_text, span_text
@@ -69,6 +71,8 @@ def render_html(inspection: Inspection, trend: Trend | None = None) -> str:
         *_picture(inspection),
         "<h2>Checks</h2>",
         _check_table(inspection),
+        *_devices(inspection),
+        *_maintenance(inspection),
         f"<p>Audit: {text(audit_line(inspection), 400)}"
         + (
             ' <span class="backfilled">the model skipped a check: the guard ran it</span>'
@@ -187,6 +191,34 @@ def _check_table(inspection: Inspection) -> str:
         )
     rows.append("</table>")
     return "".join(rows)
+
+
+def _devices(inspection: Inspection) -> list[str]:
+    """The worst devices with their faults per check, only when some device has faults."""
+    lines, title = worst_devices(device_health(inspection))
+    if not lines:
+        return []
+    rows = [
+        f"<h2>Worst devices ({text(title, 100)})</h2>",
+        "<table><tr><th>Device</th><th>Status</th><th>Faults</th></tr>",
+    ]
+    for line in lines:
+        rows.append(
+            f"<tr><td>{text(line.device, 100)}</td><td>{_status(line.status)}</td>"
+            f"<td>{text(line.details, 300)}</td></tr>"
+        )
+    return [*rows, "</table>"]
+
+
+MAX_WINDOWS_SHOWN = 20
+
+
+def _maintenance(inspection: Inspection) -> list[str]:
+    title, phrases = maintenance_text(inspection.maintenance, MAX_WINDOWS_SHOWN)
+    if not title:
+        return []
+    items = "".join(f"<li>{text(phrase, 300)}</li>" for phrase in phrases)
+    return [f"<h2>Maintenance ({text(title, 200)})</h2>", f"<ul>{items}</ul>"]
 
 
 def _check_section(result: CheckResult, days: bool) -> str:

@@ -50,6 +50,12 @@ class Part:
             return f"{n} out of order"
         if self.kind == "future":
             return f"{n} in the future"
+        if self.kind == "out_of_range":
+            return f"{n} out of range in {self.column}"
+        if self.kind == "stuck":
+            return f"{self.column} stuck for {n} reading{'s' if n != 1 else ''}"
+        if self.kind == "jump":
+            return f"{n} jump{'s' if n != 1 else ''} in {self.column}"
         return f"{n} {self.kind}" + (f" in {self.column}" if self.column else "")
 
 

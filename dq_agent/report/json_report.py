@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dq_agent.health import device_health
 from dq_agent.outcome import Inspection
 from dq_agent.report.grid import build_grid
 from dq_agent.report.incidents import build_incidents
@@ -16,6 +17,9 @@ MAX_JSON_INCIDENTS = 50
 
 def report_dict(inspection: Inspection) -> dict[str, Any]:
     data = inspection.to_dict()
+    health = device_health(inspection)
+    data["devices"] = [item.to_dict() for item in health.devices]
+    data["device_summary"] = health.summary_dict()
     timeline = build_timeline(inspection)
     if timeline is None:
         data["incidents"] = {"total": 0, "top": []}

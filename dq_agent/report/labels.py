@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dq_agent.catalogue import label_of
+from dq_agent.catalogue import CHECK_NAMES, label_of
 from dq_agent.outcome import Inspection
 from dq_agent.result import Source
 
@@ -20,14 +20,17 @@ def dimension_name(tool: str) -> str:
 def audit_line(inspection: Inspection) -> str:
     audit = inspection.audit
     backfilled = ", ".join(audit.fallback_executed) if audit.fallback_executed else "none"
+    # A run limited with --checks (run.checks) says what it left out: not a silent pass.
+    left_out = [name for name in CHECK_NAMES if name not in audit.expected_tools]
+    not_run = f"; not selected (run.checks): {', '.join(left_out)}" if left_out else ""
     if inspection.agent.mode == "none":
         return (
             f"expected {len(audit.expected_tools)}, ran {len(audit.called_tools)} directly "
-            f"(no agent: {inspection.agent.status})"
+            f"(no agent: {inspection.agent.status}){not_run}"
         )
     return (
         f"expected {len(audit.expected_tools)}, called by the model {len(audit.called_tools)}, "
-        f"backfilled: {backfilled}"
+        f"backfilled: {backfilled}{not_run}"
     )
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+from dq_agent.health import device_health
 from dq_agent.outcome import Inspection
 from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
 from dq_agent.report.grid import build_grid
+from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.picture import Picture, places_text, span_text
@@ -48,6 +50,8 @@ def render_markdown(inspection: Inspection) -> str:
         lines.append(
             f"| {dimension_name(result.tool)} | {str(result.status).upper()} | {md(result.summary)} | {source} |"
         )
+    lines += _devices(inspection)
+    lines += _maintenance(inspection)
     if inspection.agent.error:
         lines += ["", f"> Agent: {md(inspection.agent.error)}"]
     if inspection.agent.narrative:
@@ -97,6 +101,33 @@ def render_markdown(inspection: Inspection) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _devices(inspection: Inspection) -> list[str]:
+    """The worst devices as a small table, only when some device has faults."""
+    rows, title = worst_devices(device_health(inspection))
+    if not rows:
+        return []
+    out = [
+        "",
+        f"## Worst devices ({md(title)})",
+        "",
+        "| Device | Status | Faults |",
+        "|---|---|---|",
+    ]
+    for row in rows:
+        out.append(f"| {md(row.device, 60)} | {str(row.status).upper()} | {md(row.details)} |")
+    return out
+
+
+MAX_WINDOWS_SHOWN = 20
+
+
+def _maintenance(inspection: Inspection) -> list[str]:
+    title, phrases = maintenance_text(inspection.maintenance, MAX_WINDOWS_SHOWN)
+    if not title:
+        return []
+    return ["", f"## Maintenance ({md(title)})", "", *[f"- {md(p)}" for p in phrases]]
 
 
 def _picture(inspection: Inspection) -> list[str]:

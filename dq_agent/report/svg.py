@@ -25,6 +25,9 @@ KIND_WORDS = {
     "out_of_order": "rows out of order",
     "late": "late rows",
     "future": "rows in the future",
+    "out_of_range": "readings out of range",
+    "stuck": "stuck readings",
+    "jump": "spikes or steps",
 }
 MAX_HEATMAP_ROWS = 100
 # Budget for the heat map's cells; each run costs about this many bytes.

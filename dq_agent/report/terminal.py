@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import io
+import re
+from typing import Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -11,10 +13,19 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from dq_agent.checks.base import plural
+from dq_agent.health import device_health
 from dq_agent.history.trend import VERDICT_MARKS, Trend, spark
 from dq_agent.outcome import Inspection
-from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
+from dq_agent.report.findings import (
+    group_findings,
+    multi_day,
+    place,
+    repeated_what,
+    short_time,
+)
 from dq_agent.report.grid import build_grid
+from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import build_incidents, collapse
 from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
 from dq_agent.report.picture import Picture, incident_lines
@@ -58,7 +69,15 @@ def _header(inspection: Inspection) -> RenderableType:
     guessed = inferred_line(info.inferred)
     if guessed:
         body.append("\nguessed: " + safe(guessed, 600), style="dim")
-    body.append("\ncolumns: " + one_line(", ".join(info.columns), 400), style="dim")
+    in_roles = {
+        roles.get("timestamp"),
+        roles.get("ingest_time"),
+        *(roles.get("entity") or []),
+        *(roles.get("values") or []),
+    }
+    # The roles line names every column already when each has a role.
+    if not set(info.columns) <= in_roles:
+        body.append("\ncolumns: " + one_line(", ".join(info.columns), 400), style="dim")
     return Panel(body, title="dq-agent data-quality report", title_align="left", box=box.ROUNDED)
 
 
@@ -77,38 +96,77 @@ def _dimension_table(inspection: Inspection) -> Table:
     table.add_column("Dimension", no_wrap=True)
     table.add_column("Status", no_wrap=True)
     table.add_column("Key figures", ratio=1)
-    table.add_column("Source", no_wrap=True)
+    # Without a model every check ran directly, as the audit line says: no column to repeat it.
+    sources = inspection.agent.mode != "none" or any(
+        r.source is not Source.DIRECT for r in inspection.checks.values()
+    )
+    if sources:
+        table.add_column("Source", no_wrap=True)
     for result in inspection.checks.values():
+        figures = Text(compact_times(one_line(result.summary, 300)))
+        if result.status is Status.PASS:
+            # A check with nothing to report takes one line; the JSON has its whole summary.
+            figures.no_wrap, figures.overflow = True, "ellipsis"
         table.add_row(
             Text(dimension_name(result.tool)),
             _status_text(result.status),
-            Text(compact_times(one_line(result.summary, 300))),
-            _source_text(result.source),
+            figures,
+            *([_source_text(result.source)] if sources else []),
         )
     return table
 
 
-def _finding_text(finding: Finding, examples: int) -> Text:
+def _unsaid_where(finding: Finding, what: str, days: bool) -> str:
+    """Where the finding is, without the column or entity its text already names, its times as
+    short as the picture's (`05:42–06:01`; with the day when the data spans days)."""
+    said = set(re.findall(r"[\w.-]+", what))
+    parts = [
+        f"{label} {value}"
+        for label, value in (("column", finding.column), ("entity", finding.entity))
+        if value and value not in said
+    ]
+    if finding.start and finding.end and finding.start != finding.end:
+        parts.append(f"{short_time(finding.start, days)}–{short_time(finding.end, days)}")
+    elif finding.start:
+        parts.append(f"at {short_time(finding.start, days)}")
+    return ", ".join(parts)
+
+
+def _adds_something(example: dict[str, Any], finding: Finding, what: str) -> bool:
+    """False for an example that only repeats the finding: its device, a place, and a value the
+    text already gives (or none, as for a missing value)."""
+    if set(example) - {"entity", "timestamp", "row", "value", "kind"}:
+        return True
+    if example.get("entity") not in (None, finding.entity) and example["entity"] not in what:
+        return True
+    value = example.get("value")
+    if value is None:
+        return False
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return shown not in what
+
+
+def _finding_text(finding: Finding, examples: int, days: bool) -> Text:
     """`what` already carries its count when a check wrote it so; otherwise it is appended."""
     what = one_line(finding.what, 200)
     counted = f"{finding.count:,}" in what or str(finding.count) in what
     text = Text(what if counted else f"{what}: {finding.count:,}")
-    where = finding.where()
+    where = _unsaid_where(finding, what, days)
     if where:
         text.append(" (" + compact_times(one_line(where, 200)) + ")", style="dim")
     for example in finding.examples[:examples]:
-        text.append("\ne.g. " + format_example(example), style="dim")
+        if _adds_something(example, finding, what):
+            text.append("\ne.g. " + format_example(example), style="dim")
     return text
 
 
-def _repeated_text(group: list[Finding], examples: int, days: bool) -> Text:
-    """Findings of one shape (the same words but for the numbers) as one line with where."""
+def _repeated_text(group: list[Finding], days: bool) -> Text:
+    """Findings of one shape (the same words but for the numbers) as one line with where; no
+    example row: the line lists the places (the JSON has each finding's examples)."""
     text = Text(one_line(repeated_what(group), 220))
     places = [one_line(place(f, days), 60) for f in group[:MAX_PLACES]]
     more = len(group) - len(places)
     text.append(": " + ", ".join(places) + (f", … {more} more" if more > 0 else ""), "dim")
-    for example in group[0].examples[:examples]:
-        text.append("\ne.g. " + format_example(example), style="dim")
     return text
 
 
@@ -127,9 +185,9 @@ def _findings(result: CheckResult, days: bool) -> Table | None:
             # One example per check, under its first finding: the incidents above say where.
             examples = MAX_EXAMPLES_PER_FINDING if index == 0 else 0
             text = (
-                _finding_text(group[0], examples)
+                _finding_text(group[0], examples, days)
                 if len(group) == 1
-                else _repeated_text(group, examples, days)
+                else _repeated_text(group, days)
             )
             rows.append((Text(marker, style=STATUS_STYLES.get(severity, "")), text))
         hidden = sum(len(g) for g in groups[MAX_FINDINGS_PER_CHECK:])
@@ -166,6 +224,42 @@ def _picture(inspection: Inspection) -> list[RenderableType]:
     return [Picture(grid, inspection.dataset.entities), title, table]
 
 
+# The sample report has a line budget: one line here, the worst four with their fault counts;
+# the faults per check are in the Markdown and JSON reports.
+MAX_WORST_DEVICES = 4
+
+
+def _devices(inspection: Inspection) -> list[RenderableType]:
+    """The worst devices on one line, only when some device has faults."""
+    lines, title = worst_devices(device_health(inspection), MAX_WORST_DEVICES)
+    if not lines:
+        return []
+    text = Text("Worst devices", style="bold")
+    text.append(f" ({title}): ", style="dim")
+    for index, line in enumerate(lines):
+        if index:
+            text.append(" · ", style="dim")
+        marker = "✗" if line.status is Status.FAIL else "!" if line.status is Status.WARN else "·"
+        text.append(marker, style=STATUS_STYLES.get(line.status, ""))
+        text.append(" " + one_line(line.device, 40) + " ")
+        text.append(plural(line.faults, "fault") if index == 0 else f"{line.faults:,}")
+    return [text]
+
+
+# The terminal names the first five windows and counts the rest.
+MAX_WINDOWS_SHOWN = 5
+
+
+def _maintenance(inspection: Inspection) -> list[RenderableType]:
+    title, phrases = maintenance_text(inspection.maintenance, MAX_WINDOWS_SHOWN)
+    if not title:
+        return []
+    text = Text("Maintenance: ", style="bold")
+    text.append(safe(title))
+    text.append(" · " + safe("; ".join(phrases), 1200), style="dim")
+    return [text]
+
+
 MAX_TREND_FIGURES = 3
 
 
@@ -195,6 +289,8 @@ def build_report(inspection: Inspection, trend: Trend | None = None) -> Renderab
         _header(inspection),
         *_picture(inspection),
         _dimension_table(inspection),
+        *_devices(inspection),
+        *_maintenance(inspection),
         *_trend(trend),
     ]
     audit = Text("Audit: ", style="bold")
@@ -244,8 +340,8 @@ def build_report(inspection: Inspection, trend: Trend | None = None) -> Renderab
     footer.append("  (computed by code from the check results)", style="dim")
     timings = inspection.timings
     footer.append(
-        f"\nTimings: load {timings.get('load_seconds', 0):.2f} s, checks {timings.get('checks_seconds', 0):.2f} s, "
-        f"total {timings.get('total_seconds', 0):.2f} s",
+        f" · {timings.get('total_seconds', 0):.2f} s (load {timings.get('load_seconds', 0):.2f}, "
+        f"checks {timings.get('checks_seconds', 0):.2f})",
         style="dim",
     )
     parts.append(footer)

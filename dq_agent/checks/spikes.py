@@ -1,0 +1,441 @@
+"""spike_check: jumps between neighbouring readings, told apart as spikes (that return) or steps.
+
+A jump is a change from one reading to the next on the same device that its own steps make
+implausible: robustly, beyond `k` times the spread of the device's changes (1.4826 * the median
+absolute deviation of its differences, at least its smallest deviation beyond floating-point
+rounding so data read to 0.1 with mostly unchanged readings still has a spread), with `k` the
+larger of `sigma` and the value a Student t with 10 degrees of freedom (the null model of
+`evidence.py`: real sensors have heavier tails than the normal) exceeds with probability
+`chance / n` for a column with n changes over all its devices (about 10.5 for a day of
+minutes, 15 for 50,000), times
+the number of usual time steps the change spans (a change across a gap may be larger). That
+bound keeps the expected number of chance jumps under `chance` at every size, so clean data
+passes, also with heavy-tailed noise. A configured
+`max_rate` per column (change per `rate_unit` of time) flags a jump on its own.
+
+A jump that comes back more than halfway to the reading before it within `return_within`
+readings is a spike (its readings are the spike); one that stays is a step. Missing values,
+out-of-range readings and stuck runs are left out first (one value, one cause), so a -999 or
+the end of a flat line never makes a jump: the readings either side are neighbours.
+
+Lazy, per column: the differences and their per-device spread are windows over the series
+number, and the spike/step/return tests are a fixed number of shifts, no loop over rows.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dq_agent.checks import flatline
+from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
+from dq_agent.checks.evidence import ROBUST_T_SCALE, t_tail
+from dq_agent.checks.flatline import (
+    STUCK,
+    FlatlineCheckConfig,
+    checked_values,
+    range_limits,
+    stuck_values,
+)
+from dq_agent.checks.series_values import (
+    AT_ROW,
+    ENTITY,
+    POSITION,
+    TIME,
+    X,
+    matches_any,
+    same_series,
+    settings_for,
+    shared,
+    value_columns,
+    with_per_series,
+    with_reading_events,
+)
+from dq_agent.checks.spec import BaselineMetric, CheckSpec
+from dq_agent.load import Dataset
+from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
+from dq_agent.settings import choice, fraction, non_negative, positive, setting
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
+TOOL = "spike_check"
+MAX_FINDINGS = 20
+# The median absolute deviation of a normal sample times 1.4826 estimates its standard deviation.
+MAD_TO_SIGMA = 1.4826
+ROUNDING = 1e-9
+RATE_UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
+SPIKE, STEP = "spike", "step"
+_D = "__d"
+_DEV = "__dev"
+_N = "__n"
+_SCALE = "__scale"
+JUMP = "__jump"
+WIDTH = "__width"
+_PREVIOUS = "__previous"
+_MEDIAN = "__median"
+_ROUNDING = "__rounding"
+_USUAL = "__usual"
+_MAD = "__mad"
+_FLOOR = "__floor"
+_MULTIPLE = "__multiple"
+_TOTAL = "__total"
+COVERED = "__covered"
+
+
+@dataclass
+class SpikeCheckConfig:
+    sigma: float = setting(6.0, rule=positive)
+    """The least multiple of a device's spread of changes that makes a jump."""
+    chance: float = setting(0.001, rule=fraction)
+    """Expected chance jumps per column allowed (raises the multiple for much data)."""
+    min_series_readings: int = setting(20, rule=positive)
+    """Devices with fewer readings have too few changes for a spread: only `max_rate` applies."""
+    return_within: int = setting(3, rule=positive)
+    """A jump that comes back within this many readings is a spike, else a step."""
+    max_rate: dict[str, float] = field(default_factory=dict)
+    """Per column name or glob pattern: the largest plausible change per `rate_unit`."""
+    rate_unit: str = setting("second", rule=choice(*RATE_UNITS))
+    excluded: list[str] = field(default_factory=list)
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
+def jump_values(
+    dataset: Dataset, scope: Scope, column: str, config: Config, settings: SpikeCheckConfig
+) -> pl.LazyFrame:
+    """The column's readings (missing, out-of-range and stuck ones left out) in series order,
+    with for each whether a jump starts there (`JUMP`), the spike's width (null for a step) and
+    whether it lies inside or ends an earlier spike (`COVERED`). One shared node per column and
+    settings (`series_values.shared`)."""
+    flat = config.section(FlatlineCheckConfig)
+    leave_stuck = flatline.TOOL in config.selected_checks() and not matches_any(
+        column, flat.excluded
+    )
+    key = (
+        "jumps",
+        scope,
+        column,
+        range_limits(column, config),
+        tuple(dataset.sentinels),
+        repr(flat) if leave_stuck else None,
+        repr(settings),
+    )
+
+    def build() -> pl.LazyFrame:
+        if leave_stuck:
+            values = (
+                stuck_values(dataset, scope, column, config)
+                .filter(~pl.col(STUCK))
+                .select(SERIES, ENTITY, TIME, AT_ROW, X)
+                .with_columns(pl.int_range(pl.len()).alias(POSITION))
+            )
+        else:
+            values = checked_values(dataset, scope, column, config)
+        return _jumps(values, dataset, column, settings)
+
+    return shared(dataset, key, build)
+
+
+def _jumps(
+    values: pl.LazyFrame, dataset: Dataset, column: str, settings: SpikeCheckConfig
+) -> pl.LazyFrame:
+    d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
+    has_time = dataset.roles.timestamp is not None
+    # Per device: a group-by joined back on the (sorted, integer) series number, cheaper than
+    # the same statistics as windows.
+    per_device = [
+        pl.col(_D).median().alias(_MEDIAN),
+        pl.col(_D).count().alias(_N),
+        # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
+        (ROUNDING * pl.col(X).abs().max()).alias(_ROUNDING),
+        *([_seconds().median().alias(_USUAL)] if has_time else []),
+    ]
+    dev = (pl.col(_D) - pl.col(_MEDIAN)).abs()
+    spreads = [
+        pl.col(_DEV).median().alias(_MAD),
+        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().alias(_FLOOR),
+    ]
+    spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR))
+    multiple = pl.col(_MULTIPLE)
+    robust = (
+        (pl.col(_N) >= settings.min_series_readings - 1)
+        & (pl.col(_SCALE) > 0)
+        & (pl.col(_DEV) > multiple * pl.col(_SCALE) * _gap_ratio(dataset))
+    )
+    jump = robust.fill_null(False) | _too_fast(dataset, column, settings)
+    lookahead = settings.return_within
+    back = pl.lit(None, dtype=pl.Int32)
+    for j in range(lookahead, 0, -1):
+        returned = ((pl.col(X).shift(-j) - pl.col(_PREVIOUS)).abs() < pl.col(_D).abs() / 2) & (
+            pl.col(SERIES).shift(-j) == pl.col(SERIES)
+        )
+        back = pl.when(returned.fill_null(False)).then(pl.lit(j, dtype=pl.Int32)).otherwise(back)
+    covered = pl.lit(False)
+    for j in range(1, lookahead + 1):
+        covered = covered | (pl.col(WIDTH).shift(j) >= j).fill_null(False)
+    changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
+    per_series = changes.group_by(SERIES).agg(per_device)
+    # The chance is for the whole column: a fleet of 5,000 short series must not make five
+    # chance jumps where one device of 100,000 readings makes none.
+    per_series = (
+        per_series.with_columns(pl.col(_N).sum().alias(_TOTAL))
+        .with_columns(_multiple(settings).alias(_MULTIPLE))
+        .drop(_TOTAL)
+    )
+    changes = with_per_series(changes, per_series)
+    changes = changes.with_columns(dev.alias(_DEV))
+    changes = with_per_series(changes, changes.group_by(SERIES).agg(spreads))
+    return (
+        changes.with_columns(spread.alias(_SCALE))
+        .with_columns(jump.fill_null(False).alias(JUMP))
+        .with_columns(pl.when(pl.col(JUMP)).then(back).alias(WIDTH))
+        .with_columns(covered.alias(COVERED))
+        # What the readers use: the statistics behind the decision stay out of the shared node.
+        .select(
+            SERIES, ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, _SCALE, JUMP, WIDTH, COVERED
+        )
+    )
+
+
+def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
+    """The multiple of its spread a device's change must exceed: at least `sigma`, and enough
+    that n changes from the null model (Student t, 10 degrees of freedom, as for
+    outliers: real sensors have heavier tails than the normal) makes fewer than `chance` chance
+    jumps in the column (n its changes over every device). Evaluated on the per-device table
+    (a few hundred rows), from a grid of n."""
+    expr: pl.Expr = pl.lit(_multiple_for(10.0**_MAX_LOG_N, settings.chance, settings.sigma))
+    for upper in reversed(_N_GRID):
+        expr = (
+            pl.when(pl.col(_TOTAL) <= upper)
+            .then(pl.lit(_multiple_for(upper, settings.chance, settings.sigma)))
+            .otherwise(expr)
+        )
+    return expr
+
+
+# Upper ends of the n buckets, 25% apart: the bucket's multiple is that of its largest n.
+_MAX_LOG_N = 10
+_N_GRID = tuple(sorted({int(1.25**i) + 1 for i in range(int(_MAX_LOG_N / math.log10(1.25)))}))
+
+
+@functools.cache
+def _multiple_for(n: float, chance: float, sigma: float) -> float:
+    target = chance / max(n, 1.0)
+    low, high = 0.0, 10_000.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        if t_tail(middle) > target:
+            low = middle
+        else:
+            high = middle
+    return max(sigma, high / ROBUST_T_SCALE)
+
+
+def _seconds() -> pl.Expr:
+    return (pl.col(TIME) - pl.col(TIME).shift()).dt.total_seconds(fractional=True)
+
+
+def _gap_ratio(dataset: Dataset) -> pl.Expr:
+    """How many of the device's usual steps lie between a reading and the one before (at least
+    1): across a gap the signal moves further, so the plausible change grows with it (linearly,
+    the generous bound: a drift, not a random walk)."""
+    if dataset.roles.timestamp is None:
+        return pl.lit(1.0)
+    ratio = (_seconds() / pl.col(_USUAL)).fill_nan(1.0).fill_null(1.0)
+    return pl.max_horizontal(pl.lit(1.0), ratio)
+
+
+def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> pl.Expr:
+    limit = settings_for(column, settings.max_rate)
+    if limit is None or dataset.roles.timestamp is None:
+        return pl.lit(False)
+    seconds = (pl.col(TIME) - pl.col(TIME).shift()).dt.total_seconds(fractional=True)
+    per_unit = pl.col(_D).abs() / seconds * RATE_UNITS[settings.rate_unit]
+    return ((seconds > 0) & (per_unit > limit)).fill_null(False)
+
+
+def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+    settings = config.section(SpikeCheckConfig)
+    columns = value_columns(dataset, scope)
+    checked = [c for c in columns if not matches_any(c, settings.excluded)]
+    queries: list[pl.LazyFrame] = []
+    for column in checked:
+        jumps = jump_values(dataset, scope, column, config, settings)
+        queries += [_stats(jumps, settings), _events(jumps, settings)]
+    has_time = dataset.roles.timestamp is not None
+
+    def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        pairs = zip(frames[::2], frames[1::2], strict=True)
+        return _result(dict(zip(checked, pairs, strict=True)), columns, settings, has_time)
+
+    engines: list[Engine] = ["in-memory"] * len(queries)
+    plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
+    # One event per jump (a spike's or a step's first reading): where it happened.
+    jumped = {
+        c: jump_values(dataset, scope, c, config, settings).filter(pl.col(JUMP) & ~pl.col(COVERED))
+        for c in checked
+    }
+    return with_reading_events(plan, dataset, jumped, "jump")
+
+
+SPEC = CheckSpec(
+    name=TOOL,
+    label="Spikes and steps",
+    description=(
+        "Find jumps between neighbouring readings beyond what each device's own changes make "
+        "plausible (robust, median/MAD of its differences) or a configured max_rate; spikes "
+        "that return and steps that persist told apart."
+    ),
+    settings=SpikeCheckConfig,
+    plan=plan_spike_check,
+    metric_keys=("spike_count", "spike_readings", "step_count"),
+    baseline=(
+        BaselineMetric("spike_readings", "count", "readings in spikes"),
+        BaselineMetric("step_count", "count", "level steps"),
+    ),
+    words=r"spikes?|jumps?|steps?|level shifts?|rate of change",
+)
+
+
+def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
+    per_series = jumps.group_by(SERIES).agg(pl.len().alias("readings"))
+    short = per_series.select(
+        (pl.col("readings") < settings.min_series_readings).sum().alias("short_series"),
+        pl.len().alias("series"),
+    )
+    return jumps.select(pl.len().alias("values")).join(short, how="cross")
+
+
+def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
+    # A spike's later readings (up to `return_within`), for its examples.
+    later = [
+        expr
+        for k in range(1, settings.return_within)
+        for expr in (
+            pl.col(X).shift(-k).alias(f"{X}{k}"),
+            pl.col(TIME).shift(-k).alias(f"{TIME}{k}"),
+            pl.col(AT_ROW).shift(-k).alias(f"{AT_ROW}{k}"),
+        )
+    ]
+    return (
+        jumps.with_columns(later)
+        .filter(pl.col(JUMP) & ~pl.col(COVERED))
+        .select(
+            ENTITY,
+            TIME,
+            AT_ROW,
+            POSITION,
+            X,
+            _PREVIOUS,
+            _D,
+            WIDTH,
+            _SCALE,
+            *[f"{name}{k}" for k in range(1, settings.return_within) for name in (X, TIME, AT_ROW)],
+        )
+    )
+
+
+def _result(
+    frames: dict[str, tuple[pl.DataFrame, pl.DataFrame]],
+    columns: Sequence[str],
+    settings: SpikeCheckConfig,
+    has_time: bool,
+) -> CheckResult:
+    per_column: dict[str, dict[str, Any]] = {}
+    findings: list[Finding] = []
+    statuses: list[Status] = []
+    for column, (stats_frame, events) in frames.items():
+        stats = stats_frame.row(0, named=True)
+        spikes = events.filter(pl.col(WIDTH).is_not_null())
+        steps = events.filter(pl.col(WIDTH).is_null())
+        spike_readings = int(spikes[WIDTH].sum()) if spikes.height else 0
+        values = int(stats["values"])
+        status = status_from_thresholds(
+            spike_readings + steps.height, values, settings.warn_at, settings.fail_at
+        )
+        statuses.append(status)
+        per_column[column] = {
+            "checked_values": values,
+            "spike_count": spikes.height,
+            "spike_readings": spike_readings,
+            "step_count": steps.height,
+            "series_too_short": int(stats["short_series"]),
+        }
+        severity = Status.FAIL if status is Status.FAIL else Status.WARN
+        ordered = events.with_columns(pl.col(_D).abs().alias("__size")).sort(
+            ["__size", ENTITY, POSITION], descending=[True, False, False]
+        )
+        findings += [
+            _finding(column, row, severity, has_time)
+            for row in ordered.head(MAX_FINDINGS).iter_rows(named=True)
+        ]
+    findings.sort(key=lambda f: (-(f.severity is Status.FAIL), f.column or "", f.start or ""))
+    metrics: dict[str, Any] = {
+        "spike_count": sum(m["spike_count"] for m in per_column.values()),
+        "spike_readings": sum(m["spike_readings"] for m in per_column.values()),
+        "step_count": sum(m["step_count"] for m in per_column.values()),
+        "excluded_columns": [c for c in columns if c not in per_column],
+        "columns": per_column,
+    }
+    return CheckResult(
+        TOOL, worst_status(statuses), _summary(metrics), metrics, findings[:MAX_FINDINGS]
+    )
+
+
+def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool) -> Finding:
+    kind = STEP if row[WIDTH] is None else SPIKE
+    where = f" on {row[ENTITY]}" if row[ENTITY] is not None else ""
+    jump = f"{row[_PREVIOUS]:g} to {row[X]:g}"
+    if kind == SPIKE:
+        what = f"spike in {column}{where}: {jump}, back after {plural(row[WIDTH], 'reading')}"
+    else:
+        what = f"step in {column}{where}: {jump} and stays"
+    spread = row[_SCALE]
+    if spread is not None and spread > 0 and math.isfinite(spread):
+        what += f" ({abs(row[_D]) / spread:.0f}x its usual change)"
+    at_key = "timestamp" if has_time else "row"
+    at = iso(row[TIME]) if has_time else row[AT_ROW]
+    return Finding(
+        what=what,
+        count=int(row[WIDTH] or 1),
+        severity=severity,
+        column=column,
+        entity=row[ENTITY],
+        start=iso(row[TIME]) if has_time else None,
+        # Every reading of a spike (its later ones too), the first of a step.
+        examples=[
+            {
+                "entity": row[ENTITY],
+                at_key: (iso(row[f"{TIME}{k}"]) if has_time else row[f"{AT_ROW}{k}"]) if k else at,
+                "value": row[f"{X}{k}"] if k else row[X],
+                "kind": kind,
+            }
+            for k in range(int(row[WIDTH] or 1))
+        ],
+    )
+
+
+def _summary(metrics: dict[str, Any]) -> str:
+    if not metrics["columns"]:
+        return "no numeric value column to check for spikes"
+    if not metrics["spike_count"] and not metrics["step_count"]:
+        return f"no spikes or steps in {len(metrics['columns'])} columns"
+    readings = metrics["spike_readings"]
+    # A spike's readings are worth saying only when some spike is wider than one reading.
+    wide = f" ({plural(readings, 'reading')})" if readings != metrics["spike_count"] else ""
+    return (
+        f"{plural(metrics['spike_count'], 'spike')}{wide}, {plural(metrics['step_count'], 'step')}"
+        " (spikes/steps: "
+        + ", ".join(
+            f"{c} {m['spike_count']}/{m['step_count']}"
+            for c, m in metrics["columns"].items()
+            if m["spike_count"] or m["step_count"]
+        )
+        + ")"
+    )

@@ -1,0 +1,90 @@
+"""`--flags FILE`: one row per reading with the key columns and, per numeric value column, a
+QARTOD flag and the check that set it, as Parquet.
+
+Flags: 1 GOOD, 2 NOT EVALUATED (inside a maintenance window), 3 SUSPECT, 4 FAIL, 9 MISSING
+(null, NaN or a sentinel). The value checks list each
+reading once (`checks.value_flags`: range, then flat line, then spike, each leaving out what the
+earlier flagged), so the flag shown is the first and worst cause. The file is written to a
+temporary name in the same folder and renamed, so a killed run leaves no half file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from dq_agent.checks.base import Scope, entity_key
+from dq_agent.checks.series_values import AT_ROW, value_columns
+from dq_agent.checks.value_flags import CHECK, FLAG, flagged_rows
+from dq_agent.config import Config
+from dq_agent.load import Dataset, load
+
+GOOD, NOT_EVALUATED, MISSING = 1, 2, 9
+_EXCUSED = "__excused"
+
+
+def flag_frame(dataset: Dataset, config: Config) -> pl.LazyFrame:
+    """Key columns, then `<column>_flag` and `<column>_check` per numeric value column."""
+    roles = dataset.roles
+    keys = [c for c in [roles.timestamp, *roles.entity] if c is not None]
+    columns = value_columns(dataset, Scope())
+    # The value checks leave out the readings of maintenance windows, as in the report's run.
+    excusal = config.excusal() if roles.timestamp is not None else None
+    scope = Scope(excused=excusal)
+    excused = (
+        excusal.mask(roles.timestamp, entity_key(dataset))
+        if excusal is not None and roles.timestamp is not None
+        else pl.lit(False)
+    )
+    frame = dataset.frame.with_row_index(AT_ROW).with_columns(pl.col(AT_ROW).cast(pl.Int64))
+    frame = frame.select(
+        AT_ROW,
+        *keys,
+        *[dataset.missing(c).alias(f"__missing_{c}") for c in columns],
+        excused.alias(_EXCUSED),
+    )
+    for column in columns:
+        flags = flagged_rows(dataset, scope, column, config).rename(
+            {FLAG: f"{column}_flag", CHECK: f"{column}_check"}
+        )
+        frame = frame.join(flags, on=AT_ROW, how="left")
+        missing = pl.col(f"__missing_{column}")
+        frame = frame.with_columns(
+            pl.when(missing)
+            .then(pl.lit(MISSING, dtype=pl.Int8))
+            .when(pl.col(_EXCUSED))
+            .then(pl.lit(NOT_EVALUATED, dtype=pl.Int8))
+            .otherwise(pl.col(f"{column}_flag").fill_null(GOOD))
+            .alias(f"{column}_flag")
+        )
+    return frame.sort(AT_ROW).drop([AT_ROW, _EXCUSED, *[f"__missing_{c}" for c in columns]])
+
+
+def write_flags(path: str, config: Config, out: Path) -> int:
+    """Write the flag file for the data at `path`; return how many readings are flagged
+    (suspect, fail or missing; not those a maintenance window excused)."""
+    dataset = load(path, config)
+    frame = flag_frame(dataset, config).collect()
+    handle, temporary = tempfile.mkstemp(dir=out.resolve().parent, suffix=".parquet.tmp")
+    os.close(handle)
+    try:
+        frame.write_parquet(temporary)
+        os.replace(temporary, out)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    flag_columns = [c for c in frame.columns if c.endswith("_flag")]
+    return (
+        int(
+            frame.select(
+                pl.sum_horizontal(
+                    [(~pl.col(c).is_in([GOOD, NOT_EVALUATED])).sum() for c in flag_columns]
+                )
+            ).item()
+        )
+        if flag_columns
+        else 0
+    )

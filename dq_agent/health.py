@@ -1,0 +1,194 @@
+"""Per-device health, from the checks' results alone (nothing re-reads the data).
+
+Each device gets its rows, coverage, first and last reading (liveness_check's `per_device`),
+its faults per check and its worst status. A check's faults on a device are the problem rows of
+its events on that device (`CheckResult.events`: counted per device and time bucket, a gap
+counting one) when the check locates its problems in time, and the counts of its findings that
+name the device where no event of it does (a device that stopped sending); for a check without
+events, the counts of its findings that name the device. A device's status is the worst severity of the findings naming it, and of the
+status of each check with faults on it (a check that passes, its few problems within chance,
+gives a device no status). Events and findings are bounded per check: `complete` says whether
+every check's were all kept.
+
+Up to `MAX_LISTED` devices are listed, worst first; with more, the `KEPT_WHEN_MORE` worst, and
+the others are counted (by status, and their faults per check).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from dq_agent.checks.liveness import TOOL as _PER_DEVICE_CHECK
+from dq_agent.outcome import Inspection
+from dq_agent.result import Event, Finding, Status, status_rank, worst_status
+
+MAX_LISTED = 10_000
+KEPT_WHEN_MORE = 1_000
+# The most findings a check lists (README "JSON report": `findings_left_out`).
+MAX_FINDINGS_LISTED = 20
+# Where the per-device rows, first and last reading and coverage come from (`_PER_DEVICE_CHECK`).
+_PER_DEVICE_KEY = "per_device"
+_PER_DEVICE_COUNT = "devices"
+
+
+@dataclass
+class DeviceHealth:
+    device: str
+    rows: int | None = None
+    coverage: float | None = None
+    first: str | None = None
+    last: str | None = None
+    status: Status = Status.PASS
+    faults: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fault_total(self) -> int:
+        return sum(self.faults.values())
+
+    def sort_key(self) -> tuple[int, int, str]:
+        return (-status_rank(self.status), -self.fault_total, self.device)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "rows": self.rows,
+            "coverage": self.coverage,
+            "first": self.first,
+            "last": self.last,
+            "status": str(self.status),
+            "faults": dict(self.faults),
+            "fault_total": self.fault_total,
+        }
+
+
+@dataclass
+class Health:
+    devices: list[DeviceHealth]
+    """The listed devices, worst first."""
+    total: int
+    complete: bool
+    left_out_by_status: dict[str, int] = field(default_factory=dict)
+    left_out_faults: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def left_out(self) -> int:
+        return self.total - len(self.devices)
+
+    def with_faults(self) -> list[DeviceHealth]:
+        """The listed devices with a status: faults of a check that warned or failed (a few
+        problems within chance give a device counts, not a status)."""
+        return [d for d in self.devices if d.status is not Status.PASS]
+
+    def summary_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "listed": len(self.devices),
+            "left_out": self.left_out,
+            "left_out_by_status": dict(self.left_out_by_status),
+            "left_out_faults": dict(self.left_out_faults),
+            "complete": self.complete,
+            "note": (
+                f"{self.left_out:,} devices left out: the {len(self.devices):,} worst are listed"
+                if self.left_out
+                else "every device is listed"
+            )
+            + (
+                ""
+                if self.complete
+                else "; fault counts may be partial (a check's events or findings are bounded)"
+            ),
+        }
+
+
+def device_health(inspection: Inspection) -> Health:
+    """The devices of the run, worst first, from the checks' results."""
+    devices: dict[str, DeviceHealth] = {}
+    if not inspection.dataset.roles.get("entity"):
+        return Health([], 0, complete=True)
+
+    def device(name: str) -> DeviceHealth:
+        if name not in devices:
+            devices[name] = DeviceHealth(name)
+        return devices[name]
+
+    complete = True
+    # liveness_check counts every device, and lists the first 10,000 (`per_device`).
+    counted = 0
+    for tool, result in inspection.checks.items():
+        if tool == _PER_DEVICE_CHECK:
+            counted = int(result.metrics.get(_PER_DEVICE_COUNT) or 0)
+            for name, facts in (result.metrics.get(_PER_DEVICE_KEY) or {}).items():
+                item = device(str(name))
+                item.rows, item.coverage = facts.get("rows"), facts.get("coverage")
+                item.first, item.last = facts.get("first"), facts.get("last")
+        counts: dict[str, int] = defaultdict(int)
+        if result.events:
+            complete = complete and result.events_complete
+            for event in result.events:
+                if event.entity is not None:
+                    counts[event.entity] += event.count
+            # A finding about a device that no event of the check shows (a device that stopped
+            # sending has no rows to put in time) counts on its own.
+            for finding in result.findings:
+                if finding.entity is not None and not _shown(finding, result.events):
+                    counts[finding.entity] += finding.count
+        else:
+            # A check that does not say how many findings it left out (its `findings_left_out`
+            # is null) has left none when its list is shorter than the most a list holds.
+            left = result.metrics.get("findings_left_out")
+            complete = complete and (
+                left == 0 or (left is None and len(result.findings) < MAX_FINDINGS_LISTED)
+            )
+            for finding in result.findings:
+                if finding.entity is not None:
+                    counts[finding.entity] += finding.count
+        check_status = result.status if result.status in (Status.WARN, Status.FAIL) else None
+        for name, count in counts.items():
+            item = device(name)
+            item.faults[tool] = item.faults.get(tool, 0) + count
+            if check_status is not None:
+                item.status = worst_status([item.status, check_status])
+        for finding in result.findings:
+            if finding.entity is not None and result.status is not Status.PASS:
+                item = device(finding.entity)
+                item.status = worst_status([item.status, finding.severity])
+    ranked = sorted(devices.values(), key=DeviceHealth.sort_key)
+    total = max(len(ranked), counted)
+    if total <= MAX_LISTED:
+        return Health(ranked, total, complete)
+    kept, rest = ranked[:KEPT_WHEN_MORE], ranked[KEPT_WHEN_MORE:]
+    by_status: dict[str, int] = defaultdict(int)
+    # The devices liveness_check counted but did not list, and no check found a fault on.
+    if total > len(ranked):
+        by_status[str(Status.PASS)] += total - len(ranked)
+    faults: dict[str, int] = defaultdict(int)
+    for item in rest:
+        by_status[str(item.status)] += 1
+        for tool, count in item.faults.items():
+            faults[tool] += count
+    return Health(kept, total, complete, dict(by_status), dict(faults))
+
+
+def _shown(finding: Finding, events: list[Event]) -> bool:
+    """Whether an event of the finding's device lies within the finding's time span (any
+    event of the device when the finding has no time)."""
+    start, end = _time(finding.start), _time(finding.end or finding.start)
+    for event in events:
+        if event.entity != finding.entity:
+            continue
+        if start is None or end is None or (event.start <= end and event.end >= start):
+            return True
+    return False
+
+
+def _time(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

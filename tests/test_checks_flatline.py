@@ -1,0 +1,160 @@
+"""flatline_check on small files with exactly known stuck runs, and clean data that passes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dq_agent.checks.base import Scope
+from dq_agent.checks.flatline import plan_flatline_check
+from dq_agent.config import Config
+from dq_agent.result import Status
+from tests.fixtures_checks import iso_minute, minute, run_check, write_csv, write_parquet
+from tests.fixtures_series import CLEAN_KINDS, clean_fleet
+
+HEADER = ["timestamp", "device_id", "temp", "rh", "setpoint", "valve"]
+MINUTES = 60
+
+
+def _varying(i: int, offset: float) -> float:
+    """A value that never repeats its neighbour."""
+    return round(offset + i * 0.013 + (i % 4) * 0.1, 3)
+
+
+def _temp_a(i: int) -> float:
+    if 10 <= i <= 24:  # stuck: 15 readings
+        return 21.5
+    if 40 <= i <= 44:  # 5 repeats: too short to call stuck
+        return 23.0
+    return _varying(i, 20.0)
+
+
+def _temp_b(i: int) -> float | int:
+    if i == 10:
+        return -999  # missing inside the run: neither breaks nor lengthens it
+    if 5 <= i <= 16:  # stuck: 11 readings
+        return 22.0
+    if 30 <= i <= 44:
+        return -999  # 15 sentinels: missing values, never a flat line
+    return _varying(i, 30.0)
+
+
+def _rh_b(i: int) -> float:
+    # 12 readings at -5: out of the 0-100 range, so the range check's, not a flat line.
+    return -5.0 if 20 <= i <= 31 else _varying(i, 50.0)
+
+
+def _fleet(tmp_path: Path) -> Path:
+    rows = [[minute(i), "a", _temp_a(i), _varying(i, 40.0), 50, 1.0] for i in range(MINUTES)] + [
+        [minute(i), "b", _temp_b(i), _rh_b(i), 50, _varying(i, 1.0)] for i in range(MINUTES)
+    ]
+    return write_csv(tmp_path / "fleet.csv", HEADER, rows)
+
+
+def _config() -> Config:
+    """The loader does not take a constant integer column for a value: name the values."""
+    config = Config()
+    config.columns.values = ["temp", "rh", "setpoint", "valve"]
+    return config
+
+
+def test_stuck_runs_are_found_with_start_end_and_length(tmp_path: Path) -> None:
+    result = run_check(plan_flatline_check, _fleet(tmp_path), _config())
+    metrics = result.metrics
+    temp = metrics["columns"]["temp"]
+    assert (temp["stuck_runs"], temp["stuck_readings"]) == (2, 26)
+    assert temp["checked_values"] == 2 * MINUTES - 16
+    assert temp["longest_run"] == {
+        "entity": "a",
+        "value": 21.5,
+        "length": 15,
+        "start": iso_minute(10),
+        "end": iso_minute(24),
+        "start_row": 10,
+        "end_row": 24,
+    }
+    runs = {(f.column, f.entity): f for f in result.findings}
+    b = runs["temp", "b"]
+    assert (b.count, b.start, b.end) == (11, iso_minute(5), iso_minute(16))
+    assert b.what == "temp stuck at 22 on b for 11 readings over 0:11:00"
+    # A whole device stuck while the other varies is stuck; out-of-range readings are not.
+    assert metrics["columns"]["valve"]["longest_run"]["length"] == MINUTES
+    assert metrics["columns"]["rh"]["stuck_runs"] == 0
+    assert metrics["constant_columns"] == ["setpoint"]
+    assert metrics["columns"]["setpoint"]["stuck_runs"] == 0
+    assert (metrics["stuck_runs"], metrics["stuck_readings"]) == (3, 26 + MINUTES)
+    assert result.status is Status.FAIL
+    assert "setpoint never varies" in result.summary
+
+
+def test_settings_move_the_line(tmp_path: Path) -> None:
+    path = _fleet(tmp_path)
+    config = _config()
+    config.flatline_check.min_readings = 5
+    config.flatline_check.excluded = ["val*", "setpoint"]
+    result = run_check(plan_flatline_check, path, config)
+    # Over a quarter of temp's steps repeat (the stuck runs): 5 repeats are not beyond chance.
+    assert result.metrics["columns"]["temp"]["stuck_runs"] == 2
+    assert result.metrics["excluded_columns"] == ["setpoint", "valve"]
+    config.flatline_check.chance = 1.0
+    result = run_check(plan_flatline_check, path, config)
+    assert result.metrics["columns"]["temp"]["stuck_runs"] == 3
+    config = _config()
+    config.flatline_check.flag_constant_columns = True
+    result = run_check(plan_flatline_check, path, config)
+    assert result.metrics["columns"]["setpoint"]["stuck_runs"] == 2
+    assert result.metrics["constant_columns"] == []
+
+
+def test_a_duration_alone_can_make_a_run_long_enough(tmp_path: Path) -> None:
+    config = Config()
+    config.flatline_check.min_readings = 100
+    config.flatline_check.min_duration_seconds = 12 * 60
+    result = run_check(plan_flatline_check, _fleet(tmp_path), config)
+    # a's 15 readings span 14 minutes; b's 11 readings only 11 minutes.
+    assert result.metrics["columns"]["temp"]["stuck_runs"] == 1
+
+
+def test_tolerance_joins_near_equal_readings(tmp_path: Path) -> None:
+    values = [10.0, 11.0] * 5 + [5.0 + 0.001 * (i % 2) for i in range(20)] + [12.0, 13.0] * 5
+    frame = pl.DataFrame({"level": values})
+    path = write_parquet(tmp_path / "t.parquet", frame)
+    assert run_check(plan_flatline_check, path).metrics["stuck_runs"] == 0
+    config = Config()
+    config.flatline_check.tolerance = 0.005
+    result = run_check(plan_flatline_check, path, config)
+    assert result.metrics["columns"]["level"]["longest_run"]["length"] == 20
+    assert result.metrics["columns"]["level"]["longest_run"]["start_row"] == 10
+
+
+def test_an_entity_scope_reports_rows_of_the_file(tmp_path: Path) -> None:
+    result = run_check(plan_flatline_check, _fleet(tmp_path), scope=Scope(entity="b"))
+    run = result.metrics["columns"]["temp"]["longest_run"]
+    assert (run["start_row"], run["end_row"]) == (MINUTES + 5, MINUTES + 16)
+
+
+@pytest.mark.parametrize("kind", CLEAN_KINDS)
+@pytest.mark.parametrize("size", [10, 1_000, 30_000])
+def test_clean_series_pass_at_every_size(tmp_path: Path, kind: str, size: int) -> None:
+    result = run_check(plan_flatline_check, clean_fleet(tmp_path, kind, size))
+    assert result.status is Status.PASS, result.summary
+
+
+def test_a_device_that_repeats_by_nature_is_judged_by_its_own_repeat_share(
+    tmp_path: Path,
+) -> None:
+    """Devices a and b read to six decimals; c is read to whole units and holds each value for
+    20 readings (its own repeat share 0.95, a third of that over the column): its runs are its
+    nature, not stuck. a stuck for 50 readings still is."""
+    rows = []
+    for i in range(600):
+        a = 20.0 if 300 <= i < 350 else 20.0 + ((i * 7919) % 1000) / 1e6
+        rows.append([minute(i), "a", a])
+        rows.append([minute(i), "b", 21.0 + ((i * 104729) % 1000) / 1e6])
+        rows.append([minute(i), "c", float((i // 20) % 2)])
+    path = write_csv(tmp_path / "slow.csv", ["timestamp", "device_id", "temp"], rows)
+    result = run_check(plan_flatline_check, path)
+    assert [(f.entity, f.count) for f in result.findings] == [("a", 50)]
+    assert result.metrics["stuck_readings"] == 50

@@ -1,0 +1,163 @@
+"""range_check on small files with exactly known out-of-range readings, and clean data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dq_agent.checks.base import Scope
+from dq_agent.checks.ranges import limits_for, plan_range_check, unit_limits
+from dq_agent.config import Config, resolve
+from dq_agent.errors import ConfigError
+from dq_agent.result import Status
+from tests.fixtures_checks import iso_minute, minute, run_check, write_csv, write_parquet
+from tests.fixtures_series import CLEAN_KINDS, clean_fleet
+
+HEADER = ["timestamp", "device_id", "rel_humidity", "temp_c", "pressure"]
+# Device a: humidity -3, -4, -5 at minutes 10-12 (one run of 3) and 104 at minute 20 (a run of
+# 1); -999 at minute 15 is a missing value, never out of range. Device b: -1 at minute 30.
+A_HUMIDITY = {10: -3.0, 11: -4.0, 12: -5.0, 15: -999, 20: 104.0}
+B_HUMIDITY = {30: -1.0}
+# temp_c has configured limits: fail above 90, suspect above 60. Device b: 95 (fail) at minute 5,
+# 70 (suspect) at minute 6.
+B_TEMP = {5: 95.0, 6: 70.0}
+
+
+def _fleet(tmp_path: Path) -> Path:
+    rows = [
+        [minute(i), "a", A_HUMIDITY.get(i, 50.0 + (i % 7) / 10), 20.0 + (i % 5) / 10, -3.0]
+        for i in range(40)
+    ] + [
+        [minute(i), "b", B_HUMIDITY.get(i, 40.0 + (i % 3) / 10), B_TEMP.get(i, 21.0), -2.5]
+        for i in range(40)
+    ]
+    return write_csv(tmp_path / "fleet.csv", HEADER, rows)
+
+
+def _config(**limits: dict[str, float]) -> Config:
+    config = Config()
+    config.range_check.limits = limits
+    return config
+
+
+def test_counts_runs_and_worst_values_per_device(tmp_path: Path) -> None:
+    config = _config(**{"temp*": {"max": 90.0, "suspect_max": 60.0}})
+    result = run_check(plan_range_check, _fleet(tmp_path), config)
+    metrics = result.metrics
+    humidity = metrics["columns"]["rel_humidity"]
+    assert (humidity["suspect_count"], humidity["fail_count"], humidity["runs"]) == (5, 0, 3)
+    assert humidity["devices_affected"] == 2
+    assert humidity["checked_values"] == 79  # the -999 is missing, not checked
+    assert humidity["limits"]["source"] == "unit default: percentage 0-100"
+    temp = metrics["columns"]["temp_c"]
+    assert (temp["fail_count"], temp["suspect_count"], temp["runs"]) == (1, 1, 1)
+    assert temp["limits"] == {
+        "min": None,
+        "max": 90.0,
+        "suspect_min": None,
+        "suspect_max": 60.0,
+        "source": "config",
+    }
+    # A plain "pressure" may be gauge pressure: negative values are not called out of range.
+    assert metrics["columns_without_limits"] == ["pressure"]
+    assert (metrics["out_of_range_count"], metrics["fail_count"]) == (7, 1)
+    assert result.status is Status.FAIL
+    by_place = {(f.column, f.entity): f for f in result.findings}
+    a = by_place["rel_humidity", "a"]
+    assert a.count == 4 and a.severity is Status.WARN
+    assert (a.start, a.end) == (iso_minute(10), iso_minute(20))
+    assert "longest 3" in a.what and "lowest -5, highest 104" in a.what
+    assert [e["value"] for e in a.examples] == [-5.0, -4.0, 104.0]
+    assert a.examples[0]["timestamp"] == iso_minute(12)
+    b_temp = by_place["temp_c", "b"]
+    assert b_temp.severity is Status.FAIL and b_temp.count == 2
+    assert "no limits for pressure" in result.summary
+
+
+def test_suspect_only_is_a_warning(tmp_path: Path) -> None:
+    result = run_check(plan_range_check, _fleet(tmp_path))
+    assert result.status is Status.WARN
+    assert result.metrics["columns_without_limits"] == ["temp_c", "pressure"]
+
+
+def test_configured_limits_replace_and_defaults_fill(tmp_path: Path) -> None:
+    config = _config(rel_humidity={"suspect_min": -10.0}, pressure={"min": -2.8})
+    result = run_check(plan_range_check, _fleet(tmp_path), config)
+    humidity = result.metrics["columns"]["rel_humidity"]
+    # -3..-5 are now within the suspect band; 104 is still above the unit default 100.
+    assert humidity["suspect_count"] == 1
+    assert humidity["limits"]["source"] == "config and unit default: percentage 0-100"
+    pressure = result.metrics["columns"]["pressure"]
+    assert (pressure["fail_count"], pressure["devices_affected"]) == (40, 1)
+
+
+def test_without_a_timestamp_rows_are_reported(tmp_path: Path) -> None:
+    frame = pl.DataFrame({"humidity_pct": [50.0, 101.0, 50.0, -1.0]})
+    result = run_check(plan_range_check, write_parquet(tmp_path / "h.parquet", frame))
+    finding = result.findings[0]
+    assert finding.count == 2 and finding.entity is None
+    assert sorted(e["row"] for e in finding.examples) == [1, 3]
+
+
+def test_an_entity_scope_reports_rows_of_the_file(tmp_path: Path) -> None:
+    path = _fleet(tmp_path)
+    result = run_check(plan_range_check, path, scope=Scope(entity="b"))
+    (finding,) = result.findings
+    assert finding.examples[0]["timestamp"] == iso_minute(30)
+    assert result.metrics["columns"]["rel_humidity"]["suspect_count"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("humidity", (0.0, 100.0)),
+        ("RH_1", (0.0, 100.0)),
+        ("valve_pct", (0.0, 100.0)),
+        ("load %", (0.0, 100.0)),
+        ("abs_pressure", (0.0, None)),
+        ("pressure_abs_hpa", (0.0, None)),
+        ("temp_k", (0.0, None)),
+        ("kelvin", (0.0, None)),
+        ("pressure", None),
+        ("temperature", None),
+        ("rhythm", None),
+        ("track", None),
+    ],
+)
+def test_unit_defaults_only_for_unmistakable_names(
+    name: str, expected: tuple[float, float | None] | None
+) -> None:
+    limits = unit_limits(name)
+    got = None if limits is None else (limits.suspect_min, limits.suspect_max)
+    assert got == expected
+
+
+def test_exact_names_win_over_patterns_and_excluded_columns_are_unchecked() -> None:
+    config = _config(**{"t*": {"max": 1.0}, "temp": {"max": 2.0}})
+    settings = config.range_check
+    assert limits_for("temp", settings).max == 2.0  # type: ignore[union-attr]
+    assert limits_for("tank", settings).max == 1.0  # type: ignore[union-attr]
+    settings.excluded = ["hum*"]
+    assert limits_for("humidity", settings) is None
+
+
+def test_bad_limits_are_config_errors(tmp_path: Path) -> None:
+    path = tmp_path / "dq.yaml"
+    path.write_text("range_check:\n  limits:\n    temp: {lowest: 1}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="use only min, max"):
+        resolve(path)
+    path.write_text("range_check:\n  limits:\n    temp: {min: 5, max: 1}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="have min <= max for 'temp'"):
+        resolve(path)
+    path.write_text("range_check:\n  limits:\n    temp: {min: 0, max: 9}\n", encoding="utf-8")
+    assert resolve(path).range_check.limits == {"temp": {"min": 0.0, "max": 9.0}}
+
+
+@pytest.mark.parametrize("kind", CLEAN_KINDS)
+@pytest.mark.parametrize("size", [10, 1_000, 30_000])
+def test_clean_humidity_passes_at_every_size(tmp_path: Path, kind: str, size: int) -> None:
+    result = run_check(plan_range_check, clean_fleet(tmp_path, kind, size))
+    assert result.status is Status.PASS, result.summary
+    assert result.metrics["columns"]["humidity"]["checked_values"] == 3 * size

@@ -1,0 +1,166 @@
+"""spike_check on small files with exactly known spikes and steps, and clean data that passes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from dq_agent.checks.spikes import plan_spike_check
+from dq_agent.config import Config
+from dq_agent.result import Status
+from tests.fixtures_checks import iso_minute, minute, run_check, write_csv, write_parquet
+from tests.fixtures_series import CLEAN_KINDS, clean_fleet
+
+MINUTES = 200
+HEADER = ["timestamp", "device_id", "temp"]
+
+
+def _noise(seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [round(20.0 + rng.gauss(0, 0.1), 3) for _ in range(MINUTES)]
+
+
+def _temp_a() -> list[float]:
+    values = _noise(1)
+    values[50] += 5.0  # a one-reading spike
+    values[100] += 4.0  # a two-reading spike
+    values[101] += 4.2
+    for i in range(150, MINUTES):  # a step that stays
+        values[i] += 3.0
+    return values
+
+
+def _temp_b() -> list[float | int]:
+    values: list[float | int] = list(_noise(2))
+    values[60] = -999  # a sentinel: missing, never a spike
+    values[80] = 100.0  # a spike, or out of range when temp has limits
+    for i in range(120, 140):  # stuck at a level 3 above: a flat line, not two steps
+        values[i] = 23.0
+    return values
+
+
+def _fleet(tmp_path: Path) -> Path:
+    a, b = _temp_a(), _temp_b()
+    rows = [[minute(i), "a", a[i]] for i in range(MINUTES)]
+    rows += [[minute(i), "b", b[i]] for i in range(MINUTES)]
+    return write_csv(tmp_path / "fleet.csv", HEADER, rows)
+
+
+def test_spikes_and_steps_are_told_apart(tmp_path: Path) -> None:
+    result = run_check(plan_spike_check, _fleet(tmp_path))
+    temp = result.metrics["columns"]["temp"]
+    assert (temp["spike_count"], temp["spike_readings"], temp["step_count"]) == (3, 4, 1)
+    assert temp["checked_values"] == 2 * MINUTES - 1 - 20  # the sentinel and the stuck run
+    found = {(f.entity, f.start, f.examples[0]["kind"], f.count) for f in result.findings}
+    assert found == {
+        ("a", iso_minute(50), "spike", 1),
+        ("a", iso_minute(100), "spike", 2),
+        ("a", iso_minute(150), "step", 1),
+        ("b", iso_minute(80), "spike", 1),
+    }
+    step = next(f for f in result.findings if f.examples[0]["kind"] == "step")
+    assert step.what.startswith("step in temp on a: ") and "and stays" in step.what
+    # 5 of 379 readings is over the default fail_at of 1%, but not beyond chance for a true
+    # rate of 1%: a warning.
+    assert result.status is Status.WARN
+
+
+def test_a_value_out_of_range_is_not_also_a_spike(tmp_path: Path) -> None:
+    config = Config()
+    config.range_check.limits = {"temp": {"max": 50.0}}
+    result = run_check(plan_spike_check, _fleet(tmp_path), config)
+    assert {(f.entity, f.start) for f in result.findings} == {
+        ("a", iso_minute(50)),
+        ("a", iso_minute(100)),
+        ("a", iso_minute(150)),
+    }
+
+
+def test_without_the_flat_line_check_a_stuck_level_makes_two_steps(tmp_path: Path) -> None:
+    config = Config()
+    config.flatline_check.excluded = ["temp"]
+    result = run_check(plan_spike_check, _fleet(tmp_path), config)
+    b = [f for f in result.findings if f.entity == "b"]
+    assert sorted((f.start, f.examples[0]["kind"]) for f in b) == [
+        (iso_minute(80), "spike"),
+        (iso_minute(120), "step"),
+        (iso_minute(140), "step"),
+    ]
+
+
+def test_max_rate_flags_what_the_spread_cannot(tmp_path: Path) -> None:
+    # A ramp of exactly 1 a minute has no spread: the jump of 11 at minute 30 is its own floor.
+    level = [i + (10 if i >= 30 else 0) for i in range(60)]
+    rows = [[minute(i), "a", level[i]] for i in range(60)]
+    path = write_csv(tmp_path / "ramp.csv", HEADER, rows)
+    assert run_check(plan_spike_check, path).metrics["step_count"] == 0
+    config = Config()
+    config.spike_check.max_rate = {"te*": 5.0}
+    config.spike_check.rate_unit = "minute"
+    result = run_check(plan_spike_check, path, config)
+    assert result.metrics["step_count"] == 1
+    assert result.findings[0].start == iso_minute(30)
+
+
+def test_a_change_across_a_gap_may_be_larger(tmp_path: Path) -> None:
+    # A drift of 0.05 a minute with small noise, and 30 minutes missing: the level moved 1.5.
+    rng = random.Random(3)
+    minutes = [i for i in range(120) if not 60 <= i < 90]
+    rows = [[minute(i), "a", round(0.05 * i + rng.gauss(0, 0.02), 3)] for i in minutes]
+    path = write_csv(tmp_path / "gap.csv", HEADER, rows)
+    assert run_check(plan_spike_check, path).metrics["step_count"] == 0
+
+
+def test_without_a_timestamp_rows_are_reported(tmp_path: Path) -> None:
+    values = _noise(4)
+    values[70] = 40.0
+    path = write_parquet(tmp_path / "v.parquet", pl.DataFrame({"v": values}))
+    result = run_check(plan_spike_check, path)
+    assert [f.examples[0]["row"] for f in result.findings] == [70]
+
+
+@pytest.mark.parametrize("kind", CLEAN_KINDS)
+@pytest.mark.parametrize("size", [10, 1_000, 30_000])
+def test_clean_series_pass_at_every_size(tmp_path: Path, kind: str, size: int) -> None:
+    result = run_check(plan_spike_check, clean_fleet(tmp_path, kind, size))
+    assert result.status is Status.PASS, result.summary
+
+
+def test_readings_without_a_time_are_nobody_s_neighbour(tmp_path: Path) -> None:
+    # A reading with an unparseable time sorts last in its series: never beside the last one.
+    values = _noise(5)
+    rows: list[list[object]] = [[minute(i), "a", values[i]] for i in range(MINUTES)]
+    rows.append(["not-a-time", "a", 60.0])
+    result = run_check(plan_spike_check, write_csv(tmp_path / "t.csv", HEADER, rows))
+    assert result.metrics["columns"]["temp"]["checked_values"] == MINUTES
+    assert result.status is Status.PASS
+
+
+def test_floating_point_rounding_is_no_spread(tmp_path: Path) -> None:
+    # 20.0, 20.1, 20.2 repeating: the changes +0.1 differ only in their last bits.
+    rows = [[minute(i), "s1", round(20.0 + (i % 3) / 10, 1)] for i in range(40)]
+    result = run_check(plan_spike_check, write_csv(tmp_path / "r.csv", HEADER, rows))
+    assert result.status is Status.PASS, result.summary
+
+
+def test_flagged_rows_name_each_reading_once_with_its_check(tmp_path: Path) -> None:
+    from dq_agent.checks.base import Scope
+    from dq_agent.checks.value_flags import flagged_rows
+    from dq_agent.load import load
+
+    config = Config()
+    config.range_check.limits = {"temp": {"max": 50.0}}
+    dataset = load(str(_fleet(tmp_path)), config)
+    flags = flagged_rows(dataset, Scope(), "temp", config).collect().sort("__at_row")
+    b = MINUTES  # device b's rows follow device a's 200 in the file
+    assert flags.rows() == [
+        (50, 3, "spike_check"),
+        (100, 3, "spike_check"),
+        (101, 3, "spike_check"),
+        (150, 3, "spike_check"),
+        (b + 80, 4, "range_check"),
+        *[(b + i, 4, "flatline_check") for i in range(120, 140)],
+    ]
