@@ -132,7 +132,9 @@ def spike(shape: Shape, canon: Canon, rng: np.random.Generator) -> tuple[Canon, 
     row = _pick(rng, _device_rows(canon, device), 1)
     # The value alone identifies the reading: a report without the device (no entity column
     # found) still shows it.
-    expect = Expectation(SPIKE_OWNERS, values=(SPIKE,), injected={"values": 1})
+    # One value, one cause: range_check runs first, and the value is beyond a humidity's 0-100 %.
+    owners = f"range_check|{SPIKE_OWNERS}" if sensor == RANGE_SENSOR else SPIKE_OWNERS
+    expect = Expectation(owners, values=(SPIKE,), injected={"values": 1})
     return _set_cells(canon, sensor, row, [SPIKE]), expect
 
 
