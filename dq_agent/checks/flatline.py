@@ -243,6 +243,10 @@ def _result(
         "constant_columns": constant,
         "excluded_columns": [c for c in columns if c not in checked],
         "columns": per_column,
+        # One finding per stuck run; each column lists at most MAX_FINDINGS of its runs.
+        "findings_left_out": max(
+            0, sum(m["stuck_runs"] for m in per_column.values()) - MAX_FINDINGS
+        ),
     }
     return CheckResult(
         TOOL, worst_status(statuses), _summary(metrics, constant), metrics, findings[:MAX_FINDINGS]

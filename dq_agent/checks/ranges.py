@@ -37,7 +37,7 @@ from dq_agent.checks.series_values import (
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_rank, worst_status
+from dq_agent.result import CheckResult, Finding, Status, left_out, status_rank, worst_status
 from dq_agent.settings import setting
 
 if TYPE_CHECKING:
@@ -286,9 +286,8 @@ def _result(
             for m in per_column.values()
         ]
     )
-    return CheckResult(
-        TOOL, status, _summary(per_column, unchecked), metrics, findings[:MAX_FINDINGS]
-    )
+    shown, metrics["findings_left_out"] = left_out(findings, MAX_FINDINGS)
+    return CheckResult(TOOL, status, _summary(per_column, unchecked), metrics, shown)
 
 
 def _finding(column: str, limits: Limits, row: dict[str, Any], has_time: bool) -> Finding:

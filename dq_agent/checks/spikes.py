@@ -383,6 +383,10 @@ def _result(
         "excluded_columns": [c for c in columns if c not in per_column],
         "columns": per_column,
     }
+    # One finding per spike or step; each column lists at most MAX_FINDINGS of its jumps.
+    metrics["findings_left_out"] = max(
+        0, metrics["spike_count"] + metrics["step_count"] - MAX_FINDINGS
+    )
     return CheckResult(
         TOOL, worst_status(statuses), _summary(metrics), metrics, findings[:MAX_FINDINGS]
     )

@@ -51,7 +51,7 @@ ul.findings{margin:4px 0 8px;padding-left:20px}.example{color:#656d76}
 .narrative{white-space:pre-wrap;background:#f6f8fa;padding:8px 12px;border-radius:4px}
 svg text.label{font:11px ui-monospace,monospace;text-anchor:end;fill:#1f2328}
 svg text.tick{font:10px ui-monospace,monospace;fill:#656d76}svg line.tick{stroke:#8c959f}
-svg rect.bar{fill:#cf222e}svg polyline.spark{fill:none;stroke:#0969da;stroke-width:1.5}svg circle.spark-end{fill:#0969da}
+svg rect.bar{fill:#57606a}svg polyline.spark{fill:none;stroke:#0969da;stroke-width:1.5}svg circle.spark-end{fill:#0969da}
 """ + "".join(f"svg rect.l{i}{{fill:{c}}}" for i, c in enumerate(LEVEL_COLOURS))
 
 
