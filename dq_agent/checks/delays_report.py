@@ -15,6 +15,7 @@ import polars as pl
 
 from dq_agent.checks.base import FILE_ROW, iso, plural
 from dq_agent.checks.dst import offset_cause, repeat_cause, skip_cause
+from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.result import (
     CheckResult,
     Finding,
@@ -229,7 +230,9 @@ class DelayFinisher:
             # Series that simply end at their own times (a fixed count of irregular readings)
             # are staggered: a stopped device lags far beyond the fleet's usual spread of ends.
             lag = pl.col("behind")
-            typical = lag.median() + STOPPED_LAG_Z * 1.4826 * (lag - lag.median()).abs().median()
+            typical = (
+                lag.median() + STOPPED_LAG_Z * MAD_TO_SIGMA * (lag - lag.median()).abs().median()
+            )
             far_behind = far_behind & (lag > typical)
         return lagging.filter(far_behind).sort(["newest", ENTITY], nulls_last=True)
 

@@ -21,6 +21,8 @@ NULL_DEGREES_OF_FREEDOM = 10
 NULL_MODEL = f"student_t_{NULL_DEGREES_OF_FREEDOM}"
 # The MAD of a normal sample is 0.6745 of its standard deviation.
 NORMAL_MAD = 0.6744897501960817
+# The MAD of a normal sample times this estimates its standard deviation.
+MAD_TO_SIGMA = 1 / NORMAL_MAD
 
 
 def t_tail(t: float, df: int = NULL_DEGREES_OF_FREEDOM) -> float:

@@ -34,6 +34,7 @@ from dq_agent.checks.base import (
     plural,
     series_rows,
 )
+from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
@@ -50,7 +51,6 @@ MAX_FINDINGS = 20
 MAX_DEVICES = 10_000
 FLEET_DEVICES = 5
 FLEET_SIGMAS = 4.0
-MAD_TO_SIGMA = 1.4826
 _ENTITY = "__entity"
 _STEP = "__step"
 

@@ -58,6 +58,7 @@ from dq_agent.checks.events import (
 from dq_agent.checks.evidence import (
     FAR,
     MAD_EFFICIENCY,
+    MAD_TO_SIGMA,
     NULL_MODEL,
     ROBUST_T_SCALE,
     STD_T_SCALE,
@@ -94,8 +95,8 @@ class OutlierCheckConfig:
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 MAX_GROUP_NAMES = 5
-# The MAD and the mean absolute deviation of a normal sample, times these, estimate its sigma.
-MAD_TO_SIGMA = 1.482602218505602
+# The mean absolute deviation of a normal sample times this estimates its sigma (the MAD:
+# evidence.MAD_TO_SIGMA).
 MEAN_ABS_TO_SIGMA = 1.2533141373155001
 # Fewer values than this say nothing about a spike: with two, both are equally far out, and
 # one of three always sits on the median.

@@ -34,7 +34,7 @@ import polars as pl
 
 from dq_agent.checks import flatline
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
-from dq_agent.checks.evidence import ROBUST_T_SCALE, t_tail
+from dq_agent.checks.evidence import MAD_TO_SIGMA, ROBUST_T_SCALE, t_tail
 from dq_agent.checks.flatline import (
     STUCK,
     FlatlineCheckConfig,
@@ -66,8 +66,6 @@ if TYPE_CHECKING:
 
 TOOL = "spike_check"
 MAX_FINDINGS = 20
-# The median absolute deviation of a normal sample times 1.4826 estimates its standard deviation.
-MAD_TO_SIGMA = 1.4826
 ROUNDING = 1e-9
 RATE_UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
 SPIKE, STEP = "spike", "step"
