@@ -1,19 +1,31 @@
 """flatline_check: stuck sensors, the same value (within `tolerance`) reading after reading.
 
 A run of repeats is called stuck when it is long (`min_readings`, or `min_duration_seconds` when
-set) and too long to be chance: with `p` the share of steps between neighbouring readings that
-repeat a value (over the column, all devices together), about `pairs * p ** (length - 1)` runs
-that long are expected by chance; the run is stuck when that is below `chance`. `p` is the
-device's own share outside the run when that is higher (a slow device read to 0.1 repeats
-more than the fleet). So a sensor read to 0.1 that often repeats needs a longer run than one
-with six decimals, and a column that never
-varies in the whole file (a setpoint, a state: `p` is 1) is not called stuck unless
-`flag_constant_columns` is set. A device that repeats one value all day while the others vary is.
+set) and too long to be chance: with `p` the chance that a reading repeats the one before,
+about `pairs * p ** (length - 1)` runs that long are expected by chance over the `pairs` steps
+of the run's group; the run is stuck when that is below `chance`. `p` is the share of the
+group's runs that repeat at all (each run counts once however long, so stuck runs cannot vouch
+for each other), or the device's own share of its other runs when that is higher (a slow device
+read to 0.1 repeats more than the fleet; with fewer than MIN_OTHER_RUNS other runs, its steps
+outside the run). So a sensor read to 0.1 that often repeats needs a longer run than one with
+six decimals, and a group that never varies in the whole file (a setpoint) is not called stuck
+unless `flag_constant_columns` is set. A device that repeats one value all day while the others
+vary is.
+
+The group is the column in the wide layout and the measured quantity in a long layout (the
+`variable` or tag: `series_kinds`), so a setpoint tag is a setpoint there too. Series that hold
+states (integer codes, as the loader leaves out of the wide layout's values) and series named
+by `excluded` are not checked.
+
+A rest level is a value at least REST_RUNS other long runs of the group sit at (a pump's 0.0
+while off, a valve pinned at 100 %): a run there is normal operation unless it is also far
+longer than the level's other runs allow (its own chance of staying, from their steps, gives
+fewer than `chance` runs as long), as a pump off for days where it is usually off for hours.
 
 Readings the range check flagged are left out first (one value, one cause), like missing values:
-neither can start, extend or end a flat line. One lazy query per column in series order: the run
-of each reading comes from cumulative expressions (forward and backward fills), no group-by per
-run and no loop over rows.
+neither can start, extend or end a flat line. Lazy queries per column in series order: the run
+of each reading comes from cumulative expressions (forward and backward fills); only the runs
+long enough to judge and the series are grouped; no loop over rows.
 """
 
 from __future__ import annotations
@@ -27,6 +39,15 @@ import polars as pl
 from dq_agent.checks import ranges
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
 from dq_agent.checks.ranges import GOOD, LEVEL, RangeCheckConfig, leveled_values, limits_for
+from dq_agent.checks.series_kinds import (
+    EXCLUDED,
+    GROUP,
+    KEY,
+    is_state,
+    series_matches,
+    series_table,
+    whole,
+)
 from dq_agent.checks.series_values import (
     AT_ROW,
     ENTITY,
@@ -37,7 +58,6 @@ from dq_agent.checks.series_values import (
     same_series,
     shared,
     value_columns,
-    with_per_series,
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -50,18 +70,37 @@ if TYPE_CHECKING:
 
 TOOL = "flatline_check"
 MAX_FINDINGS = 20
+MAX_NAMES = 5
 STUCK = "__stuck"
+SAME = "__same"
 RUN_START = "__run_start"
 RUN_LENGTH = "__run_length"
 RUN_END = "__run_end"
 RUN_END_ROW = "__run_end_row"
-_SAME = "__same"
-_P = "__p"
-_PAIRS = "__pairs"
-_DEVICE_SAME = "__device_same"
-_DEVICE_PAIRS = "__device_pairs"
+CONSTANT = "__constant"
+STATE = "__state"
+_RUN_AT = "__run_at"
+_WHOLE = "__whole"
+_LOW = "__low"
+_HIGH = "__high"
+_SAME_N = "__same_n"
+_PAIRS_N = "__pairs_n"
+_RUNS = "__runs"
+_REPEATING = "__repeating"
+_GROUP_KEY = "__group_key"
+_GROUP_SAME = "__group_same"
+_GROUP_PAIRS = "__group_pairs"
+_GROUP_SHARE = "__group_share"
+_SKIPPED = "__skipped"
+_LEVEL_RUNS = "__level_runs"
+_LEVEL_LONG = "__level_long"
+_LEVEL_STAYS = "__level_stays"
+MIN_OTHER_RUNS = 20
+"""A device's own share of repeating runs counts when it has this many other runs."""
 MIN_OUTSIDE_PAIRS = 20
-"""A device's own repeat share counts when it has this many steps outside the run."""
+"""Else its share of repeating steps outside the run counts with this many such steps."""
+REST_RUNS = 3
+"""A value this many other long runs of the group sit at is a rest level (off, fully open)."""
 
 
 @dataclass
@@ -104,59 +143,171 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
 
 
 def stuck_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`with_stuck` of `checked_values`, one shared node per column and settings."""
+    """`checked_values` with each reading's run (start, length, end) and whether it is in a
+    stuck run (STUCK): one shared node per column and settings."""
     settings = config.section(FlatlineCheckConfig)
-    limits = range_limits(column, config)
-    key = ("stuck", scope, column, limits, tuple(dataset.sentinels), repr(settings))
+    key = _key(dataset, scope, column, config)
     return shared(
-        dataset, key, lambda: with_stuck(checked_values(dataset, scope, column, config), settings)
+        dataset,
+        ("stuck", *key, repr(settings)),
+        lambda: _judged(
+            _runs(dataset, scope, column, config),
+            series_stats(dataset, scope, column, config),
+            settings,
+        ),
     )
 
 
-def with_stuck(values: pl.LazyFrame, settings: FlatlineCheckConfig) -> pl.LazyFrame:
-    """`values` (from `checked_values`) with, per reading, whether it is in a stuck run (STUCK),
-    whether it starts its run, and its run's length, end time and end row."""
-    same = ((pl.col(X) - pl.col(X).shift()).abs() <= settings.tolerance).fill_null(False)
-    same = same & same_series()
-    run_end = ~pl.col(_SAME).shift(-1).fill_null(False)
-    start_position = pl.when(~pl.col(_SAME)).then(pl.col(POSITION)).forward_fill()
-    length = (
-        pl.when(run_end).then(pl.col(POSITION) - start_position + 1).otherwise(None).backward_fill()
+def series_stats(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """One row per series of the column: its repeats and runs, its group's (`series_kinds`),
+    and whether it is left out (a state, or named by `excluded`)."""
+    settings = config.section(FlatlineCheckConfig)
+    kinds = series_table(dataset, settings.excluded)
+    key = _key(dataset, scope, column, config)
+    return shared(
+        dataset,
+        ("stuck series", *key, tuple(settings.excluded)),
+        lambda: _series(_runs(dataset, scope, column, config), kinds),
     )
-    long_enough = pl.col(RUN_LENGTH) >= settings.min_readings
-    if settings.min_duration_seconds is not None:
-        start_time = pl.when(~pl.col(_SAME)).then(pl.col(TIME)).forward_fill()
-        lasts = (pl.col(RUN_END) - start_time).dt.total_seconds() >= settings.min_duration_seconds
-        long_enough = long_enough | lasts.fill_null(False)
-    # The repeat share that makes a run likely: the column's, or the device's own outside the
-    # run when that is higher (a slow, coarsely read device repeats more than the fleet).
-    inside = pl.col(RUN_LENGTH) - 1
-    outside_pairs = pl.col(_DEVICE_PAIRS) - inside
-    own = pl.when(outside_pairs >= MIN_OUTSIDE_PAIRS).then(
-        (pl.col(_DEVICE_SAME) - inside) / outside_pairs
-    )
-    share = pl.max_horizontal(pl.col(_P), own.fill_null(0.0))
-    expected = pl.col(_PAIRS) * share.pow(pl.col(RUN_LENGTH) - 1)
-    unlikely = expected < settings.chance
-    if settings.flag_constant_columns:
-        unlikely = unlikely | (pl.col(_P) == 1)
-    marked = values.with_columns(same.alias(_SAME), same_series().alias(_PAIRS))
-    per_device = marked.group_by(SERIES).agg(
-        pl.col(_SAME).sum().alias(_DEVICE_SAME), pl.col(_PAIRS).sum().alias(_DEVICE_PAIRS)
-    )
-    return (
-        with_per_series(marked, per_device)
-        .with_columns(
-            (pl.col(_SAME).sum() / pl.col(_PAIRS).sum()).fill_nan(0.0).alias(_P),
-            pl.col(_PAIRS).sum().alias(_PAIRS),
-            (~pl.col(_SAME)).alias(RUN_START),
-            length.alias(RUN_LENGTH),
-            pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
-            pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
+
+
+def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[Any, ...]:
+    tolerance = config.section(FlatlineCheckConfig).tolerance
+    return (scope, column, range_limits(column, config), tuple(dataset.sentinels), tolerance)
+
+
+def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`checked_values` with, per reading, whether it repeats the one before (within
+    `tolerance`), starts its run, and its run's start position, length, end time and end row."""
+    tolerance = config.section(FlatlineCheckConfig).tolerance
+
+    def build() -> pl.LazyFrame:
+        same = ((pl.col(X) - pl.col(X).shift()).abs() <= tolerance).fill_null(False)
+        run_end = ~pl.col(SAME).shift(-1).fill_null(False)
+        length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
+        return (
+            checked_values(dataset, scope, column, config)
+            .with_columns((same & same_series()).alias(SAME))
+            .with_columns(
+                (~pl.col(SAME)).alias(RUN_START),
+                pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
+                pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
+                pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
+            )
+            .with_columns(length.alias(RUN_LENGTH))
         )
-        .with_columns((long_enough & unlikely).fill_null(False).alias(STUCK))
-        # What the readers use: the per-step marks stay out of the shared node.
-        .drop(_SAME, _DEVICE_SAME, _DEVICE_PAIRS)
+
+    return shared(dataset, ("runs", *_key(dataset, scope, column, config)), build)
+
+
+def _series(runs: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
+    per_series = runs.group_by(SERIES).agg(
+        pl.col(ENTITY).first().cast(pl.String).alias(KEY),
+        pl.col(SAME).sum().alias(_SAME_N),
+        (pl.len() - 1).alias(_PAIRS_N),
+        pl.col(RUN_START).sum().alias(_RUNS),
+        (pl.col(RUN_START) & (pl.col(RUN_LENGTH) >= 2)).sum().alias(_REPEATING),
+        whole(pl.col(X)).alias(_WHOLE),
+        pl.col(X).min().alias(_LOW),
+        pl.col(X).max().alias(_HIGH),
+    )
+    if kinds is None:
+        per_series = per_series.with_columns(
+            pl.lit(None, dtype=pl.String).alias(GROUP), pl.lit(False).alias(EXCLUDED)
+        )
+    else:
+        per_series = per_series.join(kinds, on=KEY, how="left").with_columns(
+            pl.col(EXCLUDED).fill_null(False)
+        )
+    group = pl.col(_GROUP_KEY)
+    named = pl.col(EXCLUDED)
+    state = is_state(
+        group,
+        pl.col(_WHOLE).filter(~named),
+        pl.col(_LOW).filter(~named),
+        pl.col(_HIGH).filter(~named),
+        (pl.col(_PAIRS_N) + 1).filter(~named),
+    )
+    kept = ~pl.col(STATE) & ~named
+
+    def total(name: str) -> pl.Expr:
+        return pl.col(name).filter(kept).sum().over(group)
+
+    return (
+        per_series.with_columns(pl.col(GROUP).fill_null("").alias(_GROUP_KEY))
+        .with_columns((state & ~named).alias(STATE))
+        .with_columns(
+            total(_SAME_N).alias(_GROUP_SAME),
+            total(_PAIRS_N).alias(_GROUP_PAIRS),
+            # The share of the group's runs that repeat at all: each run counts once however
+            # long, so a few stuck runs barely move it (their readings would dominate a share
+            # of steps, and then vouch for each other).
+            (total(_REPEATING) / total(_RUNS)).fill_nan(None).alias(_GROUP_SHARE),
+        )
+        .with_columns(
+            (
+                kept & (pl.col(_GROUP_PAIRS) > 0) & (pl.col(_GROUP_SAME) == pl.col(_GROUP_PAIRS))
+            ).alias(CONSTANT),
+            (~kept).alias(_SKIPPED),
+        )
+    )
+
+
+def _judged(
+    runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig
+) -> pl.LazyFrame:
+    """`runs` with STUCK: the reading lies in a run long enough and beyond chance."""
+    length = pl.col(RUN_LENGTH)
+    long_enough = length >= settings.min_readings
+    if settings.min_duration_seconds is not None:
+        lasts = (pl.col(RUN_END) - pl.col(TIME)).dt.total_seconds() >= settings.min_duration_seconds
+        long_enough = long_enough | lasts.fill_null(False)
+    starts = runs.filter(pl.col(RUN_START)).select(SERIES, X, TIME, _RUN_AT, RUN_LENGTH, RUN_END)
+    candidates = starts.filter(long_enough).join(series, on=SERIES, how="left")
+    # The runs at the candidates' values, over the group: a value many long runs sit at is a
+    # rest level (off, fully open), with its own chance of staying.
+    levels = (
+        starts.join(candidates.select(X).unique(), on=X, how="semi")
+        .join(series.filter(~pl.col(_SKIPPED)).select(SERIES, _GROUP_KEY), on=SERIES)
+        .group_by(_GROUP_KEY, X)
+        .agg(
+            pl.len().alias(_LEVEL_RUNS),
+            (pl.col(RUN_LENGTH) >= settings.min_readings).sum().alias(_LEVEL_LONG),
+            (pl.col(RUN_LENGTH) - 1).sum().alias(_LEVEL_STAYS),
+        )
+    )
+    inside = length - 1
+    # The device's own chance to repeat, when higher than its group's (a slow, coarsely read
+    # device repeats more than the fleet): its other runs' share that repeat, or with too few
+    # runs (a setpoint changed once) its steps outside the run that repeat.
+    other_runs = pl.col(_RUNS) - 1
+    own_runs = pl.when(other_runs >= MIN_OTHER_RUNS).then(
+        (pl.col(_REPEATING) - (length >= 2).cast(pl.Int64)) / other_runs
+    )
+    outside_pairs = pl.col(_PAIRS_N) - inside
+    own_steps = pl.when(outside_pairs >= MIN_OUTSIDE_PAIRS).then(
+        (pl.col(_SAME_N) - inside) / outside_pairs
+    )
+    share = pl.max_horizontal(
+        pl.col(_GROUP_SHARE).fill_null(0.0), pl.coalesce(own_runs, own_steps, pl.lit(0.0))
+    )
+    unlikely = pl.col(_GROUP_PAIRS) * share.pow(inside) < settings.chance
+    # At a rest level, a run is only stuck when also far longer than the level's other runs
+    # allow: each stays with the share of their steps that stayed (leave-one-out).
+    stays = pl.col(_LEVEL_STAYS) - inside
+    level_share = stays / (stays + pl.col(_LEVEL_RUNS) - 1)
+    at_rest = (pl.col(_LEVEL_LONG) - long_enough.cast(pl.Int64)) >= REST_RUNS
+    usual = at_rest & (pl.col(_LEVEL_RUNS) * level_share.pow(inside) >= settings.chance)
+    unlikely = unlikely & ~usual.fill_null(False)
+    if settings.flag_constant_columns:
+        unlikely = unlikely | pl.col(CONSTANT)
+    stuck = (
+        candidates.join(levels, on=[_GROUP_KEY, X], how="left")
+        .filter(unlikely & ~pl.col(_SKIPPED))
+        .select(_RUN_AT, pl.lit(True).alias(STUCK))
+    )
+    return runs.join(stuck, on=_RUN_AT, how="left", maintain_order="left").with_columns(
+        pl.col(STUCK).fill_null(False)
     )
 
 
@@ -167,12 +318,24 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
     queries: list[pl.LazyFrame] = []
     for column in checked:
         runs = stuck_values(dataset, scope, column, config)
-        queries += [_stats(runs), runs.filter(pl.col(STUCK) & pl.col(RUN_START))]
+        series = series_stats(dataset, scope, column, config)
+        queries += [_stats(runs, series), runs.filter(pl.col(STUCK) & pl.col(RUN_START))]
+    # Which exclusions name a series (a tag of a long layout), to say those naming nothing.
+    queries.append(series_matches(dataset, settings.excluded))
     has_time = dataset.roles.timestamp is not None
+    names = dataset.roles.values
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        pairs = zip(frames[::2], frames[1::2], strict=True)
-        return _result(checked, dict(zip(checked, pairs, strict=True)), columns, settings, has_time)
+        pairs = zip(frames[:-1:2], frames[1:-1:2], strict=True)
+        matches = frames[-1].row(0) if frames[-1].width else ()
+        unmatched = [
+            p
+            for p, series in zip(settings.excluded, matches, strict=True)
+            if not series and not any(matches_any(c, [p]) for c in names)
+        ]
+        return _result(
+            checked, dict(zip(checked, pairs, strict=True)), columns, settings, has_time, unmatched
+        )
 
     engines: list[Engine] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
@@ -195,12 +358,22 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(runs: pl.LazyFrame) -> pl.LazyFrame:
-    return runs.select(
-        pl.len().alias("values"),
-        pl.col(_P).first().fill_null(0.0).alias("repeat_share"),
-        pl.col(_PAIRS).first().fill_null(0).alias("pairs"),
-        pl.col(STUCK).sum().alias("stuck_readings"),
+def _stats(runs: pl.LazyFrame, series: pl.LazyFrame) -> pl.LazyFrame:
+    kept = ~pl.col(_SKIPPED)
+    constant = pl.col(_GROUP_KEY).filter(pl.col(CONSTANT)).unique()
+    return runs.select(pl.len().alias("values"), pl.col(STUCK).sum().alias("stuck_readings")).join(
+        series.select(
+            (pl.col(_SAME_N).filter(kept).sum() / pl.col(_PAIRS_N).filter(kept).sum())
+            .fill_nan(0.0)
+            .fill_null(0.0)
+            .alias("repeat_share"),
+            constant.sort().head(MAX_NAMES).implode().alias("constant"),
+            constant.len().alias("constant_groups"),
+            pl.col(_GROUP_KEY).filter(kept).n_unique().alias("groups"),
+            pl.col(STATE).sum().alias("state_series"),
+            pl.col(EXCLUDED).sum().alias("excluded_series"),
+        ),
+        how="cross",
     )
 
 
@@ -210,17 +383,26 @@ def _result(
     columns: Sequence[str],
     settings: FlatlineCheckConfig,
     has_time: bool,
+    unmatched: Sequence[str],
 ) -> CheckResult:
     per_column: dict[str, dict[str, Any]] = {}
     findings: list[Finding] = []
     statuses: list[Status] = []
     constant: list[str] = []
+    constant_series: list[str] = []
     for column in checked:
         stats_frame, runs = frames[column]
         stats = stats_frame.row(0, named=True)
         values, stuck = int(stats["values"]), int(stats["stuck_readings"])
-        if stats["repeat_share"] == 1.0 and not settings.flag_constant_columns:
-            constant.append(column)
+        groups: list[str] = []
+        if not settings.flag_constant_columns and stats["constant_groups"]:
+            # Nothing varies in the column at all (every device, every quantity); else in a
+            # long layout (groups named, not ""), the quantities that never vary.
+            if stats["constant_groups"] == stats["groups"]:
+                constant.append(column)
+            else:
+                groups = [g for g in stats["constant"] if g]
+                constant_series += groups
         status = status_from_thresholds(stuck, values, settings.warn_at, settings.fail_at)
         statuses.append(status)
         runs = runs.sort([RUN_LENGTH, ENTITY, POSITION], descending=[True, False, False])
@@ -230,6 +412,9 @@ def _result(
             "stuck_runs": runs.height,
             "stuck_readings": stuck,
             "longest_run": _run(runs.row(0, named=True), has_time) if runs.height else None,
+            "state_series": int(stats["state_series"]),
+            "excluded_series": int(stats["excluded_series"]),
+            "constant_series": groups,
         }
         severity = Status.FAIL if status is Status.FAIL else Status.WARN
         findings += [
@@ -241,7 +426,13 @@ def _result(
         "stuck_runs": sum(m["stuck_runs"] for m in per_column.values()),
         "stuck_readings": sum(m["stuck_readings"] for m in per_column.values()),
         "constant_columns": constant,
+        # In a long layout: the quantities (tags, variables) that never vary, at most MAX_NAMES
+        # per column.
+        "constant_series": constant_series,
+        "state_series": sum(m["state_series"] for m in per_column.values()),
         "excluded_columns": [c for c in columns if c not in checked],
+        "excluded_series": sum(m["excluded_series"] for m in per_column.values()),
+        "unmatched_exclusions": list(unmatched),
         "columns": per_column,
         # One finding per stuck run; each column lists at most MAX_FINDINGS of its runs.
         "findings_left_out": max(
@@ -249,7 +440,7 @@ def _result(
         ),
     }
     return CheckResult(
-        TOOL, worst_status(statuses), _summary(metrics, constant), metrics, findings[:MAX_FINDINGS]
+        TOOL, worst_status(statuses), _summary(metrics), metrics, findings[:MAX_FINDINGS]
     )
 
 
@@ -295,10 +486,21 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
     )
 
 
-def _summary(metrics: dict[str, Any], constant: Sequence[str]) -> str:
-    note = f"; {', '.join(constant[:5])} never varies (not called stuck)" if constant else ""
+def _summary(metrics: dict[str, Any]) -> str:
     if not metrics["columns"]:
         return "no numeric value column to check for stuck sensors"
+    constant = [*metrics["constant_columns"], *metrics["constant_series"]]
+    notes = (
+        [f"{', '.join(constant[:MAX_NAMES])} never varies (not called stuck)"] if constant else []
+    )
+    if metrics["state_series"]:
+        notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")
+    if metrics["unmatched_exclusions"]:
+        notes.append(
+            "flatline_check.excluded names no column or series: "
+            + ", ".join(metrics["unmatched_exclusions"])
+        )
+    note = "".join(f"; {n}" for n in notes)
     if not metrics["stuck_runs"]:
         return f"no stuck runs in {len(metrics['columns'])} columns" + note
     affected = [(c, m) for c, m in metrics["columns"].items() if m["stuck_runs"]]
