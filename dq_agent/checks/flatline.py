@@ -72,6 +72,7 @@ TOOL = "flatline_check"
 MAX_FINDINGS = 20
 MAX_NAMES = 5
 STUCK = "__stuck"
+AT_REST = "__at_rest"
 SAME = "__same"
 RUN_START = "__run_start"
 RUN_LENGTH = "__run_length"
@@ -144,12 +145,23 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
 
 def stuck_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """`checked_values` with each reading's run (start, length, end) and whether it is in a
-    stuck run (STUCK): one shared node per column and settings."""
+    stuck run (STUCK): what the later checks read (a filter of one shared node per column and
+    settings). The readings of runs at a rest level are left out: a pump off is neither stuck,
+    nor a jump to and from 0 for spike_check, nor an outlier of its running readings."""
+    return _all_judged(dataset, scope, column, config).filter(~pl.col(AT_REST))
+
+
+def rest_rows(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """AT_ROW of the readings in runs at a rest level (normal operation, not stuck)."""
+    return _all_judged(dataset, scope, column, config).filter(pl.col(AT_REST)).select(AT_ROW)
+
+
+def _all_judged(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     settings = config.section(FlatlineCheckConfig)
-    key = _key(dataset, scope, column, config)
+    key = ("judged", *_key(dataset, scope, column, config), repr(settings))
     return shared(
         dataset,
-        ("stuck", *key, repr(settings)),
+        key,
         lambda: _judged(
             _runs(dataset, scope, column, config),
             series_stats(dataset, scope, column, config),
@@ -163,12 +175,7 @@ def series_stats(dataset: Dataset, scope: Scope, column: str, config: Config) ->
     and whether it is left out (a state, or named by `excluded`)."""
     settings = config.section(FlatlineCheckConfig)
     kinds = series_table(dataset, settings.excluded)
-    key = _key(dataset, scope, column, config)
-    return shared(
-        dataset,
-        ("stuck series", *key, tuple(settings.excluded)),
-        lambda: _series(_runs(dataset, scope, column, config), kinds),
-    )
+    return _series(_runs(dataset, scope, column, config), kinds)
 
 
 def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[Any, ...]:
@@ -197,7 +204,7 @@ def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.Laz
             .with_columns(length.alias(RUN_LENGTH))
         )
 
-    return shared(dataset, ("runs", *_key(dataset, scope, column, config)), build)
+    return build()
 
 
 def _series(runs: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
@@ -298,16 +305,18 @@ def _judged(
     level_share = stays / (stays + pl.col(_LEVEL_RUNS) - 1)
     at_rest = (pl.col(_LEVEL_LONG) - long_enough.cast(pl.Int64)) >= REST_RUNS
     usual = at_rest & (pl.col(_LEVEL_RUNS) * level_share.pow(inside) >= settings.chance)
-    unlikely = unlikely & ~usual.fill_null(False)
+    usual = usual.fill_null(False)
+    unlikely = unlikely & ~usual
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
-    stuck = (
+    judged = (
         candidates.join(levels, on=[_GROUP_KEY, X], how="left")
-        .filter(unlikely & ~pl.col(_SKIPPED))
-        .select(_RUN_AT, pl.lit(True).alias(STUCK))
+        .filter(~pl.col(_SKIPPED))
+        .select(_RUN_AT, unlikely.alias(STUCK), (usual & ~unlikely).alias(AT_REST))
+        .filter(pl.col(STUCK) | pl.col(AT_REST))
     )
-    return runs.join(stuck, on=_RUN_AT, how="left", maintain_order="left").with_columns(
-        pl.col(STUCK).fill_null(False)
+    return runs.join(judged, on=_RUN_AT, how="left", maintain_order="left").with_columns(
+        pl.col(STUCK).fill_null(False), pl.col(AT_REST).fill_null(False)
     )
 
 
@@ -317,7 +326,7 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
     queries: list[pl.LazyFrame] = []
     for column in checked:
-        runs = stuck_values(dataset, scope, column, config)
+        runs = _all_judged(dataset, scope, column, config)
         series = series_stats(dataset, scope, column, config)
         queries += [_stats(runs, series), runs.filter(pl.col(STUCK) & pl.col(RUN_START))]
     # Which exclusions name a series (a tag of a long layout), to say those naming nothing.
@@ -361,7 +370,11 @@ SPEC = CheckSpec(
 def _stats(runs: pl.LazyFrame, series: pl.LazyFrame) -> pl.LazyFrame:
     kept = ~pl.col(_SKIPPED)
     constant = pl.col(_GROUP_KEY).filter(pl.col(CONSTANT)).unique()
-    return runs.select(pl.len().alias("values"), pl.col(STUCK).sum().alias("stuck_readings")).join(
+    return runs.select(
+        pl.len().alias("values"),
+        pl.col(STUCK).sum().alias("stuck_readings"),
+        pl.col(AT_REST).sum().alias("rest_readings"),
+    ).join(
         series.select(
             (pl.col(_SAME_N).filter(kept).sum() / pl.col(_PAIRS_N).filter(kept).sum())
             .fill_nan(0.0)
@@ -412,6 +425,7 @@ def _result(
             "stuck_runs": runs.height,
             "stuck_readings": stuck,
             "longest_run": _run(runs.row(0, named=True), has_time) if runs.height else None,
+            "rest_readings": int(stats["rest_readings"]),
             "state_series": int(stats["state_series"]),
             "excluded_series": int(stats["excluded_series"]),
             "constant_series": groups,
@@ -425,6 +439,7 @@ def _result(
     metrics: dict[str, Any] = {
         "stuck_runs": sum(m["stuck_runs"] for m in per_column.values()),
         "stuck_readings": sum(m["stuck_readings"] for m in per_column.values()),
+        "rest_readings": sum(m["rest_readings"] for m in per_column.values()),
         "constant_columns": constant,
         # In a long layout: the quantities (tags, variables) that never vary, at most MAX_NAMES
         # per column.
@@ -493,6 +508,11 @@ def _summary(metrics: dict[str, Any]) -> str:
     notes = (
         [f"{', '.join(constant[:MAX_NAMES])} never varies (not called stuck)"] if constant else []
     )
+    if metrics["rest_readings"]:
+        notes.append(
+            f"{plural(metrics['rest_readings'], 'reading')} at a level the series rests at "
+            "(off, fully open) in runs as long as usual there: normal operation"
+        )
     if metrics["state_series"]:
         notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")
     if metrics["unmatched_exclusions"]:

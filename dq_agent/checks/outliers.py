@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dq_agent.checks import flatline, spikes
 from dq_agent.checks.base import (
     FILE_ROW,
     ORDER,
@@ -66,7 +67,8 @@ from dq_agent.checks.evidence import (
     group_p_value,
     z_tail,
 )
-from dq_agent.checks.series_values import AT_ROW
+from dq_agent.checks.series_kinds import GROUP, KEY, is_state, series_table, whole
+from dq_agent.checks.series_values import AT_ROW, matches_any
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.checks.value_flags import flagged_rows
 from dq_agent.load import Dataset, is_measurement
@@ -110,6 +112,7 @@ _MAX_DECIMALS = 6
 QUANTISED_MAD_STEPS = 10
 _RESOLUTION_SAMPLE = 10_000
 _ENTITY = "__entity"
+_GROUP = "__group"
 _TIME = "__time"
 _X = "__x"
 _Z = "__z"
@@ -117,7 +120,7 @@ _ABS_Z = "__abs_z"
 _ZL = "__zl"
 
 # How a group was judged (`_route`).
-_TOO_SMALL, _OWN, _FLEET, _CONSTANT = 0, 1, 2, 3
+_TOO_SMALL, _OWN, _FLEET, _CONSTANT, _STATE = 0, 1, 2, 3, 4
 # Per column metrics in their documented order (the JSON report keeps it).
 _METRIC_ORDER = (
     "outlier_count",
@@ -127,11 +130,13 @@ _METRIC_ORDER = (
     "checked_values",
     "skipped_values",
     "left_out_flagged",
+    "left_out_at_rest",
     "groups_checked",
     "groups_own_spread",
     "groups_fleet_spread",
     "groups_too_small",
     "zero_variance_groups",
+    "state_groups",
     "spread_fallback_groups",
     "fleet_spread",
     "resolution",
@@ -169,7 +174,7 @@ def plan_outlier_check(dataset: Dataset, config: Config, scope: Scope) -> CheckP
         )
         return CheckPlan(TOOL, [], _nothing(summary, Status.WARN, settings))
     values = _values(dataset, scope, columns, config)
-    stats = _group_stats(values, len(columns)).cache()
+    stats = _with_states(_group_stats(values, len(columns)), dataset, len(columns)).cache()
     per_column = _column_stats(values, stats, schema, columns).cache()
     groups = _judged_groups(stats, per_column, len(columns), settings).cache()
     queries = [groups, _outlier_rows(values, groups, len(columns), settings), per_column]
@@ -298,15 +303,7 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
     # it is not copied once per column.
     marks = [
         rows.select(AT_ROW)
-        .join(
-            flagged_rows(dataset, scope, name, config)
-            .select(AT_ROW)
-            .unique()
-            .with_columns(pl.lit(True).alias(_flagged(i))),
-            on=AT_ROW,
-            how="left",
-            maintain_order="left",
-        )
+        .join(_marks(dataset, scope, name, config, i), on=AT_ROW, how="left", maintain_order="left")
         .drop(AT_ROW)
         for i, name in enumerate(columns)
     ]
@@ -315,10 +312,19 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
         expr
         for i in range(len(columns))
         for expr in (
-            (pl.col(_flagged(i)).fill_null(False) & pl.col(_x(i)).is_not_null()).alias(_flagged(i)),
+            (
+                pl.col(_flagged(i)).fill_null(False)
+                & ~pl.col(_rest_mark(i)).fill_null(False)
+                & pl.col(_x(i)).is_not_null()
+            ).alias(_flagged(i)),
+            (pl.col(_rest_mark(i)).fill_null(False) & pl.col(_x(i)).is_not_null()).alias(
+                _rest_mark(i)
+            ),
             pl.when(pl.col(_flagged(i)).is_null()).then(pl.col(_x(i))).alias(_x(i)),
+            pl.col(_step(i)).fill_null(False).cum_sum().alias(_segment(i)),
         )
     )
+    rows = _on_one_level(rows, len(columns))
     return (
         rows
         # Distances from the mean of the two readings before and of the two after: columns of
@@ -336,6 +342,75 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
         # Read by several queries: computed once.
         .cache()
     )
+
+
+def _marks(dataset: Dataset, scope: Scope, name: str, config: Config, i: int) -> pl.LazyFrame:
+    """AT_ROW of the column's readings an earlier check flagged or that rest at a level
+    (`_flagged`: left out), whether one rests (`_rest`: counted apart) and whether one starts
+    a step that spike_check found to persist (`_step`)."""
+    parts = [
+        rows.select(AT_ROW, pl.lit(rest).alias("r"), pl.lit(step).alias("s"))
+        for rows, rest, step in (
+            (flagged_rows(dataset, scope, name, config), False, False),
+            (_rest(dataset, scope, name, config), True, False),
+            (_steps(dataset, scope, name, config), False, True),
+        )
+    ]
+    return (
+        pl.concat([p.cast({AT_ROW: pl.Int64}) for p in parts])
+        .group_by(AT_ROW)
+        .agg(pl.col("r").any().alias(_rest_mark(i)), pl.col("s").any().alias(_step(i)))
+        .with_columns(pl.lit(True).alias(_flagged(i)))
+    )
+
+
+def _rest(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.LazyFrame:
+    """AT_ROW of the readings flatline_check finds resting at a level (a pump off), when it
+    runs and checks the column: normal operation, not a reading of the running process."""
+    settings = config.section(flatline.FlatlineCheckConfig)
+    if flatline.TOOL not in config.selected_checks() or matches_any(name, settings.excluded):
+        return pl.LazyFrame(schema={AT_ROW: pl.Int64})
+    return flatline.rest_rows(dataset, scope, name, config)
+
+
+def _steps(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.LazyFrame:
+    """AT_ROW of the first reading after each step that spike_check reports (a jump that does
+    not come back), when spike_check runs and checks the column."""
+    settings = config.section(spikes.SpikeCheckConfig)
+    if spikes.TOOL not in config.selected_checks() or matches_any(name, settings.excluded):
+        return pl.LazyFrame(schema={AT_ROW: pl.Int64})
+    return (
+        spikes.jump_values(dataset, scope, name, config, settings)
+        .filter(pl.col(spikes.JUMP) & pl.col(spikes.WIDTH).is_null() & ~pl.col(spikes.COVERED))
+        .select(pl.col(AT_ROW).cast(pl.Int64))
+    )
+
+
+def _on_one_level(rows: pl.LazyFrame, count: int) -> pl.LazyFrame:
+    """Each reading's level (`_level`): the median of its segment between the persisting
+    steps spike_check found, on a series with such a step; null on other series."""
+    return rows.with_columns(
+        pl.when(pl.col(_step(i)).any().over(SERIES))
+        .then(pl.col(_x(i)).median().over(SERIES, _segment(i)))
+        .alias(_level(i))
+        for i in range(count)
+    ).drop(*[c for i in range(count) for c in (_segment(i), _step(i))])
+
+
+def _step(i: int) -> str:
+    return f"__step{i}"
+
+
+def _segment(i: int) -> str:
+    return f"__segment{i}"
+
+
+def _rest_mark(i: int) -> str:
+    return f"__rest{i}"
+
+
+def _level(i: int) -> str:
+    return f"__level{i}"
 
 
 def _after(i: int) -> str:
@@ -370,6 +445,7 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
         exprs += [
             x.count().cast(pl.Int64).alias(_stat("n", i)),
             pl.col(_flagged(i)).sum().cast(pl.Int64).alias(_stat("flagged", i)),
+            pl.col(_rest_mark(i)).sum().cast(pl.Int64).alias(_stat("rest", i)),
             x.median().alias(_stat("median", i)),
             deviation.median().fill_null(0.0).alias(_stat("mad", i)),
             # Where the MAD falls among the deviations: the share below it and at it, for
@@ -384,6 +460,7 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
             x.std(ddof=1).fill_null(0.0).alias(_stat("std", i)),
             x.min().alias(_stat("min", i)),
             x.max().alias(_stat("max", i)),
+            whole(x).alias(_stat("whole", i)),
             pl.col(_local(i)).abs().median().fill_null(0.0).alias(_stat("local_mad", i)),
             pl.col(_local(i)).abs().mean().fill_null(0.0).alias(_stat("local_meanad", i)),
         ]
@@ -394,6 +471,33 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
         .agg(pl.col(_ENTITY).first(), *exprs)
         .with_columns(_rho(i).alias(_stat("rho", i)) for i in range(count))
     )
+
+
+def _with_states(stats: pl.LazyFrame, dataset: Dataset, count: int) -> pl.LazyFrame:
+    """The group table with `state` per column: the series holds states (integer codes), as
+    the wide layout's integer state columns, which are no values (`series_kinds.is_state`,
+    decided over the quantity: a long layout's variable or tag, else the column)."""
+    kinds = series_table(dataset, [])
+    if kinds is None:
+        stats = stats.with_columns(pl.lit("").alias(_GROUP))
+    else:
+        stats = stats.join(
+            kinds.select(pl.col(KEY).alias(_ENTITY), pl.col(GROUP).fill_null("").alias(_GROUP)),
+            on=_ENTITY,
+            how="left",
+            nulls_equal=True,
+        )
+    group = pl.col(_GROUP).fill_null("")
+    return stats.with_columns(
+        is_state(
+            group,
+            pl.col(_stat("whole", i)).filter(pl.col(_stat("n", i)) > 0),
+            pl.col(_stat("min", i)),
+            pl.col(_stat("max", i)),
+            pl.col(_stat("n", i)),
+        ).alias(_stat("state", i))
+        for i in range(count)
+    ).drop(_GROUP)
 
 
 def _tie(x: pl.Expr) -> pl.Expr:
@@ -474,7 +578,7 @@ def _column_stats(
         mad = _mad(i, pl.col(_stat("resolution", i)))
         meanad = pl.col(_stat("meanad", i))
         # A flat group's zero spread would shrink the fleet's: only groups that vary count.
-        eligible = (n >= MIN_FLEET_GROUP) & (meanad > 0)
+        eligible = (n >= MIN_FLEET_GROUP) & (meanad > 0) & ~pl.col(_stat("state", i))
         spread = pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(
             meanad * MEAN_ABS_TO_SIGMA
         ) * _unbiased(n)
@@ -522,7 +626,9 @@ def _judged_groups(
         )
         big = n >= settings.min_group_size
         route = (
-            pl.when(n < MIN_FLEET_GROUP)
+            pl.when(pl.col(_stat("state", i)))
+            .then(_STATE)
+            .when(n < MIN_FLEET_GROUP)
             .then(_TOO_SMALL)
             .when(big & constant)
             .then(_CONSTANT)
@@ -543,6 +649,7 @@ def _judged_groups(
         exprs += [
             n,
             pl.col(_stat("flagged", i)),
+            pl.col(_stat("rest", i)),
             route.cast(pl.Int8).alias(_stat("route", i)),
             pl.when(big & pl.lit(not robust))
             .then(pl.col(_stat("mean", i)))
@@ -603,7 +710,15 @@ def _outlier_rows(
             (
                 _checked(i)
                 & (
-                    (offset.abs() > settings.sigma * spread)
+                    (
+                        (offset.abs() > settings.sigma * spread)
+                        # After a step spike_check reports, far from the centre is the step's:
+                        # a reading must also stand out from its own level (one value, one
+                        # cause).
+                        & (
+                            (pl.col(_x(i)) - pl.col(_level(i))).abs() > settings.sigma * spread
+                        ).fill_null(True)
+                    )
                     | (
                         pl.col(_two_sided(i)).abs()
                         > FAR * settings.sigma * pl.col(_stat("local_spread", i))
@@ -771,6 +886,7 @@ def _column_metrics(
             (route == _FLEET).sum().cast(pl.Int64).alias("fleet"),
             (route == _TOO_SMALL).sum().cast(pl.Int64).alias("too_small"),
             (route == _CONSTANT).sum().cast(pl.Int64).alias("constant"),
+            (route == _STATE).sum().cast(pl.Int64).alias("state"),
             pl.col(_stat("fallback", i)).sum().cast(pl.Int64).alias("fallback"),
             n.filter(checked).sum().alias("checked_values"),
             n.filter(~checked).sum().alias("skipped_values"),
@@ -794,11 +910,14 @@ def _column_metrics(
         "skipped_values": int(row["skipped_values"] or 0),
         # Counted over every group: a device whose readings were all flagged has no group here.
         "left_out_flagged": int(groups[_stat("flagged", i)].sum()),
+        # Readings flatline_check found resting at a level (a pump off): not the process.
+        "left_out_at_rest": int(groups[_stat("rest", i)].sum()),
         "groups_checked": int(row["groups_checked"]),
         "groups_own_spread": int(row["own"]),
         "groups_fleet_spread": int(row["fleet"]),
         "groups_too_small": int(row["too_small"]),
         "zero_variance_groups": int(row["constant"]),
+        "state_groups": int(row["state"]),
         "spread_fallback_groups": int(row["fallback"]),
         "fleet_spread": _rounded(column_row[_stat("fleet", i)]),
         "resolution": column_row[_stat("resolution", i)] or None,
@@ -903,11 +1022,14 @@ def _summary(dataset: Dataset, columns: dict[str, dict[str, Any]], metrics: dict
 def _skipped_groups_text(columns: dict[str, dict[str, Any]]) -> str:
     small = sum(c["groups_too_small"] for c in columns.values())
     constant = sum(c["zero_variance_groups"] for c in columns.values())
+    states = sum(c["state_groups"] for c in columns.values())
     parts = []
     if small:
         parts.append(f"{plural(small, 'group')} too small to check")
     if constant:
         parts.append(f"{plural(constant, 'zero-variance group')}")
+    if states:
+        parts.append(f"{plural(states, 'group')} of states (integer codes) not checked")
     return ", ".join(parts)
 
 

@@ -118,11 +118,13 @@ def is_state(
     every series of a group whose readings are all states. The group, not each series: a
     temperature stuck at 1.0 among varying ones is no state. At most 12 values fit in -1..10,
     so each of the possible values seen five times on average stands for the loader's
-    `distinct * 5 <= rows`."""
+    `distinct * 5 <= rows`. A group of one value is a constant, not a state."""
     low, high = low.min().over(group), high.max().over(group)
     return (
         whole.all().over(group)
         & (low >= -1)
         & (high <= MAX_CODE_VALUES)
+        # One value throughout is a setpoint or a constant, reported as such.
+        & (high > low)
         & (count.sum().over(group) >= 5 * (high - low + 1))
     ).fill_null(False)
