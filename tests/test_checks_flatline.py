@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import polars as pl
@@ -11,7 +12,7 @@ from dq_agent.checks.base import Scope
 from dq_agent.checks.flatline import plan_flatline_check
 from dq_agent.config import Config
 from dq_agent.result import Status
-from tests.fixtures_checks import iso_minute, minute, run_check, write_csv, write_parquet
+from tests.fixtures_checks import T0, iso_minute, minute, run_check, write_csv, write_parquet
 from tests.fixtures_series import CLEAN_KINDS, clean_fleet
 
 HEADER = ["timestamp", "device_id", "temp", "rh", "setpoint", "valve"]
@@ -159,3 +160,88 @@ def test_a_device_that_repeats_by_nature_is_judged_by_its_own_repeat_share(
     result = run_check(plan_flatline_check, path)
     assert [(f.entity, f.count) for f in result.findings] == [("a", 50)]
     assert result.metrics["stuck_readings"] == 50
+
+
+def _running(i: int, offset: float) -> float:
+    """A reading in hundredths that never repeats its neighbour."""
+    return offset + ((i * 7919) % 1000) / 100
+
+
+def _pumps(tmp_path: Path, off_for_days: bool) -> Path:
+    """Pumps a, b, c of 1,440 minutes cycle on and off (flow exactly 0.0 while off, for 60 of
+    every 120 minutes); pump d runs except for 900 minutes off in the middle when
+    `off_for_days`, else it cycles too."""
+    rows = []
+    for device in "abcd":
+        for i in range(1440):
+            off = (i // 60) % 2 == 1
+            if device == "d" and off_for_days:
+                off = 300 <= i < 1200
+            rows.append((T0 + timedelta(minutes=i), device, 0.0 if off else _running(i, 120.0)))
+    frame = pl.DataFrame(rows, schema=["timestamp", "pump", "flow"], orient="row")
+    return write_parquet(tmp_path / f"pumps_{off_for_days}.parquet", frame)
+
+
+def test_a_pump_at_rest_is_normal_operation_unless_far_longer_than_usual(tmp_path: Path) -> None:
+    clean = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=False))
+    assert clean.status is Status.PASS, clean.summary
+    # 12 off runs of 60 readings per pump: 0.0 is a level the pumps rest at.
+    assert (clean.metrics["stuck_runs"], clean.metrics["rest_readings"]) == (0, 4 * 12 * 60)
+    # Off for 900 minutes where the others are off for 60 at a time: stuck.
+    faulty = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=True))
+    assert [(f.entity, f.count, f.start) for f in faulty.findings] == [("d", 900, iso_minute(300))]
+    assert faulty.metrics["rest_readings"] == 3 * 12 * 60
+
+
+def test_an_intermittently_frozen_sensor_is_found_run_by_run(tmp_path: Path) -> None:
+    """Device f freezes six times for 100 readings (89% of its 672): its own repeats must not
+    vouch for each other. Devices a..d vary throughout."""
+    rows = []
+    starts = range(0, 672, 112)
+    for device in "abcdf":
+        for i in range(672):
+            frozen = device == "f" and any(a <= i < a + 100 for a in starts)
+            j = max(a for a in starts if a <= i) if frozen else i
+            rows.append((T0 + timedelta(minutes=i), device, _running(j, 300.0)))
+    frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "temp_k"], orient="row")
+    result = run_check(plan_flatline_check, write_parquet(tmp_path / "edge.parquet", frame))
+    assert sorted((f.entity, f.count, f.start) for f in result.findings) == [
+        ("f", 100, iso_minute(a)) for a in starts
+    ]
+    assert result.metrics["stuck_readings"] == 600
+
+
+def _historian(tmp_path: Path) -> Path:
+    """A historian export (TagName, ts, Value), 400 seconds: two varying tags, a setpoint
+    that never changes, a valve state 0/1 and a level stuck for readings 100..149."""
+    rows = []
+    for i in range(400):
+        ts = (T0 + timedelta(seconds=i)).isoformat()
+        rows += [
+            ("P1.TT101.PV", ts, _running(i, 60.0)),
+            ("P1.FIC101.SP", ts, 12.5),
+            ("P1.XV101.ST", ts, float(i // 90 % 2)),
+            ("P1.LT101.PV", ts, _running(100 if 100 <= i < 150 else i, 70.0)),
+        ]
+    return write_csv(tmp_path / "historian.csv", ["TagName", "ts", "Value"], rows)
+
+
+def test_a_long_layout_is_judged_per_tag(tmp_path: Path) -> None:
+    result = run_check(plan_flatline_check, _historian(tmp_path))
+    metrics = result.metrics
+    assert [(f.entity, f.count) for f in result.findings] == [("P1.LT101.PV", 50)]
+    # The setpoint tag is a setpoint, as a constant column of the wide layout; the state tag
+    # is no measurement, as an integer state column.
+    assert metrics["constant_series"] == ["P1.FIC101.SP"]
+    assert metrics["state_series"] == 1
+    assert "P1.FIC101.SP never varies" in result.summary
+
+
+def test_an_exclusion_names_a_tag_and_one_naming_nothing_is_said(tmp_path: Path) -> None:
+    config = Config()
+    config.flatline_check.excluded = ["P1.LT101.*", "P2.*"]
+    result = run_check(plan_flatline_check, _historian(tmp_path), config)
+    metrics = result.metrics
+    assert (metrics["stuck_runs"], metrics["excluded_series"]) == (0, 1)
+    assert metrics["unmatched_exclusions"] == ["P2.*"]
+    assert "flatline_check.excluded names no column or series: P2.*" in result.summary

@@ -619,3 +619,53 @@ def test_a_column_the_sensor_checks_exclude_keeps_its_outliers(tmp_path: Path) -
     assert metrics["temp"]["outlier_count"] == 31
     assert metrics["humidity"]["outlier_count"] == 5
     assert metrics["temp"]["left_out_flagged"] == 0
+
+
+def _stepped(tmp_path: Path) -> Path:
+    """Three devices of 200 readings wobbling by +-1; device a steps up by 60 at reading 120
+    and stays there (80 readings on the new level)."""
+    rows = [
+        (
+            T0 + timedelta(minutes=i),
+            device,
+            level + _wobble(i) + (60.0 if device == "a" and i >= 120 else 0.0),
+        )
+        for device, level in LEVELS.items()
+        for i in range(200)
+    ]
+    frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "temp"], orient="row")
+    return write_parquet(tmp_path / "stepped.parquet", frame)
+
+
+def test_a_persisting_step_is_counted_once_by_spike_check_not_again_as_outliers(
+    tmp_path: Path,
+) -> None:
+    path = _stepped(tmp_path)
+    # Alone, every reading on the new level is far from the device's median.
+    assert (
+        run_with(plan_outlier_check, path, alone()).metrics["columns"]["temp"]["outlier_count"]
+        == 80
+    )
+    tools = {
+        tool.name: tool for tool in register_detection_tools(load(str(path), Config()), Config())
+    }
+    assert tools["spike_check"]().metrics["step_count"] == 1
+    temp = tools["outlier_check"]().metrics["columns"]["temp"]
+    # The step's first reading is spike_check's; the other 79 are judged on their own level.
+    assert (temp["left_out_flagged"], temp["outlier_count"]) == (1, 0)
+
+
+def test_state_series_of_a_long_layout_are_not_checked_for_outliers(tmp_path: Path) -> None:
+    """A melted file: each device's temperature and its 0/1 state (switching every 40
+    readings). As an integer state column of the wide layout is no value, the state series
+    are not judged: a 0 -> 1 switch is no outlier."""
+    rows = []
+    for device, level in LEVELS.items():
+        for i in range(200):
+            time = T0 + timedelta(minutes=i)
+            rows.append((time, device, "temp", level + _wobble(i)))
+            rows.append((time, device, "state", float(i // 40 % 2 if i < 190 else 1)))
+    frame = pl.DataFrame(rows, schema=["timestamp", "device", "variable", "value"], orient="row")
+    path = write_parquet(tmp_path / "melted.parquet", frame)
+    value = run_with(plan_outlier_check, path, alone()).metrics["columns"]["value"]
+    assert (value["state_groups"], value["groups_checked"], value["outlier_count"]) == (3, 3, 0)

@@ -284,7 +284,11 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
 
     One value, one cause: a reading range_check, flatline_check or spike_check flags is left
     out too (`_flagged` marks it), so a -999 run or a stuck stretch neither counts as an
-    outlier nor widens a spread, whichever check ran first."""
+    outlier nor widens a spread, whichever check ran first; so is a reading flatline_check
+    finds at a rest level (`_rest`: a pump off is not a reading of the running process). On a
+    series with a step spike_check reports, each reading's `_level` is the median of its
+    segment between steps (`_outlier_rows`: far from the centre only counts when also far
+    from that level)."""
     key = entity_key(dataset)
     ts = dataset.roles.timestamp
     order = pl.col(ORDER)
