@@ -120,8 +120,11 @@ def _from_event(result: CheckResult, event: Event, severity: Status) -> Fault:
 
 def _shown(entity: str, finding: Finding, events: list[Event]) -> bool:
     """Whether an event of the device lies within the finding's time span (any event of the
-    device when the finding has no time)."""
+    device when the finding has no time, or names several devices: its time is its first
+    example's)."""
     start, end = _time(finding.start), _time(finding.end or finding.start)
+    if finding.entity is None:
+        start = end = None
     for event in events:
         if event.entity != entity:
             continue
