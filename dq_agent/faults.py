@@ -50,11 +50,12 @@ def check_faults(result: CheckResult) -> list[Fault]:
         return []
     spec = spec_of(result.tool)
     per_group = spec is not None and spec.findings_per_group
-    named: dict[tuple[str, str | None], Status] = {}
+    named: dict[tuple[str | None, str | None], Status] = {}
     for finding in result.findings:
         if finding.severity not in _COUNTED:
             continue
-        for entity in _entities(finding):
+        # A finding naming no device is about the series of data without devices.
+        for entity in _entities(finding) or [None]:
             key = (entity, finding.column)
             named[key] = worst_status([named.get(key, Status.PASS), finding.severity])
     out: list[Fault] = []
@@ -95,12 +96,10 @@ def _entities(finding: Finding) -> list[str]:
 
 
 def _severity(
-    named: dict[tuple[str, str | None], Status], entity: str | None, column: str | None
+    named: dict[tuple[str | None, str | None], Status], entity: str | None, column: str | None
 ) -> Status | None:
     """The severity of the findings naming this device and column (or the device with no
     column), None when none does."""
-    if entity is None:
-        return None
     found = [named[key] for key in ((entity, column), (entity, None)) if key in named]
     return worst_status(found) if found else None
 

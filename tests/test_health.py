@@ -314,3 +314,21 @@ def test_a_run_of_some_checks_counts_every_device_of_the_data(tmp_path: Path) ->
     assert report["device_summary"]["total"] == 6
     assert "Worst devices (1 of 6 faulty): ! s2 20 faults" in render_plain(inspection, width=100)
     assert report["grid"]["affected_entities"] == 1
+
+
+def test_without_devices_the_series_outliers_beyond_chance_are_drawn(tmp_path: Path) -> None:
+    """One series of noise with 6 readings 40 sigma high: outlier_check's finding names no
+    device, and its outliers are still the grid's problems."""
+    rng = np.random.default_rng(7)
+    values = np.clip(rng.normal(20.0, 1.0, 600), 18.5, 21.5)
+    values[300:306] = 60.0
+    rows = [{"t": T0 + timedelta(minutes=i), "value": float(v)} for i, v in enumerate(values)]
+    path = tmp_path / "series.parquet"
+    pl.DataFrame(rows).write_parquet(path)
+    inspection = _inspect(path)
+    outliers = inspection.checks["outlier_check"]
+    assert [f.entity for f in outliers.findings] == [None]
+    report = json.loads(render_json(inspection))
+    assert report["devices"] == []
+    kinds = set(report["grid"]["rows"][0]["kinds"].values())
+    assert report["grid"]["rows"][0]["entity"] == "(all rows)" and "outlier" in kinds
