@@ -55,7 +55,8 @@ def check_faults(result: CheckResult) -> list[Fault]:
         if finding.severity not in _COUNTED:
             continue
         # A finding naming no device is about the series of data without devices.
-        for entity in _entities(finding) or [None]:
+        entities: list[str | None] = [*_entities(finding)] or [None]
+        for entity in entities:
             key = (entity, finding.column)
             named[key] = worst_status([named.get(key, Status.PASS), finding.severity])
     out: list[Fault] = []
