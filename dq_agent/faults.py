@@ -55,8 +55,8 @@ def check_faults(result: CheckResult) -> list[Fault]:
         if finding.severity not in _COUNTED:
             continue
         # A finding naming no device is about the series of data without devices.
-        entities: list[str | None] = [*_entities(finding)] or [None]
-        for entity in entities:
+        named_entities: list[str | None] = [*_entities(finding)] or [None]
+        for entity in named_entities:
             key = (entity, finding.column)
             named[key] = worst_status([named.get(key, Status.PASS), finding.severity])
     out: list[Fault] = []
@@ -68,8 +68,7 @@ def check_faults(result: CheckResult) -> list[Fault]:
     for finding in result.findings:
         if finding.severity not in _COUNTED:
             continue
-        entities = _entities(finding)
-        for entity in entities:
+        for entity in _entities(finding):
             if _shown(entity, finding, result.events):
                 continue
             count = finding.count if finding.entity is not None else 1
