@@ -20,19 +20,19 @@ import polars as pl
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.limits import check_memory_budget, parse_size
 from dq_agent.loading.files import resolve_files, resolve_inputs
-from dq_agent.loading.normalise import (
-    complete_times,
-    guard_temporal,
-    ingest_formats,
-    normalise,
-    repeated_text_times,
-)
 from dq_agent.loading.localtime import (
     ZONE_SETTING,
     fold_inference,
     naive_times,
     resolve_fold,
     utc_assumed,
+)
+from dq_agent.loading.normalise import (
+    complete_times,
+    guard_temporal,
+    ingest_formats,
+    normalise,
+    repeated_text_times,
 )
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.read import (
