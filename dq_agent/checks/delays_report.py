@@ -293,7 +293,9 @@ class DelayFinisher:
                     what=(
                         f"{plural(entity['gaps'], 'gap')} longer than {basis}; "
                         f"longest {human_duration(entity['max_gap'])}"
-                        + self._cause(self._skip_cause(examples, entity["expected"], entity["gaps"]))
+                        + self._cause(
+                            self._skip_cause(examples, entity["expected"], entity["gaps"])
+                        )
                     ),
                     count=entity["gaps"],
                     severity=at_least_warn(severity),
