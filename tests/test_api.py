@@ -193,9 +193,7 @@ def test_other_names_and_dtypes_give_the_same_results_as_the_same_data_in_a_file
         {
             "Zeit": [start + timedelta(seconds=30 * (i // 3)) for i in range(rows)],
             "Gerät": [f"M{i % 3}" for i in range(rows)],
-            "druck_hpa": pl.Series(
-                [1000.0 + (i % 7) * 0.5 for i in range(rows)], dtype=pl.Float32
-            ),
+            "druck_hpa": pl.Series([1000.0 + (i % 7) * 0.5 for i in range(rows)], dtype=pl.Float32),
             "zaehler": pl.Series([100 + i // 3 + 3 * (i % 3) for i in range(rows)], dtype=pl.Int32),
             "strom": pl.Series(
                 [Decimal("1.25") + Decimal(i % 5) / 10 for i in range(rows)],
@@ -293,7 +291,7 @@ def test_config_as_a_mapping_a_yaml_path_or_a_config(tmp_path: Path) -> None:
     assert list(dq_agent.inspect(frame, config, order_by=None).checks) == ["structure_check"]
     # The caller's Config is not changed by the run (agent off, history off).
     assert config.agent.enabled and config.history.enabled
-    with pytest.raises(ConfigError, match="unknown key 'run.bogus' in the config mapping"):
+    with pytest.raises(ConfigError, match=r"unknown key 'run\.bogus' in the config mapping"):
         dq_agent.inspect(frame, {"run": {"bogus": 1}})
     with pytest.raises(ConfigError, match="config must be None"):
         dq_agent.inspect(frame, 42)  # type: ignore[arg-type]
@@ -307,7 +305,7 @@ def test_agent_settings_use_the_model_and_fall_back_when_it_cannot_be_used() -> 
     assert result.agent.status == "unavailable"
     assert result.agent.model == "qwen2.5:7b"
     assert result.audit.called_tools == list(result.checks)
-    with pytest.raises(ConfigError, match="unknown key 'agent.bogus' in the agent argument"):
+    with pytest.raises(ConfigError, match=r"unknown key 'agent\.bogus' in the agent argument"):
         dq_agent.inspect(frame, agent={"bogus": 1})
     with pytest.raises(ConfigError, match="agent must be None"):
         dq_agent.inspect(frame, agent="qwen")  # type: ignore[arg-type]
