@@ -342,11 +342,20 @@ def test_an_empty_frame_and_a_frame_without_columns_are_input_errors() -> None:
         dq_agent.inspect(pl.DataFrame())
 
 
+def test_a_duckdb_relation_that_cannot_be_read_is_an_input_error() -> None:
+    connection = duckdb.connect()
+    relation = connection.sql("select 1 as a")
+    connection.close()
+    with pytest.raises(InputError, match="cannot read the DuckDB relation"):
+        dq_agent.inspect(relation)
+
+
 def test_the_memory_limit_applies_to_a_frame_in_memory() -> None:
     with pytest.raises(InputError, match=r"needs about .* the limit is 1\.0 KB"):
         dq_agent.inspect(clean_frame(), {"limits": {"max_memory": "1K"}})
 
 
+@pytest.mark.slow
 def test_importing_dq_agent_loads_no_heavy_library_until_inspect_is_used() -> None:
     code = (
         "import sys, dq_agent; "

@@ -67,7 +67,15 @@ def frame_input(data: object, name: str | None = None) -> FrameInput:
     if module == "pyarrow" and type(data).__name__ == "Table":
         return arrow_input(data, _name(name, ARROW), ARROW)
     if module == "duckdb" and hasattr(data, "arrow"):
-        return arrow_input(relation_arrow(data), _name(name, DUCKDB), DUCKDB)
+        # Already imported by the caller: what a relation's query can raise.
+        import duckdb
+
+        try:
+            table = relation_arrow(data)
+        except duckdb.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(f"cannot read the DuckDB relation: {first}") from exc
+        return arrow_input(table, _name(name, DUCKDB), DUCKDB)
     raise InputError(
         f"cannot inspect a {type(data).__module__}.{type(data).__qualname__}: pass {SUPPORTED}"
     )
