@@ -168,6 +168,14 @@ def inspect(
         Path | None,
         typer.Option("--flags", help="Also write a QARTOD flag per reading and column (Parquet)."),
     ] = None,
+    order_by: Annotated[
+        str | None,
+        typer.Option(
+            "--order-by",
+            help="Judge out-of-order rows in this column's order (a sequence number) instead of "
+            "the file's; a DuckDB table has no row order without it.",
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
@@ -185,6 +193,7 @@ def inspect(
         "history.enabled": False if no_history else None,
         "limits.max_memory": max_memory,
         "run.checks": checks,
+        "columns.order_by": order_by,
     }
     options = InspectOptions(
         path=path,

@@ -139,6 +139,7 @@ CLI_OPTIONS = {
     "history.enabled": "--no-history",
     "limits.max_memory": "--max-memory",
     "run.checks": "--checks",
+    "columns.order_by": "--order-by",
 }
 
 

@@ -92,6 +92,13 @@ def test_the_order_column_from_the_config_judges_order(plant_db: Path, tmp_path:
     delays = report["checks"]["delay_check"]["metrics"]
     assert (delays["out_of_order_rows"], delays["out_of_order_basis"]) == (4, "column seq")
     assert "seq" not in report["dataset"]["roles"]["values"]
+    # The option says the same as the config key.
+    code, report, err = _json(f"duckdb:{plant_db}:arrivals", "--no-history", "--order-by", "seq")
+    assert code == 0, err
+    assert report["checks"]["delay_check"]["metrics"]["out_of_order_rows"] == 4
+    code, _, err = run("inspect", f"duckdb:{plant_db}:arrivals", "--no-agent", "--order-by", "nope")
+    assert code == 2
+    assert "columns.order_by names column 'nope'" in err and "--order-by" in err
 
 
 def test_exit_codes_follow_the_verdict(plant_db: Path) -> None:
