@@ -33,6 +33,13 @@ from dq_agent.loading import files as file_inputs
 from dq_agent.loading.duckdb_source import is_duckdb_source, parse_source, read_table
 from dq_agent.loading.files import resolve_inputs
 from dq_agent.loading.frames import DUCKDB, FrameInput, not_evaluated_notes
+from dq_agent.loading.localtime import (
+    ZONE_SETTING,
+    fold_inference,
+    naive_times,
+    resolve_fold,
+    utc_assumed,
+)
 from dq_agent.loading.normalise import (
     complete_times,
     guard_temporal,
@@ -306,6 +313,7 @@ def _dataset(
             raise InputError(
                 f"cannot read {path} as {read_as}: {describe_read_error(exc)}"
             ) from exc
+    frame, zone_notes = _local_times(frame, raw, sample, schema, roles, config)
     return Dataset(
         path=path,
         files=files,
@@ -320,13 +328,44 @@ def _dataset(
         has_bom=read.has_bom,
         sentinels=list(config.reading().sentinels),
         file_rows=read.file_rows,
-        inferred=[*read.inferred, *detection.inferred],
+        inferred=[*read.inferred, *detection.inferred, *zone_notes],
         load_notes=[*read.notes, *detection.notes],
         timestamp_formats=detection.timestamp_formats,
         time_parts=list(detection.combined or ()),
         file_order=bool(files),
         order_column=config.columns.order_by,
     )
+
+
+def _local_times(
+    frame: pl.LazyFrame,
+    raw: pl.LazyFrame,
+    sample: pl.DataFrame,
+    schema: pl.Schema,
+    roles: Roles,
+    config: Config,
+) -> tuple[pl.LazyFrame, list[Inference]]:
+    """Naive times: said when read as UTC by default; in a configured zone, the repeated hour
+    of a fall-back read in file order (`loading.localtime`)."""
+    ts = roles.timestamp
+    if ts is None:
+        return frame, []
+    values = (
+        sample.get_column(ts)
+        if ts in sample.columns
+        else raw.select(ts).head(SAMPLE_ROWS).collect().to_series()
+    )
+    if not naive_times(schema[ts], values):
+        return frame, []
+    timezone = config.columns.timezone
+    if timezone == "UTC":
+        set_here = config.origin_of(ZONE_SETTING) != "the defaults"
+        return frame, [] if set_here else [utc_assumed(ts)]
+    try:
+        frame, moved = resolve_fold(frame, ts, list(roles.entity), timezone)
+    except READ_FAILURES as exc:
+        raise InputError(f"cannot read {ts} in {timezone}: {describe_read_error(exc)}") from exc
+    return frame, [fold_inference(ts, moved, timezone)] if moved else []
 
 
 def _check_timezone(timezone: str) -> None:

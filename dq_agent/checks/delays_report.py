@@ -302,7 +302,9 @@ class DelayFinisher:
                     what=(
                         f"{plural(entity['gaps'], 'gap')} longer than {basis}; "
                         f"longest {human_duration(entity['max_gap'])}"
-                        + self._cause(self._skip_cause(examples, entity["expected"]))
+                        + self._cause(
+                            self._skip_cause(examples, entity["expected"], entity["gaps"])
+                        )
                     ),
                     count=entity["gaps"],
                     severity=at_least_warn(severity),
@@ -487,16 +489,27 @@ class DelayFinisher:
     def _cause(cause: str | None) -> str:
         return f" ({cause})" if cause else ""
 
-    def _skip_cause(self, examples: list[dict[str, Any]], interval: float | None) -> str | None:
+    def _skip_cause(
+        self, examples: list[dict[str, Any]], interval: float | None, gaps: int
+    ) -> str | None:
+        """The daylight-saving cause of the gaps it explains, each such example marked; when it
+        explains only some of the entity's gaps, it says how many, so a real outage beside a
+        skipped hour is not explained away."""
         if not self.naive or interval is None:
             return None
+        causes: list[str] = []
         for example in examples:
             start = datetime.fromisoformat(example["timestamp"])
             end = datetime.fromisoformat(example["next_timestamp"])
             cause = skip_cause(start, end, example["gap_seconds"] - interval, interval)
             if cause is not None:
-                return cause
-        return None
+                example["likely_cause"] = "daylight saving time"
+                causes.append(cause)
+        if not causes:
+            return None
+        if len(causes) >= gaps:
+            return causes[0]
+        return f"{len(causes)} of the {gaps} gaps {causes[0]}"
 
     def _order_words(self) -> str:
         basis = self.order_basis

@@ -104,6 +104,10 @@ def read_csv_files(inputs: Inputs, config: Config) -> FilesRead:
                 "",
             )
         )
+    if dialect.decimal_comma_seen:
+        inferred.append(
+            Inference("decimal comma", "yes", dialect.decimal_comma_seen, "input.decimal_comma")
+        )
     # `files` is never empty (`loading.files`): the first file's layout is known.
     assert first_layout is not None
     return FilesRead(
