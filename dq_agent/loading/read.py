@@ -48,7 +48,7 @@ class FilesRead:
     notes: list[LoadNote] = field(default_factory=list)
     inferred: list[Inference] = field(default_factory=list)
     header_names: list[str] = field(default_factory=list)
-    has_bom: bool = False
+    has_bom: bool | None = False
     decimal_comma: bool = False
 
 
