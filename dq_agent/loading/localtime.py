@@ -103,6 +103,6 @@ def fold_inference(timestamp: str, moved: int, timezone: str) -> Inference:
         "repeated hour",
         f"{moved:,} readings",
         f"{timestamp}: local times of the hour a {timezone} clock repeats at the end of "
-        "daylight saving time were read in file order (the second pass as standard time)",
+        "daylight saving time were read in the order of the rows (the second pass as standard time)",
         ZONE_SETTING,
     )
