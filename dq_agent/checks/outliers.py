@@ -233,6 +233,7 @@ SPEC = CheckSpec(
         ),
     ),
     words=r"outliers?|anomal\w*|spikes?",
+    findings_per_group=True,
 )
 
 
