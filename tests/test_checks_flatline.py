@@ -245,3 +245,13 @@ def test_an_exclusion_names_a_tag_and_one_naming_nothing_is_said(tmp_path: Path)
     assert (metrics["stuck_runs"], metrics["excluded_series"]) == (0, 1)
     assert metrics["unmatched_exclusions"] == ["P2.*"]
     assert "flatline_check.excluded names no column or series: P2.*" in result.summary
+
+
+def test_a_setpoint_shared_by_the_fleet_is_constant_not_a_rest_level(tmp_path: Path) -> None:
+    rows = [
+        (T0 + timedelta(minutes=i), d, 75.0, _running(i, 20.0)) for d in "abcd" for i in range(100)
+    ]
+    frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "setpoint", "temp"], orient="row")
+    result = run_check(plan_flatline_check, write_parquet(tmp_path / "sp.parquet", frame))
+    assert result.metrics["constant_columns"] == ["setpoint"]
+    assert (result.metrics["stuck_runs"], result.metrics["rest_readings"]) == (0, 0)

@@ -312,7 +312,10 @@ def _judged(
     judged = (
         candidates.join(levels, on=[_GROUP_KEY, X], how="left")
         .filter(~pl.col(_SKIPPED))
-        .select(_RUN_AT, unlikely.alias(STUCK), (usual & ~unlikely).alias(AT_REST))
+        # A setpoint that never varies is constant, not resting: its readings stay in.
+        .select(
+            _RUN_AT, unlikely.alias(STUCK), (usual & ~unlikely & ~pl.col(CONSTANT)).alias(AT_REST)
+        )
         .filter(pl.col(STUCK) | pl.col(AT_REST))
     )
     return runs.join(judged, on=_RUN_AT, how="left", maintain_order="left").with_columns(
