@@ -115,6 +115,8 @@ class FlatlineCheckConfig:
     """A run is stuck when fewer than this many runs as long are expected by chance."""
     flag_constant_columns: bool = False
     excluded: list[str] = field(default_factory=list)
+    """Names or glob patterns of columns or series (a tag, a `variable`, a device, or the
+    series' whole name `PUMP-007/temp_k`) not to check; one naming nothing is said."""
     warn_at: float | None = setting(0.0, rule=non_negative)
     fail_at: float | None = setting(0.01, rule=non_negative)
 
