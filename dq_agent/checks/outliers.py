@@ -329,7 +329,7 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
             pl.col(_step(i)).fill_null(False).cum_sum().alias(_segment(i)),
         )
     )
-    rows = _on_one_level(rows, len(columns))
+    rows = _on_one_level(rows, len(columns), config.section(OutlierCheckConfig).min_group_size)
     return (
         rows
         # Distances from the mean of the two readings before and of the two after: columns of
@@ -391,11 +391,16 @@ def _steps(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.Lazy
     )
 
 
-def _on_one_level(rows: pl.LazyFrame, count: int) -> pl.LazyFrame:
+def _on_one_level(rows: pl.LazyFrame, count: int, min_readings: int) -> pl.LazyFrame:
     """Each reading's level (`_level`): the median of its segment between the persisting
-    steps spike_check found, on a series with such a step; null on other series."""
+    steps spike_check found, on a series with such a step, when the segment holds at least
+    `min_readings` readings (a level that lasts); null elsewhere. A few readings between a step
+    up and one back are an excursion, judged against the series as before."""
     return rows.with_columns(
-        pl.when(pl.col(_step(i)).any().over(SERIES))
+        pl.when(
+            pl.col(_step(i)).any().over(SERIES)
+            & (pl.col(_x(i)).count().over(SERIES, _segment(i)) >= min_readings)
+        )
         .then(pl.col(_x(i)).median().over(SERIES, _segment(i)))
         .alias(_level(i))
         for i in range(count)
