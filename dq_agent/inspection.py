@@ -140,7 +140,9 @@ def inspect_dataset(
     if config.agent.enabled:
         on_stage(f"Inspecting with {config.agent.model}")
         try:
-            outcome = run_agent_inspection(tools, dataset, config, question=question, trace=trace)
+            outcome = run_agent_inspection(
+                tools, dataset, config, question=question, trace=trace, maintenance=maintenance
+            )
         except ModelUnavailableError as exc:
             agent = _unavailable(exc, config, trace)
     if outcome is None:

@@ -605,8 +605,10 @@ def test_narrative_review_hook_gets_the_narrative_and_a_working_ask_model(
         verdict: Verdict,
         ask: Any,
         drill_downs: Any,
+        maintenance: Any,
     ) -> tuple[str, dict[str, Any]]:
         seen.update(narrative=narrative, tools=list(checks), verdict=verdict)
+        assert maintenance == ()
         return f"{narrative} [reviewed: {ask('Check this.')}]", {"covered": True}
 
     monkeypatch.setattr(pipeline, "review_narrative", review)
