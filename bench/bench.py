@@ -49,6 +49,8 @@ DQ_FIVE, DQ_ALL, REFERENCE = "dq-agent five", "dq-agent all", "reference"
 @dataclass(frozen=True)
 class ChildRun:
     wall_seconds: float
+    cpu_seconds: float
+    """User and system time of the child, all its threads: less moved by other jobs than wall."""
     peak_rss_bytes: int
     exit_code: int
     stdout: str
@@ -67,6 +69,7 @@ def run_measured(command: list[str]) -> ChildRun:
         err.seek(0)
         return ChildRun(
             wall_seconds=wall,
+            cpu_seconds=usage.ru_utime + usage.ru_stime,
             peak_rss_bytes=usage.ru_maxrss * 1024,  # kilobytes on Linux
             exit_code=process.returncode,
             stdout=out.read().decode("utf-8", errors="replace"),
@@ -106,6 +109,10 @@ class Contender:
     report: dict[str, Any] | None
     steps: dict[str, float]
     """Seconds per step of its fastest run, as the program measured them itself."""
+
+    @property
+    def best(self) -> ChildRun:
+        return min(self.runs, key=lambda r: r.wall_seconds)
 
     @property
     def wall(self) -> float:
@@ -176,6 +183,7 @@ def report(label: str, path: Path, contenders: list[Contender], scan_seconds: fl
     if repeat > 1:
         for i in range(repeat):
             _row(f"  run {i + 1}", [f"{c.runs[i].wall_seconds:.2f}" for c in contenders])
+    _row("CPU (best run), s", [f"{c.best.cpu_seconds:.2f}" for c in contenders])
     _row("peak RSS, GB", [f"{c.peak_rss / 1e9:.2f}" for c in contenders])
     _row("rows/s (wall), M", [f"{rows / c.wall / 1e6:.2f}" for c in contenders])
     _row("wall / reference", [f"{c.wall / reference.wall:.2f}x" for c in contenders])

@@ -68,7 +68,7 @@ from dq_agent.checks.evidence import (
 )
 from dq_agent.checks.series_values import AT_ROW
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
-from dq_agent.checks.value_flags import flagged_rows
+from dq_agent.checks.value_flags import flagging_checks
 from dq_agent.load import Dataset, is_measurement
 from dq_agent.result import CheckResult, Finding, Status
 from dq_agent.settings import choice, fraction, positive, setting
@@ -295,22 +295,25 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
         *[dataset.clean(name).gather(order).alias(_x(i)) for i, name in enumerate(columns)],
     )
     # Only the row number goes through each join; the marks are put beside the wide frame, so
-    # it is not copied once per column.
+    # it is not copied once per column. A column no check of the run can flag needs no join.
+    flagged = [flagging_checks(dataset, scope, name, config) for name in columns]
     marks = [
         rows.select(AT_ROW)
         .join(
-            flagged_rows(dataset, scope, name, config)
-            .select(AT_ROW)
-            .unique()
-            .with_columns(pl.lit(True).alias(_flagged(i))),
+            flags.select(AT_ROW).unique().with_columns(pl.lit(True).alias(_flagged(i))),
             on=AT_ROW,
             how="left",
             maintain_order="left",
         )
         .drop(AT_ROW)
-        for i, name in enumerate(columns)
+        for i, flags in enumerate(flagged)
+        if flags is not None
     ]
-    rows = pl.concat([rows, *marks], how="horizontal")
+    rows = pl.concat([rows, *marks], how="horizontal").with_columns(
+        pl.lit(None, dtype=pl.Boolean).alias(_flagged(i))
+        for i, flags in enumerate(flagged)
+        if flags is None
+    )
     rows = rows.with_columns(
         expr
         for i in range(len(columns))
