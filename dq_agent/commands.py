@@ -16,14 +16,13 @@ from rich.console import Console
 from rich.text import Text
 
 from dq_agent.agent.doctor import render_doctor, run_doctor
+from dq_agent.api import record_run
 from dq_agent.config import Config, resolve
 from dq_agent.errors import UsageError
 from dq_agent.evaluate import evaluate_model, evaluations_json, run_table
 from dq_agent.history import (
-    DEFAULT_TREND_RUNS,
     HistoryError,
     HistoryStore,
-    compare_with_baseline,
     compute_stats,
     history_json,
     history_path,
@@ -34,7 +33,6 @@ from dq_agent.history import (
     trend_json,
     trend_renderable,
 )
-from dq_agent.history.records import dataset_key
 from dq_agent.history.trend import Trend, build_trend
 from dq_agent.inspection import inspect
 from dq_agent.load import resolve_files
@@ -109,16 +107,7 @@ def _record(inspection: Inspection, config: Config, exit_code: int, err: Console
     """Compare with the baseline, then record the run; the dataset's trend including it. A
     broken history warns; it never fails the inspection (the data was checked)."""
     try:
-        with HistoryStore.open(history_path(config.history)) as store:
-            inspection.baseline = compare_with_baseline(
-                inspection,
-                store,
-                runs=config.history.baseline_runs,
-                dataset_name=config.history.dataset_name,
-            )
-            store.save_run(inspection, exit_code, dataset_name=config.history.dataset_name)
-            key = dataset_key(inspection.dataset.path, config.history.dataset_name)
-            records = store.recent_runs(limit=DEFAULT_TREND_RUNS, dataset=key)
+        records = record_run(inspection, config, exit_code)
     except HistoryError as exc:
         err.print(
             f"dq-agent: warning: run not recorded: {exc.message}", markup=False, highlight=False
