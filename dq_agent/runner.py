@@ -6,8 +6,8 @@ fails becomes a structured `{error, suggestion}` result: the report still has ev
 The pipeline reads the normalised frame into memory once for the run (`resident`): every check reads
 every row, so the data is decoded and normalised (text numbers parsed, times converted) once
 instead of once per check and per query, and the checks' windows and gathers work on it in
-place. At 10M sensor rows (six columns) that copy is about 0.55 GB; the checks then need about
-0.5 GB more at their peak, where reading the file in each query needed several GB.
+place. At 10M sensor rows (six columns) that copy is about 0.55 GB, where reading the file in
+each query needed several GB (the run's peak is the checks' own: README "Speed").
 """
 
 from __future__ import annotations

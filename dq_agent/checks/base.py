@@ -1,8 +1,9 @@
 """What every check shares: the scope of a call, the plan/finish split, and the series order.
 
 A check builds lazy queries (`CheckPlan.queries`) and a `finish` function that turns their
-collected frames into a `CheckResult`. Splitting the two lets the runner collect the queries of
-all checks together (`run_plans`), so their common parts are computed once.
+collected frames into a `CheckResult`. The plan nodes several checks read (`shared_node`: the
+series order, the sensor checks' series) are computed once for a run (`materialising`), so each
+check's queries can then be collected on their own (`run_plans`) and timed as its own work.
 """
 
 from __future__ import annotations
