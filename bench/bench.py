@@ -187,8 +187,9 @@ def report(label: str, path: Path, contenders: list[Contender], scan_seconds: fl
     _row("peak RSS, GB", [f"{c.peak_rss / 1e9:.2f}" for c in contenders])
     _row("rows/s (wall), M", [f"{rows / c.wall / 1e6:.2f}" for c in contenders])
     _row("wall / reference", [f"{c.wall / reference.wall:.2f}x" for c in contenders])
-    print("seconds per step (measured in the process; shared: the series order computed once")
-    print("for all checks, in the reference the sort by device and time):")
+    print("seconds per step, measured in the process (shared: computed once before the checks,")
+    print("the series order and with all checks the sensor checks' per-column series, most of")
+    print("range, flat line and spike; in the reference its sort by device and time):")
     steps = list(dict.fromkeys(s for c in contenders for s in c.steps))
     for step in steps:
         _row(f"  {step}", [f"{c.steps[step]:.3f}" if step in c.steps else "-" for c in contenders])
