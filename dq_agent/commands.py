@@ -37,7 +37,7 @@ from dq_agent.history.trend import Trend, build_trend
 from dq_agent.inspection import inspect
 from dq_agent.load import resolve_files
 from dq_agent.outcome import FAIL_ON_CHOICES, Inspection, exit_code_for
-from dq_agent.output import refuse_input_overwrite, write_atomic
+from dq_agent.output import check_outputs, refuse_input_overwrite, write_atomic
 from dq_agent.report.html import render_html
 from dq_agent.report.json_report import render_json
 from dq_agent.report.junit import WARN_AS_CHOICES, render_junit
@@ -239,13 +239,9 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     out = stdout or Console()
     # Checked before the (possibly long) run: the input is never written to, and a bad output
     # path fails fast.
-    if options.output is not None or options.trace_file is not None or options.flags is not None:
-        files, _ = resolve_files(options.path)
-        for written in (options.output, options.trace_file, options.flags):
-            if written is not None:
-                refuse_input_overwrite(written, files)
-    if options.output is not None and not options.output.resolve().parent.is_dir():
-        raise UsageError(f"cannot write {options.output}: its folder does not exist")
+    outputs = {"--output": options.output, "--flags": options.flags, "--trace": options.trace_file}
+    if any(path is not None for path in outputs.values()):
+        check_outputs(outputs, resolve_files(options.path)[0])
 
     # A spinner only where a person watches: a TTY on stderr, not quiet, not verbose (the trace
     # prints there), and not when the report itself streams to a piped stdout.

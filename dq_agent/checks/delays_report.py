@@ -18,6 +18,7 @@ from dq_agent.checks.dst import offset_cause, repeat_cause, skip_cause
 from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.result import (
     CheckResult,
+    Event,
     Finding,
     Status,
     at_least_warn,
@@ -152,7 +153,31 @@ class DelayFinisher:
         if stale and status is Status.PASS:
             status = Status.WARN
         findings, metrics["findings_left_out"] = self._findings(metrics, statuses)
-        return CheckResult(TOOL, status, self._summary(metrics), metrics=metrics, findings=findings)
+        return CheckResult(
+            TOOL,
+            status,
+            self._summary(metrics),
+            metrics=metrics,
+            findings=findings,
+            events=self._stopped_events(),
+        )
+
+    def _stopped_events(self) -> list[Event]:
+        """One event per stopped entity, from its newest reading to the fleet's, counting the
+        readings it missed (as liveness_check counts a late start): the finding names the first
+        few, these name every one, so the per-device health and the grid see each."""
+        newest = self.overall["newest"]
+        return [
+            Event(
+                kind="stopped",
+                entity=None if r[ENTITY] is None else str(r[ENTITY]),
+                column=None,
+                start=r["newest"],
+                end=newest,
+                count=max(int(r["behind"] // r["expected"]) if r["expected"] else 1, 1),
+            )
+            for r in self._stopped().iter_rows(named=True)
+        ]
 
     def _metrics(self) -> dict[str, Any]:
         entities = self.entities

@@ -142,7 +142,12 @@ def with_events(plan: CheckPlan, events: pl.LazyFrame | None, engine: Engine) ->
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         result = plan.finish(frames[:count])
         table = frames[count]
-        return replace(result, events=to_events(table), events_complete=table.height <= MAX_EVENTS)
+        # Events the finish itself found (a device that stopped sending) come first.
+        return replace(
+            result,
+            events=[*result.events, *to_events(table)],
+            events_complete=table.height <= MAX_EVENTS,
+        )
 
     return CheckPlan(plan.tool, [*plan.queries, events], finish, engine=engines)
 
@@ -161,7 +166,11 @@ def with_derived_events(
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         result = plan.finish(frames[:count])
         table = derive(frames[:count], frames[count].lazy()).collect()
-        return replace(result, events=to_events(table), events_complete=table.height <= MAX_EVENTS)
+        return replace(
+            result,
+            events=[*result.events, *to_events(table)],
+            events_complete=table.height <= MAX_EVENTS,
+        )
 
     return CheckPlan(plan.tool, [*plan.queries, grains], finish, engine=engines)
 
