@@ -11,7 +11,7 @@ from __future__ import annotations
 import decimal
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -89,17 +89,14 @@ def _comparable(result: CheckResult) -> dict[str, Any]:
 
 def _run(
     engine: Engine,
-    path: Path,
+    data: Path | Dataset,
     config: Config | None = None,
     scope: Scope | None = None,
-    prepare: Callable[[Dataset], Dataset] | None = None,
 ) -> CheckResult:
     """null_check on `engine`, after checking it equals the production path's result."""
     config = config or Config()
     scope = scope or Scope()
-    dataset = load(str(path), config)
-    if prepare is not None:
-        dataset = prepare(dataset)
+    dataset = load(str(data), config) if isinstance(data, Path) else data
     (production,) = run_plans([plan_null_check(dataset, config, scope)])
     result = run_portable(build_null_check, engine, dataset, config, scope)
     assert _same(_comparable(production), _comparable(result)) == []
@@ -304,11 +301,15 @@ def test_maintenance_windows_leave_rows_out(engine: Engine, tmp_path: Path, comp
         return Dataset(**{**dataset.__dict__, "frame": frame.lazy()})
 
     scope = Scope(excused=excusal if not computed else Excusal((window,), "__excused"))
-    result = _run(engine, _fleet(tmp_path), scope=scope, prepare=prepare)
+    config = Config()
+    dataset = prepare(load(str(_fleet(tmp_path)), config))
+    result = _run(engine, dataset, config, scope)
     assert result.metrics["rows"] == 18
     temp = result.metrics["columns"]["temp"]
     assert temp["missing_count"] == 3
     assert temp["longest_missing_run"]["start_row"] == 0
+    # A check that excuses nothing (duplicate_check) sees every row of the same frame.
+    assert _run(engine, dataset, config).metrics["rows"] == 20
 
 
 def _utc(minutes: int) -> datetime:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,13 +23,6 @@ from dq_agent.engines.base import Frame, in_series, normalised
 from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
-
-
-@dataclass(frozen=True)
-class _Table:
-    name: str
-    excused: str | None
-    """The column holding the maintenance mask, if any."""
 
 
 class DuckDBEngine:
@@ -45,12 +37,11 @@ class DuckDBEngine:
             ) from exc
         self.connection = connection if connection is not None else duckdb.connect()
         self.connection.execute("SET TimeZone = 'UTC'")
-        self._tables: dict[tuple[int, Excusal | None], _Table] = {}
+        self._tables: dict[tuple[int, Excusal | None], str] = {}
         self._names = itertools.count()
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
-        table = self._table(dataset, scope.excused)
-        frame = nw.from_native(self.connection.table(table.name))
+        frame = nw.from_native(self.connection.table(self._table(dataset, scope.excused)))
         keys = dataset.roles.entity
         if scope.entity is not None and keys:
             frame = frame.filter(_entity_key(keys) == scope.entity)
@@ -61,15 +52,16 @@ class DuckDBEngine:
                 frame = frame.filter(nw.col(ts) >= nw.lit(_utc(scope.start)))
             if scope.end is not None:
                 frame = frame.filter(nw.col(ts) <= nw.lit(_utc(scope.end)))
-            if table.excused is not None:
-                frame = frame.filter(~nw.col(table.excused))
+            if scope.excused is not None:
+                # The inspection's mask column, else the one computed into the table.
+                frame = frame.filter(~nw.col(scope.excused.column or EXCUSED))
         if index:
             # Without a narrowing, the file row is the row's index in the scope: no window.
             if scope.filters_rows():
                 frame = frame.with_row_index(ROW, order_by=FILE_ROW)
             else:
                 frame = frame.with_columns(nw.col(FILE_ROW).alias(ROW))
-        return frame.drop(FILE_ROW, *([EXCUSED] if table.excused == EXCUSED else []))
+        return frame.drop(FILE_ROW)
 
     def in_series(
         self,
@@ -85,36 +77,34 @@ class DuckDBEngine:
         schema = dataset.frame.collect_schema()
         return [normalised(query.collect("polars").to_native(), schema) for query in queries]
 
-    def _table(self, dataset: Dataset, excusal: Excusal | None) -> _Table:
+    def _table(self, dataset: Dataset, excusal: Excusal | None) -> str:
         """The dataset's frame as a DuckDB table, created on first use. Maintenance windows the
         inspection has not computed into the frame (`maintenance.materialise`) are computed
         here, by Polars, into a column of the table."""
         ts = dataset.roles.timestamp
         computed = excusal is not None and excusal.column is None and ts is not None
         key = (id(dataset.frame), excusal if computed else None)
-        table = self._tables.get(key)
-        if table is not None:
-            return table
+        name = self._tables.get(key)
+        if name is not None:
+            return name
         frame = dataset.frame.with_row_index(FILE_ROW).with_columns(pl.col(FILE_ROW).cast(pl.Int64))
-        column = excusal.column if excusal is not None and ts is not None else None
         if computed and excusal is not None and ts is not None:
             frame = frame.with_columns(excusal.expression(ts, entity_key(dataset)).alias(EXCUSED))
-            column = EXCUSED
         name = f"dq_frame_{next(self._names)}"
-        source = frame.collect().to_arrow()
+        # Arrow's string views as Polars holds them: the oldest layout copied every string.
+        source = frame.collect().to_arrow(compat_level=pl.CompatLevel.newest())
         self.connection.register(f"{name}_arrow", source)
         self.connection.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{name}_arrow"')
         self.connection.unregister(f"{name}_arrow")
-        table = _Table(name, column)
-        self._tables[key] = table
+        self._tables[key] = name
         # The table holds a copy of the data: drop it when the frame goes.
         weakref.finalize(dataset.frame, self._drop, key).atexit = False
-        return table
+        return name
 
     def _drop(self, key: tuple[int, Excusal | None]) -> None:
-        table = self._tables.pop(key, None)
-        if table is not None:
-            self.connection.execute(f'DROP TABLE IF EXISTS "{table.name}"')
+        name = self._tables.pop(key, None)
+        if name is not None:
+            self.connection.execute(f'DROP TABLE IF EXISTS "{name}"')
 
 
 def _entity_key(keys: Sequence[str]) -> nw.Expr:
