@@ -41,7 +41,7 @@ def errors_handled(debug: bool) -> Iterator[None]:
 
 
 app = typer.Typer(
-    help="Inspect industrial sensor data (CSV or Parquet) for quality problems.\n\n"
+    help="Inspect industrial sensor data (CSV, Parquet or a DuckDB table) for quality problems.\n\n"
     + EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
@@ -79,7 +79,7 @@ def main_options(
         ),
     ] = False,
 ) -> None:
-    """Inspect industrial sensor data (CSV or Parquet) for quality problems."""
+    """Inspect industrial sensor data (CSV, Parquet or a DuckDB table) for quality problems."""
 
 
 def _setup_logging(debug: bool, quiet: bool, verbose: bool) -> None:
@@ -100,7 +100,9 @@ def inspect(
     path: Annotated[
         str,
         typer.Argument(
-            metavar="PATH", help="A CSV or Parquet file, a glob, or a directory of Parquet files."
+            metavar="PATH",
+            help="A CSV or Parquet file, a glob, a directory of Parquet files, or a DuckDB "
+            "table as duckdb:FILE.db:TABLE.",
         ),
     ],
     config: ConfigOption = None,
@@ -166,6 +168,14 @@ def inspect(
         Path | None,
         typer.Option("--flags", help="Also write a QARTOD flag per reading and column (Parquet)."),
     ] = None,
+    order_by: Annotated[
+        str | None,
+        typer.Option(
+            "--order-by",
+            help="Judge out-of-order rows in this column's order (a sequence number) instead of "
+            "the file's; a DuckDB table has no row order without it.",
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
@@ -183,6 +193,7 @@ def inspect(
         "history.enabled": False if no_history else None,
         "limits.max_memory": max_memory,
         "run.checks": checks,
+        "columns.order_by": order_by,
     }
     options = InspectOptions(
         path=path,
@@ -270,7 +281,9 @@ def init(
     path: Annotated[
         str,
         typer.Argument(
-            metavar="PATH", help="A CSV or Parquet file, a glob, or a directory of Parquet files."
+            metavar="PATH",
+            help="A CSV or Parquet file, a glob, a directory of Parquet files, or a DuckDB "
+            "table as duckdb:FILE.db:TABLE.",
         ),
     ],
     output: Annotated[

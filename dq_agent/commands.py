@@ -16,14 +16,13 @@ from rich.console import Console
 from rich.text import Text
 
 from dq_agent.agent.doctor import render_doctor, run_doctor
+from dq_agent.api import record_run
 from dq_agent.config import Config, resolve
 from dq_agent.errors import UsageError
 from dq_agent.evaluate import evaluate_model, evaluations_json, run_table
 from dq_agent.history import (
-    DEFAULT_TREND_RUNS,
     HistoryError,
     HistoryStore,
-    compare_with_baseline,
     compute_stats,
     history_json,
     history_path,
@@ -34,12 +33,11 @@ from dq_agent.history import (
     trend_json,
     trend_renderable,
 )
-from dq_agent.history.records import dataset_key
 from dq_agent.history.trend import Trend, build_trend
 from dq_agent.inspection import inspect
 from dq_agent.load import resolve_files
 from dq_agent.outcome import FAIL_ON_CHOICES, Inspection, exit_code_for
-from dq_agent.output import refuse_input_overwrite, write_atomic
+from dq_agent.output import check_outputs, refuse_input_overwrite, write_atomic
 from dq_agent.report.html import render_html
 from dq_agent.report.json_report import render_json
 from dq_agent.report.junit import WARN_AS_CHOICES, render_junit
@@ -109,16 +107,7 @@ def _record(inspection: Inspection, config: Config, exit_code: int, err: Console
     """Compare with the baseline, then record the run; the dataset's trend including it. A
     broken history warns; it never fails the inspection (the data was checked)."""
     try:
-        with HistoryStore.open(history_path(config.history)) as store:
-            inspection.baseline = compare_with_baseline(
-                inspection,
-                store,
-                runs=config.history.baseline_runs,
-                dataset_name=config.history.dataset_name,
-            )
-            store.save_run(inspection, exit_code, dataset_name=config.history.dataset_name)
-            key = dataset_key(inspection.dataset.path, config.history.dataset_name)
-            records = store.recent_runs(limit=DEFAULT_TREND_RUNS, dataset=key)
+        records = record_run(inspection, config, exit_code)
     except HistoryError as exc:
         err.print(
             f"dq-agent: warning: run not recorded: {exc.message}", markup=False, highlight=False
@@ -250,13 +239,9 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
     out = stdout or Console()
     # Checked before the (possibly long) run: the input is never written to, and a bad output
     # path fails fast.
-    if options.output is not None or options.trace_file is not None or options.flags is not None:
-        files, _ = resolve_files(options.path)
-        for written in (options.output, options.trace_file, options.flags):
-            if written is not None:
-                refuse_input_overwrite(written, files)
-    if options.output is not None and not options.output.resolve().parent.is_dir():
-        raise UsageError(f"cannot write {options.output}: its folder does not exist")
+    outputs = {"--output": options.output, "--flags": options.flags, "--trace": options.trace_file}
+    if any(path is not None for path in outputs.values()):
+        check_outputs(outputs, resolve_files(options.path)[0])
 
     # A spinner only where a person watches: a TTY on stderr, not quiet, not verbose (the trace
     # prints there), and not when the report itself streams to a piped stdout.

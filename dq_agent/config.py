@@ -139,18 +139,27 @@ CLI_OPTIONS = {
     "history.enabled": "--no-history",
     "limits.max_memory": "--max-memory",
     "run.checks": "--checks",
+    "columns.order_by": "--order-by",
 }
+
+
+# Where settings given as a mapping in code came from (`dq_agent.inspect(config={...})`).
+MAPPING_ORIGIN = "the config mapping"
 
 
 def resolve(
     config_file: Path | None = None,
     cli: dict[str, Any] | None = None,
     environ: typing.Mapping[str, str] | None = None,
+    mapping: typing.Mapping[str, Any] | None = None,
 ) -> Config:
-    """Build the effective configuration: CLI > environment > YAML > defaults."""
+    """Build the effective configuration: CLI > environment > YAML > defaults. `mapping` holds
+    the YAML's sections and keys given in code instead of a file (the library's `config=`)."""
     config = Config()
     if config_file is not None:
         _apply(config, _read_yaml(config_file), origin=str(config_file))
+    if mapping is not None:
+        _apply(config, dict(mapping), origin=MAPPING_ORIGIN)
     env = os.environ if environ is None else environ
     for variable, key in ENVIRONMENT.items():
         if env.get(variable, "") != "":
@@ -158,7 +167,8 @@ def resolve(
     for key, value in (cli or {}).items():
         if value is not None:
             _set_dotted(config, key, value, origin=f"option {CLI_OPTIONS.get(key, key)}")
-    _check_threshold_order(config, str(config_file) if config_file else "the defaults")
+    origin = str(config_file) if config_file else MAPPING_ORIGIN if mapping else "the defaults"
+    _check_threshold_order(config, origin)
     # An end before its start is found here, once columns.timezone is known (naive times).
     config.excusal()
     return config
@@ -223,6 +233,12 @@ def _apply(config: Config, data: dict[str, Any], origin: str) -> None:
             raise ConfigError(f"section '{section}' in {origin} must be a mapping of keys")
         for key, value in values.items():
             _set_dotted(config, f"{section}.{key}", value, origin)
+
+
+def set_value(config: Config, dotted: str, value: Any, origin: str) -> None:
+    """Set one key (`agent.model`) as YAML would, with the same checks; `origin` names where
+    the value came from in errors."""
+    _set_dotted(config, dotted, value, origin)
 
 
 def _set_dotted(config: Config, dotted: str, value: Any, origin: str) -> None:

@@ -1,17 +1,16 @@
 """`--flags FILE`: one row per reading with the key columns and, per numeric value column, a
 QARTOD flag and the check that set it, as Parquet.
 
-Flags: 1 GOOD, 2 NOT EVALUATED (inside a maintenance window), 3 SUSPECT, 4 FAIL, 9 MISSING
-(null, NaN or a sentinel). The value checks list each
+Flags: 1 GOOD, 2 NOT EVALUATED (inside a maintenance window; its `_check` says "maintenance"),
+3 SUSPECT, 4 FAIL, 9 MISSING (null, NaN or a sentinel). The value checks list each
 reading once (`checks.value_flags`: range, then flat line, then spike, each leaving out what the
-earlier flagged), so the flag shown is the first and worst cause. The file is written to a
-temporary name in the same folder and renamed, so a killed run leaves no half file.
+earlier flagged), so the flag shown is the first and worst cause. The file is written as the
+report is (`output.write_atomic_with`): a temporary name in the same folder, renamed, so a
+killed run leaves no half file, with the mode a plain write gives (the umask's).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import polars as pl
@@ -21,8 +20,11 @@ from dq_agent.checks.series_values import AT_ROW, value_columns
 from dq_agent.checks.value_flags import CHECK, FLAG, flagged_rows
 from dq_agent.config import Config
 from dq_agent.load import Dataset, load
+from dq_agent.output import write_atomic_with
 
 GOOD, NOT_EVALUATED, MISSING = 1, 2, 9
+# The `_check` of a reading flagged 2: a maintenance window excused it.
+EXCUSED_CAUSE = "maintenance"
 _EXCUSED = "__excused"
 
 
@@ -58,7 +60,12 @@ def flag_frame(dataset: Dataset, config: Config) -> pl.LazyFrame:
             .when(pl.col(_EXCUSED))
             .then(pl.lit(NOT_EVALUATED, dtype=pl.Int8))
             .otherwise(pl.col(f"{column}_flag").fill_null(GOOD))
-            .alias(f"{column}_flag")
+            .alias(f"{column}_flag"),
+            # An excused reading says why it was not evaluated, as a flagged one names its check.
+            pl.when(~missing & pl.col(_EXCUSED))
+            .then(pl.lit(EXCUSED_CAUSE))
+            .otherwise(pl.col(f"{column}_check"))
+            .alias(f"{column}_check"),
         )
     return frame.sort(AT_ROW).drop([AT_ROW, _EXCUSED, *[f"__missing_{c}" for c in columns]])
 
@@ -68,14 +75,7 @@ def write_flags(path: str, config: Config, out: Path) -> int:
     (suspect, fail or missing; not those a maintenance window excused)."""
     dataset = load(path, config)
     frame = flag_frame(dataset, config).collect()
-    handle, temporary = tempfile.mkstemp(dir=out.resolve().parent, suffix=".parquet.tmp")
-    os.close(handle)
-    try:
-        frame.write_parquet(temporary)
-        os.replace(temporary, out)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    write_atomic_with(out, frame.write_parquet)
     flag_columns = [c for c in frame.columns if c.endswith("_flag")]
     return (
         int(

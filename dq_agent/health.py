@@ -1,14 +1,13 @@
 """Per-device health, from the checks' results alone (nothing re-reads the data).
 
 Each device gets its rows, coverage, first and last reading (liveness_check's `per_device`),
-its faults per check and its worst status. A check's faults on a device are the problem rows of
-its events on that device (`CheckResult.events`: counted per device and time bucket, a gap
-counting one) when the check locates its problems in time, and the counts of its findings that
-name the device where no event of it does (a device that stopped sending); for a check without
-events, the counts of its findings that name the device. A device's status is the worst severity of the findings naming it, and of the
-status of each check with faults on it (a check that passes, its few problems within chance,
-gives a device no status). Events and findings are bounded per check: `complete` says whether
-every check's were all kept.
+its faults per check and its worst status, from the faults `dq_agent.faults` attributes (the
+rule the report's grid shares): only problems beyond chance, of a check that warned or failed,
+on each device they concern. A check's faults count its problem rows (its events per device and
+time bucket), a gap as one, a late start or a stop as the readings the device missed, and a
+finding no event shows as its count. A device's status is the worst severity of its faults: a
+device with none passes. Events and findings are bounded per check: `complete` says whether
+every check's were all kept. The total is the dataset's devices, also those no check named.
 
 Up to `MAX_LISTED` devices are listed, worst first; with more, the `KEPT_WHEN_MORE` worst, and
 the others are counted (by status, and their faults per check).
@@ -18,12 +17,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from dq_agent.checks.liveness import TOOL as _PER_DEVICE_CHECK
+from dq_agent.faults import check_faults
 from dq_agent.outcome import Inspection
-from dq_agent.result import Event, Finding, Status, status_rank, worst_status
+from dq_agent.result import CheckResult, Status, status_rank, worst_status
 
 MAX_LISTED = 10_000
 KEPT_WHEN_MORE = 1_000
@@ -78,8 +77,7 @@ class Health:
         return self.total - len(self.devices)
 
     def with_faults(self) -> list[DeviceHealth]:
-        """The listed devices with a status: faults of a check that warned or failed (a few
-        problems within chance give a device counts, not a status)."""
+        """The listed devices with a fault (a status: faults are problems beyond chance)."""
         return [d for d in self.devices if d.status is not Status.PASS]
 
     def summary_dict(self) -> dict[str, Any]:
@@ -124,39 +122,16 @@ def device_health(inspection: Inspection) -> Health:
                 item = device(str(name))
                 item.rows, item.coverage = facts.get("rows"), facts.get("coverage")
                 item.first, item.last = facts.get("first"), facts.get("last")
-        counts: dict[str, int] = defaultdict(int)
-        if result.events:
-            complete = complete and result.events_complete
-            for event in result.events:
-                if event.entity is not None:
-                    counts[event.entity] += event.count
-            # A finding about a device that no event of the check shows (a device that stopped
-            # sending has no rows to put in time) counts on its own.
-            for finding in result.findings:
-                if finding.entity is not None and not _shown(finding, result.events):
-                    counts[finding.entity] += finding.count
-        else:
-            # A check that does not say how many findings it left out (its `findings_left_out`
-            # is null) has left none when its list is shorter than the most a list holds.
-            left = result.metrics.get("findings_left_out")
-            complete = complete and (
-                left == 0 or (left is None and len(result.findings) < MAX_FINDINGS_LISTED)
-            )
-            for finding in result.findings:
-                if finding.entity is not None:
-                    counts[finding.entity] += finding.count
-        check_status = result.status if result.status in (Status.WARN, Status.FAIL) else None
-        for name, count in counts.items():
-            item = device(name)
-            item.faults[tool] = item.faults.get(tool, 0) + count
-            if check_status is not None:
-                item.status = worst_status([item.status, check_status])
-        for finding in result.findings:
-            if finding.entity is not None and result.status is not Status.PASS:
-                item = device(finding.entity)
-                item.status = worst_status([item.status, finding.severity])
+        complete = complete and _complete(result)
+        for fault in check_faults(result):
+            if fault.entity is None:
+                continue
+            item = device(fault.entity)
+            item.faults[tool] = item.faults.get(tool, 0) + fault.count
+            item.status = worst_status([item.status, fault.severity])
     ranked = sorted(devices.values(), key=DeviceHealth.sort_key)
-    total = max(len(ranked), counted)
+    # The dataset's own count: the devices no check named still count (a run of a few checks).
+    total = max(len(ranked), counted, inspection.dataset.entities or 0)
     if total <= MAX_LISTED:
         return Health(ranked, total, complete)
     kept, rest = ranked[:KEPT_WHEN_MORE], ranked[KEPT_WHEN_MORE:]
@@ -172,23 +147,11 @@ def device_health(inspection: Inspection) -> Health:
     return Health(kept, total, complete, dict(by_status), dict(faults))
 
 
-def _shown(finding: Finding, events: list[Event]) -> bool:
-    """Whether an event of the finding's device lies within the finding's time span (any
-    event of the device when the finding has no time)."""
-    start, end = _time(finding.start), _time(finding.end or finding.start)
-    for event in events:
-        if event.entity != finding.entity:
-            continue
-        if start is None or end is None or (event.start <= end and event.end >= start):
-            return True
-    return False
-
-
-def _time(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+def _complete(result: CheckResult) -> bool:
+    """Whether the check kept every event, or (without events) listed every finding."""
+    if result.events:
+        return result.events_complete
+    # A check that does not say how many findings it left out (its `findings_left_out` is
+    # null) has left none when its list is shorter than the most a list holds.
+    left = result.metrics.get("findings_left_out")
+    return left == 0 or (left is None and len(result.findings) < MAX_FINDINGS_LISTED)

@@ -1,5 +1,7 @@
 """The inspection pipeline, the one execution path: load -> where the data lives -> tools ->
-agent (or direct) -> guard -> narrative review -> Inspection. Nothing else runs checks for a run."""
+agent (or direct) -> guard -> narrative review -> Inspection. Nothing else runs checks for a run:
+the CLI (`inspect`, a path) and the library (`dq_agent.api`, a caller's frame) differ only in
+how the Dataset is loaded, then both go through `inspect_dataset`."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import copy
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,6 +73,19 @@ def profile(dataset: Dataset) -> DatasetInfo:
     )
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """When a run started: the report's start time, and the clock its durations count from
+    (loading included)."""
+
+    at: datetime
+    clock: float
+
+    @classmethod
+    def now(cls) -> RunStart:
+        return cls(datetime.now(UTC), time.perf_counter())
+
+
 def inspect(
     path: str,
     config: Config,
@@ -79,9 +94,29 @@ def inspect(
     trace: Trace | None = None,
     on_stage: StageCallback = _no_stage,
 ) -> Inspection:
-    """Inspect the data at `path`: every dimension is checked, by the model or by code."""
-    started_at = datetime.now(UTC)
-    clock = time.perf_counter()
+    """Inspect the data at `path` (a file, a glob, a directory, `-`, `duckdb:FILE.db:TABLE`):
+    every dimension is checked, by the model or by code."""
+    started = RunStart.now()
+    on_stage(f"Loading {path}")
+    dataset = load(path, config)
+    return inspect_dataset(
+        dataset, config, started=started, question=question, trace=trace, on_stage=on_stage
+    )
+
+
+def inspect_dataset(
+    dataset: Dataset,
+    config: Config,
+    *,
+    started: RunStart | None = None,
+    question: str | None = None,
+    trace: Trace | None = None,
+    on_stage: StageCallback = _no_stage,
+) -> Inspection:
+    """Inspect a loaded dataset (a file's, or a caller's frame, `dq_agent.api`): the one path
+    from loaded data to an Inspection. `started`: when the run began (before loading)."""
+    started = started or RunStart.now()
+    started_at, clock = started.at, started.clock
     timing = config.section(DelayCheckConfig)
     if timing.as_of is None:
         # One reference time for the whole run, recorded in the report: "now" when it started.
@@ -90,12 +125,10 @@ def inspect(
         timing.as_of = started_at.isoformat(timespec="seconds")
     timings: dict[str, float] = {}
 
-    on_stage(f"Loading {path}")
-    dataset = load(path, config)
     info = profile(dataset)
     timings["load_seconds"] = time.perf_counter() - clock
     if info.rows == 0:
-        raise InputError(f"{path} has no data rows: nothing to check")
+        raise InputError(f"{dataset.path} has no data rows: nothing to check")
 
     # Where the data lives for the run: read into memory once, shared by every check.
     dataset = resident(dataset)

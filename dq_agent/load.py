@@ -7,6 +7,10 @@ the scanning. CSV is read into memory once, file by file (`loading.csvfile`). Se
 put one below the other in natural order (`loading.files`), their columns unified
 (`loading.unify`); each row's file is known (`Dataset.file_index`). Before anything is read,
 the memory limit is checked (`limits`).
+
+A caller's frame (`load_frame`, `loading.frames`) and a DuckDB table (`duckdb:FILE.db:TABLE`,
+`loading.duckdb_source`) go through the same role detection and normalisation (`_dataset`);
+what only a file has (bytes, a reader's row order, file names) is absent and said to be.
 """
 
 from __future__ import annotations
@@ -18,8 +22,24 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from dq_agent.errors import ConfigError, InputError
-from dq_agent.limits import check_memory_budget, parse_size
-from dq_agent.loading.files import resolve_files, resolve_inputs
+from dq_agent.limits import (
+    PARQUET_PEAK_FACTOR,
+    PROGRAM_BYTES,
+    check_memory_budget,
+    format_size,
+    parse_size,
+)
+from dq_agent.loading import files as file_inputs
+from dq_agent.loading.duckdb_source import is_duckdb_source, parse_source, read_table
+from dq_agent.loading.files import resolve_inputs
+from dq_agent.loading.frames import DUCKDB, FrameInput, not_evaluated_notes
+from dq_agent.loading.localtime import (
+    ZONE_SETTING,
+    fold_inference,
+    naive_times,
+    resolve_fold,
+    utc_assumed,
+)
 from dq_agent.loading.normalise import (
     complete_times,
     guard_temporal,
@@ -30,6 +50,7 @@ from dq_agent.loading.normalise import (
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.read import (
     READ_FAILURES,
+    FilesRead,
     describe_read_error,
     read_csv_files,
     read_parquet_files,
@@ -48,12 +69,14 @@ __all__ = [
     "Dataset",
     "describe_read_error",
     "load",
+    "load_frame",
     "resolve_files",
     "verify_parquet",
 ]
 
 SAMPLE_ROWS = 10_000
 _FORMAT_NAMES = {"csv": "CSV", "parquet": "Parquet"}
+_TABLE = "a table"
 
 
 @dataclass
@@ -72,7 +95,8 @@ class Dataset:
     raw_dtypes: dict[str, str]
     text_numeric_columns: list[str] = field(default_factory=list)
     header_names: list[str] = field(default_factory=list)
-    has_bom: bool = False
+    has_bom: bool | None = False
+    """None: not evaluated (no bytes were read: a caller's frame, a DuckDB table)."""
     sentinels: list[float] = field(default_factory=list)
     file_rows: list[int] = field(default_factory=list)
     """Rows per file, in the order of `files`: the rows of `frame` are the files' one after
@@ -90,6 +114,12 @@ class Dataset:
     excusal: Excusal | None = None
     """The maintenance windows, once the inspection has computed their mask into the in-memory
     `frame` (`maintenance.materialise`); None before, and without windows."""
+    file_order: bool = True
+    """Whether the rows' positions in `frame` are the order a reader met them in (files). A
+    caller's frame or a DuckDB table has none: out-of-order rows need `order_column` there."""
+    order_column: str | None = None
+    """The column whose values give the rows' order (`columns.order_by`): out-of-order rows are
+    judged in its order instead of the rows' positions."""
 
     def file_index(self, row: pl.Expr) -> pl.Expr:
         """The index in `files` of the file that row number `row` of `frame` came from."""
@@ -150,6 +180,14 @@ def is_measurement(dtype: pl.DataType) -> bool:
     return dtype.is_numeric() and dtype != pl.Boolean
 
 
+def resolve_files(path: str) -> tuple[list[Path], str]:
+    """The files `path` names and their format, without reading them; for a DuckDB table its
+    database file (never to be written over)."""
+    if is_duckdb_source(path):
+        return [parse_source(path).database], DUCKDB
+    return file_inputs.resolve_files(path)
+
+
 def load(path: str, config: Config) -> Dataset:
     """Open `path` and detect column roles. Raises InputError for anything unreadable, and for
     data estimated to need more memory than `limits.max_memory` (checked before reading it).
@@ -159,28 +197,76 @@ def load(path: str, config: Config) -> Dataset:
     1M-row file took 98 s instead of 13 s), and a malformed row is then found here, as one
     error, instead of halfway through the checks.
     """
+    if is_duckdb_source(path):
+        return load_frame(read_table(path), config)
     inputs = resolve_inputs(path)
     files, file_format = inputs.files, inputs.file_format
     if config.limits.max_memory is not None and inputs.stdin is None:
         check_memory_budget(files, file_format, parse_size(config.limits.max_memory))
     _check_timezone(config.columns.timezone)
     read = read_csv_files(inputs, config) if file_format == "csv" else read_parquet_files(inputs)
+    # CSV is in memory: its text times are read in two passes (see `complete_times`).
+    return _dataset(
+        path, files, file_format, _FORMAT_NAMES[file_format], read, config, file_format == "csv"
+    )
+
+
+def load_frame(source: FrameInput, config: Config) -> Dataset:
+    """A caller's frame or a DuckDB table (`loading.frames`) as a Dataset, through the same role
+    detection and normalisation as a file. The memory limit is checked on the data's size in
+    memory, where known, with the factor measured for Parquet's uncompressed size."""
+    _check_timezone(config.columns.timezone)
+    if config.limits.max_memory is not None and source.data_bytes is not None:
+        _check_frame_budget(source, parse_size(config.limits.max_memory))
+    try:
+        names = list(source.frame.collect_schema().names())
+    except READ_FAILURES as exc:
+        raise InputError(f"cannot read {source.name}: {describe_read_error(exc)}") from exc
+    read = FilesRead(
+        raw=source.frame,
+        file_rows=[],
+        notes=not_evaluated_notes(source.kind),
+        header_names=names,
+        has_bom=None,
+    )
+    return _dataset(source.name, [], source.kind, _TABLE, read, config, source.in_memory)
+
+
+def _check_frame_budget(source: FrameInput, limit: int) -> None:
+    assert source.data_bytes is not None
+    peak = int(PROGRAM_BYTES + PARQUET_PEAK_FACTOR * source.data_bytes)
+    if peak > limit:
+        raise InputError(
+            f"{source.name} needs about {format_size(peak)} in memory (its "
+            f"{format_size(source.data_bytes)} x {PARQUET_PEAK_FACTOR:g} + "
+            f"{format_size(PROGRAM_BYTES)} for the program); the limit is "
+            f"{format_size(limit)}: raise limits.max_memory or inspect a smaller slice"
+        )
+
+
+def _dataset(
+    path: str,
+    files: list[Path],
+    file_format: str,
+    read_as: str,
+    read: FilesRead,
+    config: Config,
+    in_memory: bool,
+) -> Dataset:
+    """Roles found and the frame normalised: the one way data becomes a Dataset. `read_as`
+    names the format in errors; `in_memory` data has its text times read in two passes."""
     parts_frame = read.raw
     try:
         schema = parts_frame.collect_schema()
         sample = parts_frame.head(SAMPLE_ROWS).collect()
     except READ_FAILURES as exc:
-        raise InputError(
-            f"cannot read {path} as {_FORMAT_NAMES[file_format]}: {describe_read_error(exc)}"
-        ) from exc
+        raise InputError(f"cannot read {path} as {read_as}: {describe_read_error(exc)}") from exc
     if len(schema) == 0:
         raise InputError(f"{path} has no columns: nothing to check")
     try:
         detection = detect_roles(parts_frame, schema, sample, config, read.decimal_comma)
     except READ_FAILURES as exc:
-        raise InputError(
-            f"cannot read {path} as {_FORMAT_NAMES[file_format]}: {describe_read_error(exc)}"
-        ) from exc
+        raise InputError(f"cannot read {path} as {read_as}: {describe_read_error(exc)}") from exc
     roles = detection.roles
     raw = read.raw
     if detection.combined is not None and roles.timestamp is not None:
@@ -188,11 +274,10 @@ def load(path: str, config: Config) -> Dataset:
         schema = raw.collect_schema()
     raw = guard_temporal(raw, schema, (roles.timestamp, roles.ingest_time))
     repeated = repeated_text_times(schema, sample, roles)
-    # CSV is in memory: its text times that do not repeat are read in two passes (see
-    # `complete_times`).
+    # In memory, text times that do not repeat are read in two passes (see `complete_times`).
     full_formats: dict[str, list[tuple[str, str]]] = {}
     first_pass: dict[str, list[tuple[str, str]]] = {}
-    if file_format == "csv":
+    if in_memory:
         for name in (roles.timestamp, roles.ingest_time):
             if name is None or name in repeated or schema[name] != pl.String:
                 continue
@@ -218,14 +303,17 @@ def load(path: str, config: Config) -> Dataset:
         plain_numbers=detection.plain_numbers,
         first_pass=first_pass,
     )
-    if file_format == "csv":
+    if in_memory:
         # Parse the text timestamps and numbers once, not once per query.
         try:
             frame = complete_times(
                 frame.collect(), raw, full_formats, config.columns.timezone
             ).lazy()
         except READ_FAILURES as exc:
-            raise InputError(f"cannot read {path} as CSV: {describe_read_error(exc)}") from exc
+            raise InputError(
+                f"cannot read {path} as {read_as}: {describe_read_error(exc)}"
+            ) from exc
+    frame, zone_notes = _local_times(frame, raw, sample, schema, roles, config)
     return Dataset(
         path=path,
         files=files,
@@ -240,11 +328,44 @@ def load(path: str, config: Config) -> Dataset:
         has_bom=read.has_bom,
         sentinels=list(config.reading().sentinels),
         file_rows=read.file_rows,
-        inferred=[*read.inferred, *detection.inferred],
+        inferred=[*read.inferred, *detection.inferred, *zone_notes],
         load_notes=[*read.notes, *detection.notes],
         timestamp_formats=detection.timestamp_formats,
         time_parts=list(detection.combined or ()),
+        file_order=bool(files),
+        order_column=config.columns.order_by,
     )
+
+
+def _local_times(
+    frame: pl.LazyFrame,
+    raw: pl.LazyFrame,
+    sample: pl.DataFrame,
+    schema: pl.Schema,
+    roles: Roles,
+    config: Config,
+) -> tuple[pl.LazyFrame, list[Inference]]:
+    """Naive times: said when read as UTC by default; in a configured zone, the repeated hour
+    of a fall-back read in file order (`loading.localtime`)."""
+    ts = roles.timestamp
+    if ts is None:
+        return frame, []
+    values = (
+        sample.get_column(ts)
+        if ts in sample.columns
+        else raw.select(ts).head(SAMPLE_ROWS).collect().to_series()
+    )
+    if not naive_times(schema[ts], values):
+        return frame, []
+    timezone = config.columns.timezone
+    if timezone == "UTC":
+        set_here = config.origin_of(ZONE_SETTING) != "the defaults"
+        return frame, [] if set_here else [utc_assumed(ts)]
+    try:
+        frame, moved = resolve_fold(frame, ts, list(roles.entity), timezone)
+    except READ_FAILURES as exc:
+        raise InputError(f"cannot read {ts} in {timezone}: {describe_read_error(exc)}") from exc
+    return frame, [fold_inference(ts, moved, timezone)] if moved else []
 
 
 def _check_timezone(timezone: str) -> None:

@@ -87,7 +87,11 @@ def check_configured_columns(names: list[str], config: Config) -> None:
     columns = config.columns
     configured: list[tuple[str, str]] = [
         (key, value)
-        for key, value in (("timestamp", columns.timestamp), ("ingest_time", columns.ingest_time))
+        for key, value in (
+            ("timestamp", columns.timestamp),
+            ("ingest_time", columns.ingest_time),
+            ("order_by", columns.order_by),
+        )
         if value is not None
     ]
     configured += [
@@ -175,7 +179,8 @@ def detect_roles(
         sample,
         schema,
         names,
-        {timestamp, ingest, *entity, *time_parts},
+        # The order column numbers the rows: a role, not a reading.
+        {timestamp, ingest, *entity, *time_parts, columns.order_by},
         stats,
         config,
         decimal_comma,

@@ -107,6 +107,10 @@ class ColumnsConfig:
     timezone: str = setting("UTC", rule=time_zone)
     timestamp_format: str | None = setting(None, rule=strptime_format)
     """A strptime format for a text timestamp column (e.g. '%m/%d/%Y %H:%M'): then the only one."""
+    order_by: str | None = None
+    """A column whose values give the order the rows arrived in (a sequence number, an offset):
+    out-of-order rows are judged in its order instead of the rows' positions. A frame or a
+    DuckDB table has no reader row order, so without it their order is not evaluated."""
 
 
 @dataclass

@@ -2,10 +2,16 @@
 from their data instead of a blank file.
 
 What it writes as settings is what loading detected or the data shows plainly (the column roles,
-the columns, a sampling interval shared by every entity); what needs a person's judgement is
-written as comments to confirm (the observed value ranges as suspect limits, each entity's
-interval when they differ, sentinel-looking values seen). The settings are chosen so that
-`inspect --config` of the file on the same clean data passes: they describe it as it is.
+the columns, a sampling interval shared by every entity, suspect limits a margin outside each
+value column's observed range); what needs a person's judgement is written as comments to
+confirm (fail limits, each entity's interval when they differ, sentinel-looking values seen).
+The settings are chosen so that `inspect --config` of the file on the same clean data passes:
+they describe it as it is.
+
+Only suspect limits come from the data, never fail limits: a range seen in one file says what is
+usual, not what is impossible. They lie `LIMIT_MARGIN` of the observed span outside the observed
+min and max, rounded outwards, and never beyond a unit default's physical bound (humidity
+0-100, Kelvin >= 0: `checks.ranges.unit_limits`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks import delays, nulls, structure
+from dq_agent.checks import delays, nulls, ranges, structure
 from dq_agent.checks.base import entity_key
 from dq_agent.config import Config
 from dq_agent.load import Dataset, load
@@ -25,6 +31,9 @@ from dq_agent.load import Dataset, load
 MAX_LISTED_ENTITIES = 12
 # Numbers that often mean "no reading" in sensor exports, reported when seen (not configured).
 CANDIDATE_SENTINELS = (-999.0, -9999.0, -200.0, -99.0, 9999.0, 99999.0, -32768.0, 32767.0, 65535.0)
+# The suspect limits lie this share of the observed span outside the observed min and max: the
+# same data passes, a reading well beyond anything the file showed warns.
+LIMIT_MARGIN = 0.25
 _STEP = "__step"
 _ENTITY = "__entity"
 
@@ -150,19 +159,7 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         )
     lines += ["", f"{delays.SPEC.name}:"]
     lines += _interval_lines(suggestion.intervals)
-    lines += [
-        "",
-        "# Observed value ranges, as suspect limits to confirm (dq-agent has no range check yet;",
-        "# the outlier check judges each entity against its own spread). Clean values, sentinels",
-        "# left out: min .. max (1st .. 99th percentile).",
-    ]
-    for r in suggestion.ranges:
-        lines.append(
-            f"#   {json.dumps(r.column)}: {_number(r.low)} .. {_number(r.high)} "
-            f"({_number(r.p01)} .. {_number(r.p99)})"
-        )
-    if not suggestion.ranges:
-        lines.append("#   (no numeric value columns)")
+    lines += ["", *_range_lines(suggestion.ranges, config)]
     lines += [
         "",
         f"{structure.SPEC.name}:",
@@ -174,6 +171,74 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         *_maintenance_lines(suggestion),
     ]
     return "\n".join(lines)
+
+
+def suspect_limits(r: ValueRange, unit: ranges.Limits | None) -> tuple[float, float] | None:
+    """Suspect limits `LIMIT_MARGIN` of the observed span outside the observed range, rounded
+    outwards to a round step, within the unit default's bounds; None without a spread."""
+    low, high = r.low, r.high
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    if high <= low:
+        return None
+    margin = LIMIT_MARGIN * (high - low)
+    exponent = math.floor(math.log10(margin))
+    step = 10.0**exponent
+    digits = max(0, -exponent)
+    suspect_min = round(math.floor((low - margin) / step) * step, digits)
+    suspect_max = round(math.ceil((high + margin) / step) * step, digits)
+    # Never looser than a physical bound the check already knows.
+    if unit is not None and unit.suspect_min is not None:
+        suspect_min = max(suspect_min, unit.suspect_min)
+    if unit is not None and unit.suspect_max is not None:
+        suspect_max = min(suspect_max, unit.suspect_max)
+    return suspect_min, suspect_max
+
+
+def _range_lines(found: list[ValueRange], config: Config) -> list[str]:
+    settings = config.section(ranges.RangeCheckConfig)
+    lines = [
+        f"{ranges.SPEC.name}:",
+        "  # Suspect limits (a warning, never a failure), to confirm: "
+        f"{LIMIT_MARGIN:.0%} of the observed span",
+        "  # outside the observed range of the clean values (sentinels left out), rounded outwards,",
+        "  # so this data passes and a reading well beyond anything it showed warns. Fail limits",
+        "  # (min, max: impossible values) are not suggested: a file shows what is usual, not what",
+        "  # is impossible; add them where you know them, e.g. min: 0.",
+        "  # Observed: min .. max (1st .. 99th percentile).",
+    ]
+    entries: list[str] = []
+    for r in found:
+        observed = (
+            f"observed {_number(r.low)} .. {_number(r.high)} ({_number(r.p01)} .. {_number(r.p99)})"
+        )
+        unit = ranges.unit_limits(r.column) if settings.unit_defaults else None
+        limits = suspect_limits(r, unit)
+        if limits is None:
+            entries.append(f"    # {json.dumps(r.column)}: {observed}: no spread, no limits")
+            continue
+        beyond = unit is not None and (
+            (unit.suspect_min is not None and r.low is not None and r.low < unit.suspect_min)
+            or (unit.suspect_max is not None and r.high is not None and r.high > unit.suspect_max)
+        )
+        if beyond and unit is not None:
+            entries += [
+                f"    # {json.dumps(r.column)} goes beyond its {unit.source}; those readings warn:",
+                "    # a fault, or a column the default does not fit (a signed percentage, say):",
+                "    # then set the limits you know here.",
+            ]
+        entries.append(
+            f"    {json.dumps(r.column)}: "
+            f'{{"suspect_min": {limits[0]:.10g}, "suspect_max": {limits[1]:.10g}}}'
+            f"   # {observed}"
+        )
+    if not found:
+        lines.append("  # (no numeric value columns)")
+    if any(not e.lstrip().startswith("#") for e in entries):
+        lines += ["  limits:", *entries]
+    else:
+        lines += [*[e.replace("    #", "  #", 1) for e in entries], "  limits: {}"]
+    return lines
 
 
 def _maintenance_lines(suggestion: Suggestion) -> list[str]:

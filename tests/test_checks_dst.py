@@ -55,6 +55,32 @@ def test_clocks_going_forward_are_named_in_the_gap(tmp_path: Path) -> None:
     assert "likely daylight saving time: local clocks in Europe/Berlin" in gap.what
 
 
+def test_a_real_outage_beside_the_skipped_hour_is_not_explained_away(tmp_path: Path) -> None:
+    path = _berlin_local_csv(tmp_path, datetime(2024, 3, 30, 23, 0, tzinfo=UTC), 240)
+    lines = path.read_text().splitlines()
+    # A 31-minute outage two hours after the clocks went forward.
+    path.write_text("\n".join(lines[:200] + lines[230:]) + "\n")
+    result = run_check(plan_delay_check, path, _config())
+    assert result.metrics["gap_count"] == 2
+    (gap,) = result.findings
+    assert "(1 of the 2 gaps likely daylight saving time" in gap.what
+    causes = sorted(str(e.get("likely_cause")) for e in gap.examples)
+    assert causes == ["None", "daylight saving time"]
+
+
+def test_the_repeated_hour_read_in_the_configured_zone_leaves_nothing_to_explain(
+    tmp_path: Path,
+) -> None:
+    path = _berlin_local_csv(tmp_path, datetime(2024, 10, 26, 23, 0, tzinfo=UTC), 240)
+    config = _config()
+    config.columns.timezone = "Europe/Berlin"
+    duplicates = run_check(plan_duplicate_check, path, config)
+    assert duplicates.metrics["conflicting_key_rows"] == 0
+    delays = run_check(plan_delay_check, path, config)
+    assert delays.metrics["gap_count"] == 0
+    assert delays.metrics["out_of_order_rows"] == 0
+
+
 def test_a_whole_hour_ahead_of_now_is_named(tmp_path: Path) -> None:
     now = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
     # Live Berlin data (UTC+2 in summer) up to now, written as local time.

@@ -290,6 +290,29 @@ def test_semicolon_csv_with_decimal_commas_is_detected(tmp_path: Path) -> None:
     assert dataset.frame.select(pl.col("Temperatur").sum()).collect().item() == 50.0
 
 
+def test_quoted_decimal_commas_in_a_comma_separated_file_are_read_and_said(
+    tmp_path: Path,
+) -> None:
+    # An Excel export in a German locale with a comma separator: the numbers are quoted.
+    data = "ts,device,temperature,pressure\n" + "".join(
+        f'2025-02-03 00:{i:02d}:00,d1,"20,{i}","1013,25"\n' for i in range(10)
+    )
+    dataset = load(str(write_bytes(tmp_path, "quoted.csv", data.encode())), Config())
+    assert dataset.roles.values == ["temperature", "pressure"]
+    assert dataset.frame.select(pl.col("temperature").sum()).collect().item() == pytest.approx(
+        200 + 4.5
+    )
+    guessed = {item.role: item for item in dataset.inferred}
+    assert guessed["decimal comma"].setting == "input.decimal_comma"
+
+
+def test_quoted_thousands_separators_are_not_taken_for_decimal_commas(tmp_path: Path) -> None:
+    data = "ts,v\n" + "".join(f'2025-02-03 00:{i:02d}:00,"1,2{i}0.5"\n' for i in range(10))
+    dataset = load(str(write_bytes(tmp_path, "thousands.csv", data.encode())), Config())
+    assert dataset.frame.select(pl.col("v").min()).collect().item() == 1200.5
+    assert "decimal comma" not in {item.role for item in dataset.inferred}
+
+
 def test_configured_separator_wins(tmp_path: Path) -> None:
     data = b"timestamp|v;w\n2024-01-01T00:00:00|1;2\n"
     config = resolve(None, cli={"input.separator": "|"}, environ={})

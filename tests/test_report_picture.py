@@ -84,7 +84,7 @@ def test_picture_reads_without_colour_and_in_a_log(monkeypatch: pytest.MonkeyPat
     assert "\x1b[31m" not in out.getvalue() and "\x1b[33m" not in out.getvalue()
     text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
     assert "dev-03 ······▓▓▓▓" in text
-    assert "· fine  ░ 1 problem row  ▒ several  ▓ failing check  █ no data (gap)" in text
+    assert "· fine  ░ 1 problem row  ▒ several  ▓ failing check  █ no data" in text
     plain = render_plain(sample_inspection(), width=100)
     assert "\x1b" not in plain and "dev-03 ······▓▓▓▓" in plain
 
@@ -152,9 +152,11 @@ def test_the_sample_report_fits_its_line_budget() -> None:
     incidents = next(i for i, line in enumerate(lines) if line.startswith("Top incidents"))
     table = next(i for i, line in enumerate(lines) if "Dimension" in line)
     assert picture < incidents < table
-    # Ranked by size: the sample's stuck hour on dev-02, then its longest gap.
+    # Ranked by size: the sample's stuck hour on dev-02, then dev-04's last 3 hours without data
+    # (it stopped), then the longest gap.
     assert "! dev-02 01:12–02:11  temperature stuck for 60 readings" in lines[incidents + 1]
-    assert "! dev-01 05:57–07:58  gap 2h 1m" in lines[incidents + 2]
+    assert "! dev-04 20:59–23:59  stopped sending, 180 readings missed" in lines[incidents + 2]
+    assert "! dev-01 05:57–07:58  gap 2h 1m" in lines[incidents + 3]
 
 
 def test_findings_alike_but_for_numbers_and_units_group() -> None:

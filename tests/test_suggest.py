@@ -10,8 +10,10 @@ import polars as pl
 import yaml
 from typer.testing import CliRunner
 
+from dq_agent.checks.ranges import unit_limits
 from dq_agent.cli import app
 from dq_agent.config import resolve
+from dq_agent.suggest import ValueRange, suspect_limits
 from tests.conftest import clean_frame
 
 ENV = {"DQ_AGENT_HISTORY": "false", "NO_COLOR": "1", "COLUMNS": "100"}
@@ -46,7 +48,11 @@ def test_clean_parquet_suggestion_passes(tmp_path: Path) -> None:
     assert settings["delay_check"]["expected_interval_seconds"] == 60
     assert settings["structure_check"]["expected_columns"] == list(clean_frame().columns)
     assert "# Every entity samples every 60 s" in text
-    assert '#   "pressure": ' in text  # the observed range, to confirm
+    # Suspect limits from the observed range, fail limits only in words.
+    limits = settings["range_check"]["limits"]
+    assert set(limits) == {"temperature", "pressure"}
+    assert all(set(v) == {"suspect_min", "suspect_max"} for v in limits.values())
+    assert "Fail limits\n  # (min, max: impossible values) are not suggested" in text
     resolve(target)  # every key is one the config knows
     _inspect_passes(data, target)
 
@@ -100,3 +106,36 @@ def test_init_refuses_to_overwrite(tmp_path: Path) -> None:
     assert code == 0 and target.read_text(encoding="utf-8").startswith("# dq-agent configuration")
     code, _, err = run("init", str(data), "-o", str(data), "--force")
     assert code == 2
+
+
+def test_suspect_limits_lie_a_margin_outside_the_observed_range_within_unit_bounds() -> None:
+    def limits(column: str, low: float, high: float) -> tuple[float, float] | None:
+        found = ValueRange(column, low, high, None, None, {})
+        return suspect_limits(found, unit_limits(column))
+
+    # Span 7.5: a margin of 1.875, rounded outwards to whole units.
+    assert limits("temp", 18.2, 25.7) == (16.0, 28.0)
+    assert limits("pressure", 0.0125, 0.0175) == (0.011, 0.019)
+    # A percentage never gets a suspect limit below 0 or above 100.
+    assert limits("humidity", 2.0, 60.0) == (0.0, 80.0)
+    assert limits("valve_pct", 40.0, 99.0) == (20.0, 100.0)
+    # A column without spread (a setpoint) gets none.
+    assert limits("setpoint", 75.0, 75.0) is None
+
+
+def test_a_reading_beyond_the_suggested_limits_warns(tmp_path: Path) -> None:
+    frame = clean_frame()
+    data = tmp_path / "clean.parquet"
+    frame.write_parquet(data)
+    config = tmp_path / "dq.yaml"
+    assert run("init", str(data), "-o", str(config))[0] == 0
+    high = yaml.safe_load(config.read_text(encoding="utf-8"))["range_check"]["limits"]["pressure"]
+    faulty = tmp_path / "faulty.parquet"
+    value = high["suspect_max"] + 1.0
+    frame.with_row_index().with_columns(
+        pl.when(pl.col("index") == 100).then(value).otherwise(pl.col("pressure")).alias("pressure")
+    ).drop("index").write_parquet(faulty)
+    code, out, err = run("inspect", str(faulty), "--no-agent", "-c", str(config), "-f", "json")
+    assert code == 0, err
+    check = json.loads(out)["checks"]["range_check"]
+    assert (check["status"], check["metrics"]["suspect_count"]) == ("warn", 1)

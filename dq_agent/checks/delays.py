@@ -13,6 +13,10 @@ gap. Rows without a timestamp are counted (`null_timestamps`) and left out of th
 Order is judged in file order (a row index taken before any filtering): a row is out of order
 when its timestamp is earlier than the previous row of the same entity in the same file (the
 order between the files of a glob or directory means nothing); the examples name the file.
+With an order column (`columns.order_by`: a sequence number, an offset) the rows are taken in
+its order instead, across files. A caller's frame or a DuckDB table has no reader order: without
+an order column its order is not evaluated (`out_of_order_rows` null, `out_of_order_basis`
+"not evaluated"), never counted as 0.
 
 With `scope.column` naming a value column, only the rows where that column holds a value are
 timed, so the gaps are those of that column's readings (in a wide layout one sensor can stop while
@@ -144,8 +148,10 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
 
     naive = naive_source(dataset.raw_dtypes.get(timestamp, ""), config.columns.timezone)
 
+    basis = order_basis(dataset)
+
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return DelayFinisher(settings, as_of, has_ingest, frames, naive).result()
+        return DelayFinisher(settings, as_of, has_ingest, frames, naive, basis).result()
 
     plan = CheckPlan(
         TOOL, [q for q, _ in queries], finish, engine=tuple(engine for _, engine in queries)
@@ -487,19 +493,41 @@ def _gap_rows(
     )
 
 
+def order_basis(dataset: Dataset) -> str | None:
+    """What out-of-order rows are judged against: the order column, the rows' positions in the
+    files, or nothing (a caller's frame or a DuckDB table without an order column)."""
+    if dataset.order_column is not None:
+        return f"column {dataset.order_column}"
+    return "file rows" if dataset.file_order else None
+
+
 def _backward_rows(
     series: pl.LazyFrame, timestamp: str, timed: pl.Expr, file_rows: bool, dataset: Dataset
 ) -> pl.LazyFrame:
-    """The timed rows earlier than the previous timed row of their entity in file order, within
-    one file: series, row in the data, timestamp, previous timestamp, file. There are few."""
+    """The timed rows earlier than the previous timed row of their entity in file order (or in
+    the order column's order, `columns.order_by`), within one file: series, row in the data,
+    timestamp, previous timestamp, file. There are few. None without an order to judge."""
     ts = pl.col(TS)
-    row = pl.col(FILE_ORDER) if file_rows else pl.col(FILE_ROW).gather(pl.col(FILE_ORDER))
-    columns = {TS: pl.col(timestamp).gather(pl.col(FILE_ORDER)), FILE_ROW: row}
+    order = FILE_ORDER
+    if dataset.order_column is not None:
+        # A series' rows are contiguous and numbered in order (`SERIES`): sorting by the series
+        # and the order value puts each series' rows in the column's order, still together.
+        values = pl.col(dataset.order_column)
+        by_column = pl.col(FILE_ORDER).sort_by(
+            [pl.col(SERIES), values.gather(pl.col(FILE_ORDER))], maintain_order=True
+        )
+        series = series.with_columns(by_column.alias(_BY_COLUMN))
+        order = _BY_COLUMN
+        timed = timed & values.is_not_null()
+    row = pl.col(order) if file_rows else pl.col(FILE_ROW).gather(pl.col(order))
+    columns = {TS: pl.col(timestamp).gather(pl.col(order)), FILE_ROW: row}
     same_file = pl.lit(True)
     file_name = pl.lit(None, dtype=pl.String)
     if len(dataset.files) > 1:
         columns[_FILE] = dataset.file_index(row)
-        same_file = pl.col(_FILE) == pl.col(_FILE).shift(1)
+        # The order between files means nothing, unless an order column gives it.
+        if dataset.order_column is None:
+            same_file = pl.col(_FILE) == pl.col(_FILE).shift(1)
         names = pl.Series([str(f) for f in dataset.files], dtype=pl.String)
         starts = pl.Series(
             [sum(dataset.file_rows[:i]) for i in range(len(dataset.files))], dtype=pl.Int64
@@ -510,19 +538,23 @@ def _backward_rows(
             pl.lit(names).gather(pl.col(_FILE)),
             pl.col(FILE_ROW).cast(pl.Int64) - pl.lit(starts).gather(pl.col(_FILE)),
         )
-    return (
-        _in_series_order(series, FILE_ORDER, columns, timed)
+    backward = (
+        _in_series_order(series, order, columns, timed)
         .with_columns(_within_series(ts.shift(1)).alias(PREV_IN_FILE))
         .filter((ts < pl.col(PREV_IN_FILE)) & same_file)
         .select(
             _GID, FILE_ROW, pl.col(TS).alias(OUT_OF_ORDER_TS), PREV_IN_FILE, file_name.alias(FILE)
         )
-        # Read by two queries: computed once.
-        .cache()
     )
+    if order_basis(dataset) is None:
+        # No order to judge: no rows, and the result says "not evaluated", never 0.
+        backward = backward.clear()
+    # Read by two queries: computed once.
+    return backward.cache()
 
 
 _FILE = "__file_index"
+_BY_COLUMN = "__by_order_column"
 
 
 def _within_series(previous: pl.Expr) -> pl.Expr:

@@ -18,6 +18,7 @@ from dq_agent.checks.dst import offset_cause, repeat_cause, skip_cause
 from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.result import (
     CheckResult,
+    Event,
     Finding,
     Status,
     at_least_warn,
@@ -71,6 +72,7 @@ STOPPED_LAG_Z = 4.0
 MAX_EXAMPLES = 5
 MAX_FINDINGS = 20
 
+NOT_EVALUATED = "not evaluated"
 _REQUIRED_METRICS = ("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows")
 
 
@@ -106,8 +108,11 @@ class DelayFinisher:
         has_ingest: bool,
         frames: list[pl.DataFrame],
         naive: bool = False,
+        order_basis: str | None = "file rows",
     ):
         self.settings = settings
+        # What out-of-order rows were judged against; None: not evaluated (no order known).
+        self.order_basis = order_basis
         # Times that may be local wall-clock times read as UTC: findings name DST and offsets.
         self.naive = naive
         self.as_of = as_of
@@ -148,7 +153,31 @@ class DelayFinisher:
         if stale and status is Status.PASS:
             status = Status.WARN
         findings, metrics["findings_left_out"] = self._findings(metrics, statuses)
-        return CheckResult(TOOL, status, self._summary(metrics), metrics=metrics, findings=findings)
+        return CheckResult(
+            TOOL,
+            status,
+            self._summary(metrics),
+            metrics=metrics,
+            findings=findings,
+            events=self._stopped_events(),
+        )
+
+    def _stopped_events(self) -> list[Event]:
+        """One event per stopped entity, from its newest reading to the fleet's, counting the
+        readings it missed (as liveness_check counts a late start): the finding names the first
+        few, these name every one, so the per-device health and the grid see each."""
+        newest = self.overall["newest"]
+        return [
+            Event(
+                kind="stopped",
+                entity=None if r[ENTITY] is None else str(r[ENTITY]),
+                column=None,
+                start=r["newest"],
+                end=newest,
+                count=max(int(r["behind"] // r["expected"]) if r["expected"] else 1, 1),
+            )
+            for r in self._stopped().iter_rows(named=True)
+        ]
 
     def _metrics(self) -> dict[str, Any]:
         entities = self.entities
@@ -193,7 +222,12 @@ class DelayFinisher:
                 }
                 for g in self.longest.iter_rows(named=True)
             ],
-            "out_of_order_rows": int(entities.get_column("out_of_order").sum()),
+            "out_of_order_rows": (
+                int(entities.get_column("out_of_order").sum())
+                if self.order_basis is not None
+                else None
+            ),
+            "out_of_order_basis": self.order_basis or NOT_EVALUATED,
             "duplicate_timestamps": int(entities.get_column("duplicates").sum()),
             "as_of": self.as_of.isoformat(),
             "future_rows": overall["future_rows"],
@@ -293,7 +327,9 @@ class DelayFinisher:
                     what=(
                         f"{plural(entity['gaps'], 'gap')} longer than {basis}; "
                         f"longest {human_duration(entity['max_gap'])}"
-                        + self._cause(self._skip_cause(examples, entity["expected"]))
+                        + self._cause(
+                            self._skip_cause(examples, entity["expected"], entity["gaps"])
+                        )
                     ),
                     count=entity["gaps"],
                     severity=at_least_warn(severity),
@@ -330,7 +366,9 @@ class DelayFinisher:
             Finding(
                 what=(
                     f"{plural(count, 'row')} out of order: earlier than the previous row "
-                    "of the same entity in file order" + _in_one_file(examples) + self._cause(cause)
+                    f"of the same entity in {self._order_words()}"
+                    + _in_one_file(examples)
+                    + self._cause(cause)
                 ),
                 count=count,
                 severity=at_least_warn(severity),
@@ -476,16 +514,31 @@ class DelayFinisher:
     def _cause(cause: str | None) -> str:
         return f" ({cause})" if cause else ""
 
-    def _skip_cause(self, examples: list[dict[str, Any]], interval: float | None) -> str | None:
+    def _skip_cause(
+        self, examples: list[dict[str, Any]], interval: float | None, gaps: int
+    ) -> str | None:
+        """The daylight-saving cause of the gaps it explains, each such example marked; when it
+        explains only some of the entity's gaps, it says how many, so a real outage beside a
+        skipped hour is not explained away."""
         if not self.naive or interval is None:
             return None
+        causes: list[str] = []
         for example in examples:
             start = datetime.fromisoformat(example["timestamp"])
             end = datetime.fromisoformat(example["next_timestamp"])
             cause = skip_cause(start, end, example["gap_seconds"] - interval, interval)
             if cause is not None:
-                return cause
-        return None
+                example["likely_cause"] = "daylight saving time"
+                causes.append(cause)
+        if not causes:
+            return None
+        if len(causes) >= gaps:
+            return causes[0]
+        return f"{len(causes)} of the {gaps} gaps {causes[0]}"
+
+    def _order_words(self) -> str:
+        basis = self.order_basis
+        return "file order" if basis in (None, "file rows") else f"the order of {basis}"
 
     @staticmethod
     def _single_entity(frame: pl.DataFrame) -> bool:
@@ -499,7 +552,10 @@ class DelayFinisher:
                 f" on {metrics['max_gap_entity']}" if metrics["max_gap_entity"] is not None else ""
             )
             parts[0] += f" (longest {human_duration(metrics['max_gap_seconds'])}{where})"
-        parts.append(f"{metrics['out_of_order_rows']} out of order")
+        if metrics["out_of_order_rows"] is None:
+            parts.append("order not evaluated (no order column: set columns.order_by)")
+        else:
+            parts.append(f"{metrics['out_of_order_rows']} out of order")
         if metrics["duplicate_timestamps"]:
             parts.append(f"{metrics['duplicate_timestamps']} repeated timestamps")
         parts.append(f"{metrics['future_rows']} in the future")

@@ -168,8 +168,13 @@ def with_derived_events(
 
 
 def with_table(result: CheckResult, table: pl.DataFrame) -> CheckResult:
-    """`result` carrying the event table `table` (from `bounded`) as its events."""
-    return replace(result, events=to_events(table), events_complete=table.height <= MAX_EVENTS)
+    """`result` carrying the event table `table` (from `bounded`) as its events, after those
+    the finish itself found (a device that stopped sending)."""
+    return replace(
+        result,
+        events=[*result.events, *to_events(table)],
+        events_complete=table.height <= MAX_EVENTS,
+    )
 
 
 def to_events(table: pl.DataFrame) -> list[Event]:

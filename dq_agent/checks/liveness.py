@@ -38,7 +38,7 @@ from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds
+from dq_agent.result import CheckResult, Event, Finding, Status, status_from_thresholds
 from dq_agent.settings import fraction, non_negative, positive, setting
 
 if TYPE_CHECKING:
@@ -134,6 +134,7 @@ def _result(
     devices: dict[str, dict[str, Any]] = {}
     late: list[str] = []
     findings: list[Finding] = []
+    events: list[Event] = []
     # With several devices, a late one must also start beyond the fleet's usual spread of
     # starts (as delay_check judges ends): devices sampled at random times start apart.
     offsets = (frame["first"] - start).dt.total_seconds(fractional=True)
@@ -170,7 +171,11 @@ def _result(
         # Without a usual step (one reading) there is nothing to measure the delay against.
         if step and before > allowed:
             late.append(name)
-            findings.append(_finding(name, devices[name], before, start))
+            finding = _finding(name, devices[name], before, start)
+            findings.append(finding)
+            # The missing start as an event too, counted in the readings it missed (as
+            # delay_check counts a stop): the per-device health and the grid see every one.
+            events.append(Event("late_start", name, None, start, row["first"], finding.count))
     status = status_from_thresholds(len(late), len(devices), settings.warn_at, settings.fail_at)
     severity = Status.FAIL if status is Status.FAIL else Status.WARN
     findings = [replace(f, severity=severity) for f in findings]
@@ -187,7 +192,12 @@ def _result(
         "findings_left_out": max(0, len(findings) - MAX_FINDINGS),
     }
     return CheckResult(
-        TOOL, status, _summary(devices, late, start), metrics, findings[:MAX_FINDINGS]
+        TOOL,
+        status,
+        _summary(devices, late, start),
+        metrics,
+        findings[:MAX_FINDINGS],
+        events=events,
     )
 
 

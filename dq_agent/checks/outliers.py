@@ -228,6 +228,7 @@ SPEC = CheckSpec(
         ),
     ),
     words=r"outliers?|anomal\w*|spikes?",
+    findings_per_group=True,
 )
 
 

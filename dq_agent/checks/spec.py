@@ -54,6 +54,11 @@ class CheckSpec:
     baseline: tuple[BaselineMetric, ...] = ()
     words: str = ""
     """A regular expression of the plain words that address the dimension in prose."""
+    findings_per_group: bool = False
+    """Whether the check judges chance group by group (device x column) and makes a finding of
+    each group beyond chance only: its other problem rows (events) are the few any clean group
+    shows, no device's faults (`dq_agent.faults`). Otherwise a warning or failing check's
+    problem rows are all beyond chance (judged by column or by the problem itself)."""
     excused: bool = True
     """Whether maintenance windows excuse readings from it (every value and timing check; not
     the checks of the file's make-up, duplicates and structure)."""

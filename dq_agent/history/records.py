@@ -7,13 +7,12 @@ without a database and feed them to `stats`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from dq_agent.history.fingerprint import Fingerprint, fingerprint_of
+from dq_agent.history.fingerprint import Fingerprint, fingerprint_of, source_key
 from dq_agent.outcome import Inspection
 
 # Agent statuses of runs in which no model took part (outcome.AgentInfo.status).
@@ -25,7 +24,7 @@ def dataset_key(path: str, name: str | None = None) -> str:
     path, so a cron job and a person in another directory share one baseline."""
     if name:
         return name
-    return os.path.abspath(os.path.expanduser(path)) if path else ""
+    return source_key(path)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,11 @@ _SEPARATORS = (",", ";", "\t", "|")
 _DECIMAL_COMMA = re.compile(
     r"(?:^|;|\t|\|)\s*-?\d+,\d+(?:\s*[^\d\s;\t|,.][^;\t|]{0,9})?\s*(?:$|;|\t|\|)"
 )
+# With a comma separator, a decimal comma can only be inside quotes: "20,9". A quoted number
+# with three digits after its comma may be a thousands separator ("1,234"), and one with a
+# point after groups of three ("1,234.5") is one.
+_QUOTED_COMMA_NUMBER = re.compile(r'"\s*-?\d+,(\d+)\s*"')
+_QUOTED_THOUSANDS = re.compile(r'"\s*-?\d{1,3}(?:,\d{3})+\.\d+\s*"')
 _COMMENT = "#"
 
 
@@ -37,6 +42,9 @@ _COMMENT = "#"
 class CsvDialect:
     separator: str
     decimal_comma: bool
+    decimal_comma_seen: str = ""
+    """Where a decimal comma was found when the config did not say (empty when configured or
+    not found): the report says it was guessed."""
 
 
 @dataclass(frozen=True)
@@ -86,10 +94,29 @@ def csv_dialect(file: Path, config: Config, stdin: bytes | None = None) -> CsvDi
             header = body[0] if body else ""
             # Ties go to the comma: the order of _SEPARATORS is the preference.
             separator = max(_SEPARATORS, key=lambda s: (header.count(s), -_SEPARATORS.index(s)))
-    decimal_comma = config.input.decimal_comma
-    if decimal_comma is None:
-        decimal_comma = separator != "," and any(_DECIMAL_COMMA.search(line) for line in body[1:])
-    return CsvDialect(separator, decimal_comma)
+    if config.input.decimal_comma is not None:
+        return CsvDialect(separator, config.input.decimal_comma)
+    if separator != ",":
+        if any(_DECIMAL_COMMA.search(line) for line in body[1:]):
+            return CsvDialect(
+                separator, True, f"numbers such as 12,5 between {separator!r} separators"
+            )
+        return CsvDialect(separator, False)
+    if _quoted_decimal_comma(body[1:]):
+        return CsvDialect(
+            separator, True, 'quoted numbers such as "20,9" in a comma-separated file'
+        )
+    return CsvDialect(separator, False)
+
+
+def _quoted_decimal_comma(lines: list[str]) -> bool:
+    """Whether the quoted numbers of comma-separated lines use a decimal comma: some have other
+    than three digits after the comma, and none is written with thousands and a point."""
+    if any(_QUOTED_THOUSANDS.search(line) for line in lines):
+        return False
+    return any(
+        len(match.group(1)) != 3 for line in lines for match in _QUOTED_COMMA_NUMBER.finditer(line)
+    )
 
 
 def _comment_lines(lines: list[str]) -> int:

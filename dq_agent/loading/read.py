@@ -48,7 +48,7 @@ class FilesRead:
     notes: list[LoadNote] = field(default_factory=list)
     inferred: list[Inference] = field(default_factory=list)
     header_names: list[str] = field(default_factory=list)
-    has_bom: bool = False
+    has_bom: bool | None = False
     decimal_comma: bool = False
 
 
@@ -103,6 +103,10 @@ def read_csv_files(inputs: Inputs, config: Config) -> FilesRead:
                 "lines starting with # before the header are skipped",
                 "",
             )
+        )
+    if dialect.decimal_comma_seen:
+        inferred.append(
+            Inference("decimal comma", "yes", dialect.decimal_comma_seen, "input.decimal_comma")
         )
     # `files` is never empty (`loading.files`): the first file's layout is known.
     assert first_layout is not None

@@ -7,7 +7,7 @@ import re
 from datetime import datetime
 
 from dq_agent.outcome import Inspection
-from dq_agent.result import Finding
+from dq_agent.result import CheckResult, Finding, Status, status_rank
 
 # A number with its comparison and unit (`2h 1m`, `15m`, `0.2%`, `< 1e-12`): findings alike but
 # for these are one kind; so are a noun's singular and plural after a number (`1 outlier`).
@@ -57,3 +57,24 @@ def repeated_what(group: list[Finding]) -> str:
     if all(f.what == first.what for f in group):
         return f"{len(group)} × {first.what}"
     return f"{first.what} (+{len(group) - 1} alike)"
+
+
+def shown_severity(result: CheckResult, finding: Finding) -> Status:
+    """A finding's severity as the reports mark it: never worse than its check's status, so a
+    passing check's findings read as notes, not as problems (the statuses stay the checks')."""
+    if status_rank(finding.severity) > status_rank(result.status):
+        return result.status if result.status in (Status.PASS, Status.WARN) else finding.severity
+    return finding.severity
+
+
+def unlisted(result: CheckResult, hidden: int, where: str) -> str:
+    """What a rendering leaves out of a check's findings, so what is shown and what is not add
+    up: `hidden` listed findings it does not show (`where` they are), and those the check
+    counted but did not list (`findings_left_out`); "" when nothing is left out."""
+    left = result.metrics.get("findings_left_out")
+    parts = []
+    if hidden > 0:
+        parts.append(f"{hidden:,} more {where}")
+    if isinstance(left, int) and left > 0:
+        parts.append(f"{left:,} more findings of this check not listed (findings_left_out)")
+    return "… " + "; ".join(parts) if parts else ""

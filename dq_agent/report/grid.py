@@ -17,7 +17,7 @@ from dq_agent.report.timeline import Timeline
 
 MAX_ROWS = 50
 GLYPHS = "·░▒▓█"
-LEVEL_WORDS = ("fine", "1 problem row", "several", "failing check", "no data (gap)")
+LEVEL_WORDS = ("fine", "1 problem row", "several", "failing check", "no data")
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ def build_grid(timeline: Timeline, max_rows: int = MAX_ROWS) -> Grid:
         width=timeline.width,
         buckets=timeline.buckets,
         rows=[rows[e] for e in shown],
-        affected=ranking.height,
+        # Entities whose only faults have no time are not drawn, but have a problem all the same.
+        affected=ranking.height + len(timeline.undated - set(ranking["entity"].to_list())),
         fleet=fleet,
         complete=timeline.complete,
     )

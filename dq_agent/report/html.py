@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dq_agent.health import device_health
 from dq_agent.history.trend import Trend
 from dq_agent.outcome import Inspection
-from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
+from dq_agent.report.findings import group_findings, multi_day, place, repeated_what, unlisted
 from dq_agent.report.grid import GLYPHS, LEVEL_WORDS, build_grid
 from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
@@ -257,7 +257,8 @@ def _check_section(result: CheckResult, days: bool) -> str:
             + "</li>"
         )
     hidden = sum(len(g) for g in groups[MAX_FINDINGS:])
-    more = f'<li class="dim">… {hidden} more in the JSON report</li>' if hidden > 0 else ""
+    left = unlisted(result, hidden, "in the JSON report")
+    more = f'<li class="dim">{text(left, 300)}</li>' if left else ""
     return f'{head}<ul class="findings">{"".join(items)}{more}</ul>'
 
 

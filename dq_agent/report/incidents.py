@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.report.timeline import SEVERITY_RANK, Timeline
+from dq_agent.report.timeline import NO_DATA_KINDS, SEVERITY_RANK, Timeline
 from dq_agent.result import Status
 
 MAX_INCIDENTS = 5000
@@ -38,6 +38,10 @@ class Part:
         if self.kind == "gap":
             gaps = "gap" if n == 1 else f"{n} gaps"
             return f"{gaps} {format_span(self.seconds)}"
+        if self.kind == "late_start":
+            return f"started late, {n} reading{'s' if n != 1 else ''} missed"
+        if self.kind == "stopped":
+            return f"stopped sending, {n} reading{'s' if n != 1 else ''} missed"
         if self.kind == "missing":
             return f"{n} missing {self.column}"
         if self.kind == "outlier":
@@ -69,7 +73,7 @@ class Incident:
 
     @property
     def rows(self) -> int:
-        return sum(p.count for p in self.parts if p.kind != "gap")
+        return sum(p.count for p in self.parts if p.kind not in NO_DATA_KINDS)
 
     def words(self) -> str:
         return ", ".join(p.words() for p in self.parts)
@@ -121,10 +125,9 @@ def build_incidents(timeline: Timeline) -> tuple[list[Incident], int]:
             .alias("incident")
         )
     )
+    no_data = pl.col("kind").is_in(NO_DATA_KINDS)
     gap_seconds = (
-        pl.when(pl.col("kind") == "gap")
-        .then((pl.col("end") - pl.col("start")).dt.total_seconds())
-        .otherwise(0)
+        pl.when(no_data).then((pl.col("end") - pl.col("start")).dt.total_seconds()).otherwise(0)
     )
     parts = (
         grouped.group_by("incident", "check", "kind", "column")
@@ -147,10 +150,10 @@ def build_incidents(timeline: Timeline) -> tuple[list[Incident], int]:
             pl.col("end").max(),
             pl.col("severity").max(),
             pl.struct("kind", "column").n_unique().alias("kinds"),
-            pl.col("count").filter(pl.col("kind") != "gap").sum().alias("rows"),
+            pl.col("count").filter(~no_data).sum().alias("rows"),
             gap_seconds.sum().alias("gap_seconds"),
         )
-        # Size: problem rows, plus a gap's buckets without data, plus a bonus for each more
+        # Size: problem rows, plus the buckets without data (a gap, a late start, a stop), plus a bonus for each more
         # kind of problem meeting there (a coincidence across checks is worth a look); a failing
         # check's problems count double, so one stray outlier does not outrank a two-hour gap.
         .with_columns(

@@ -6,7 +6,7 @@ import re
 
 from dq_agent.health import device_health
 from dq_agent.outcome import Inspection
-from dq_agent.report.findings import group_findings, multi_day, place, repeated_what
+from dq_agent.report.findings import group_findings, multi_day, place, repeated_what, unlisted
 from dq_agent.report.grid import build_grid
 from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
@@ -86,8 +86,9 @@ def render_markdown(inspection: Inspection) -> str:
             for example in finding.examples[:2]:
                 lines.append(f"  - e.g. {md(format_example(example))}")
         hidden = sum(len(g) for g in groups[MAX_FINDINGS_PER_CHECK:])
-        if hidden > 0:
-            lines.append(f"- **{result.tool}**: {hidden} more findings in the JSON report")
+        more = unlisted(result, hidden, "in the JSON report")
+        if more:
+            lines.append(f"- **{result.tool}**: {md(more)}")
     baseline = inspection.baseline
     if baseline and baseline.get("status") == "no_baseline" and baseline.get("message"):
         lines += ["", f"_Baseline: {md(baseline['message'])}_"]

@@ -15,6 +15,7 @@ from html import escape
 
 from dq_agent.report.grid import LEVEL_WORDS, Grid, regroup
 from dq_agent.report.text import one_line
+from dq_agent.report.timeline import NO_DATA_KINDS
 
 LEVEL_COLOURS = ("#eef0f2", "#f2c94c", "#f2994a", "#d7301f", "#5b2a86")
 KIND_WORDS = {
@@ -22,6 +23,8 @@ KIND_WORDS = {
     "duplicate_key": "rows at a repeated key",
     "outlier": "outliers",
     "gap": "gap, no data",
+    "late_start": "started late, no data",
+    "stopped": "stopped sending, no data",
     "out_of_order": "rows out of order",
     "late": "late rows",
     "future": "rows in the future",
@@ -107,8 +110,8 @@ def heatmap(grid: Grid, max_rows: int = MAX_HEATMAP_ROWS) -> str:
             title = (
                 f"{one_line(row.entity, 60)} {_clock(start, multi_day)}–{_clock(end, multi_day)}: "
                 f"{KIND_WORDS.get(kind, kind)}"
-                # A gap's glyph says it all; the others say how bad.
-                + ("" if kind == "gap" else f" ({LEVEL_WORDS[level]})")
+                # No data's glyph says it all; the others say how bad.
+                + ("" if kind in NO_DATA_KINDS else f" ({LEVEL_WORDS[level]})")
             )
             parts.append(
                 f'<rect x="{_LABEL + first * cell}" y="{y}" width="{length * cell}" '

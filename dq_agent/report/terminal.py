@@ -23,6 +23,8 @@ from dq_agent.report.findings import (
     place,
     repeated_what,
     short_time,
+    shown_severity,
+    unlisted,
 )
 from dq_agent.report.grid import build_grid
 from dq_agent.report.health_text import maintenance_text, worst_devices
@@ -180,8 +182,8 @@ def _findings(result: CheckResult, days: bool) -> Table | None:
     else:
         groups = group_findings(result.findings)
         for index, group in enumerate(groups[:MAX_FINDINGS_PER_CHECK]):
-            severity = group[0].severity
-            marker = "✗" if severity is Status.FAIL else "!"
+            severity = shown_severity(result, group[0])
+            marker = "✗" if severity is Status.FAIL else "!" if severity is Status.WARN else "·"
             # One example per check, under its first finding: the incidents above say where.
             examples = MAX_EXAMPLES_PER_FINDING if index == 0 else 0
             text = (
@@ -191,8 +193,9 @@ def _findings(result: CheckResult, days: bool) -> Table | None:
             )
             rows.append((Text(marker, style=STATUS_STYLES.get(severity, "")), text))
         hidden = sum(len(g) for g in groups[MAX_FINDINGS_PER_CHECK:])
-        if hidden > 0:
-            rows.append((Text(""), Text(f"… {hidden} more (see --format json)", style="dim")))
+        more = unlisted(result, hidden, "(see --format json)")
+        if more:
+            rows.append((Text(""), Text(more, style="dim")))
     if not rows:
         return None
     grid = Table.grid(padding=(0, 1))

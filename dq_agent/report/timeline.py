@@ -1,10 +1,12 @@
 """The checks' events on one time axis: the table the incidents and the device-by-time grid are
 built from.
 
-Only checks that found something beyond chance (warn or fail) contribute: a passing check's
-events are the noise any data has. Each event gets the buckets it covers (`b0`..`b1`, the same
+Only the faults (`dq_agent.faults`: problems beyond chance, on the devices they concern, the
+same the per-device health counts) contribute: a passing check's events, and a check's problems
+within chance, are the noise any data has. Each gets the buckets it covers (`b0`..`b1`, the same
 round buckets the checks counted in, `checks.events.bucket_seconds`) and a level, the grid's
-glyph: 1 one problem row, 2 several, 3 a failing check's problem, 4 no data (a gap).
+glyph: 1 one problem row, 2 several, 3 a failing problem, 4 no data (a gap, a device starting
+late or stopped). A fault without a time (`undated`) is drawn nowhere but still counted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 
 from dq_agent.checks.events import bucket_seconds
+from dq_agent.faults import faults
 from dq_agent.outcome import Inspection
 from dq_agent.result import Status
 
@@ -24,6 +27,8 @@ LEVEL_SEVERAL = 2
 LEVEL_ONE = 1
 SEVERITY_RANK = {Status.WARN: 1, Status.FAIL: 2}
 NO_ENTITY = "(all rows)"
+# Kinds of fault that are time without data on the device.
+NO_DATA_KINDS = ("gap", "late_start", "stopped")
 
 _SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "check": pl.String,
@@ -48,6 +53,8 @@ class Timeline:
     """One row per event: `_SCHEMA` plus `b0`, `b1` (first and last bucket) and `level`."""
     complete: bool
     """False when a check left events out (its table was bounded)."""
+    undated: frozenset[str] = frozenset()
+    """Entities with a fault that has no time (a finding without one)."""
 
     def bucket_start(self, index: int) -> datetime:
         return self.start + timedelta(seconds=index * self.width)
@@ -73,22 +80,25 @@ def build_timeline(inspection: Inspection) -> Timeline | None:
     epoch = first.timestamp()
     start = datetime.fromtimestamp(epoch // width * width, tz=UTC)
     buckets = int((last - start).total_seconds() // width) + 1
+    found = faults(inspection)
     records = [
         {
-            "check": result.tool,
-            "kind": event.kind,
-            "column": event.column,
-            "entity": event.entity if event.entity is not None else NO_ENTITY,
-            "start": event.start,
-            "end": event.end,
-            "count": event.count,
-            "severity": SEVERITY_RANK[result.status],
+            "check": fault.check,
+            "kind": fault.kind,
+            "column": fault.column,
+            "entity": fault.entity if fault.entity is not None else NO_ENTITY,
+            "start": fault.start,
+            "end": fault.end or fault.start,
+            "count": fault.count,
+            "severity": SEVERITY_RANK[fault.severity],
         }
-        for result in inspection.checks.values()
-        if result.status in SEVERITY_RANK
         # Bounded by the checks (`checks.events.MAX_EVENTS` each): not a loop over data rows.
-        for event in result.events
+        for fault in found
+        if fault.start is not None
     ]
+    undated = frozenset(
+        f.entity if f.entity is not None else NO_ENTITY for f in found if f.start is None
+    )
     complete = all(r.events_complete for r in inspection.checks.values())
     frame = pl.DataFrame(records, schema=_SCHEMA)
     t0 = pl.lit(start)
@@ -98,7 +108,7 @@ def build_timeline(inspection: Inspection) -> Timeline | None:
         return (seconds // width).clip(0, buckets - 1).cast(pl.Int64)
 
     level = (
-        pl.when(pl.col("kind") == "gap")
+        pl.when(pl.col("kind").is_in(NO_DATA_KINDS))
         .then(LEVEL_GAP)
         .when(pl.col("severity") == SEVERITY_RANK[Status.FAIL])
         .then(LEVEL_FAIL)
@@ -109,4 +119,11 @@ def build_timeline(inspection: Inspection) -> Timeline | None:
     frame = frame.with_columns(
         bucket("start").alias("b0"), bucket("end").alias("b1"), level.alias("level")
     )
-    return Timeline(start=start, width=width, buckets=buckets, events=frame, complete=complete)
+    return Timeline(
+        start=start,
+        width=width,
+        buckets=buckets,
+        events=frame,
+        complete=complete,
+        undated=undated,
+    )

@@ -1,0 +1,119 @@
+"""A caller's own data as loading's input: a Polars DataFrame or LazyFrame, a pyarrow Table or
+a DuckDB relation (handed over as Arrow), never a file.
+
+What only a file has is absent, not invented: no bytes were read (so no encoding or BOM facts),
+no reader numbered the rows (so no file order), no file names. The inspection says so
+(`not_evaluated_notes`; delay_check's `out_of_order_basis`). A PySpark DataFrame is refused: collecting it to the driver is what the
+Spark engine is meant to avoid, and that engine does not exist yet.
+
+The libraries are recognised by the module of the object's type, so none of them is imported
+to find out what the caller passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from dq_agent.errors import InputError
+from dq_agent.loading.notes import LoadNote
+from dq_agent.result import Status
+
+SUPPORTED = "a Polars DataFrame or LazyFrame, a pyarrow Table or a DuckDB relation"
+# The `format` of the report for each kind of frame (`DatasetInfo.file_format`).
+POLARS, POLARS_LAZY, ARROW, DUCKDB = "polars", "polars-lazy", "arrow", "duckdb"
+FRAME_FORMATS = frozenset({POLARS, POLARS_LAZY, ARROW, DUCKDB})
+_LABELS = {
+    POLARS: "Polars DataFrame",
+    POLARS_LAZY: "Polars LazyFrame",
+    ARROW: "pyarrow Table",
+    DUCKDB: "DuckDB relation",
+}
+
+
+@dataclass(frozen=True)
+class FrameInput:
+    """A caller's data as a Polars plan, and what it was."""
+
+    name: str
+    """The dataset's name in the report and the history (a file's path stands there)."""
+    kind: str
+    frame: pl.LazyFrame
+    in_memory: bool
+    """Whether the rows are already in memory (a LazyFrame may scan files)."""
+    data_bytes: int | None = None
+    """The in-memory size of the data where known, for the memory budget."""
+
+
+def frame_input(data: object, name: str | None = None) -> FrameInput:
+    """`data` as loading's input; InputError naming what is supported for anything else."""
+    # DuckDB's classes live in `duckdb` or its extension module `_duckdb`, by version.
+    module = type(data).__module__.split(".")[0].lstrip("_")
+    if isinstance(data, pl.DataFrame):
+        return FrameInput(
+            _name(name, POLARS), POLARS, data.lazy(), True, int(data.estimated_size())
+        )
+    if isinstance(data, pl.LazyFrame):
+        return FrameInput(_name(name, POLARS_LAZY), POLARS_LAZY, data, False)
+    if module == "pyspark":
+        raise InputError(
+            "a PySpark DataFrame needs the Spark engine, which dq-agent does not have yet: "
+            "it would have to be collected to the driver. For data that fits in memory, pass "
+            "`frame.toArrow()` (Spark 4) or `pl.from_pandas(frame.toPandas())`; supported now: "
+            f"{SUPPORTED}"
+        )
+    if module == "pyarrow" and type(data).__name__ == "Table":
+        return arrow_input(data, _name(name, ARROW), ARROW)
+    if module == "duckdb" and hasattr(data, "arrow"):
+        # Already imported by the caller: what a relation's query can raise.
+        import duckdb
+
+        try:
+            table = relation_arrow(data)
+        except duckdb.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(f"cannot read the DuckDB relation: {first}") from exc
+        return arrow_input(table, _name(name, DUCKDB), DUCKDB)
+    raise InputError(
+        f"cannot inspect a {type(data).__module__}.{type(data).__qualname__}: pass {SUPPORTED}"
+    )
+
+
+def arrow_input(table: Any, name: str, kind: str) -> FrameInput:
+    """A pyarrow Table as Polars (zero-copy where the types allow)."""
+    try:
+        frame = pl.from_arrow(table)
+    except (pl.exceptions.PolarsError, ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot read {name} as a table: {first}") from exc
+    if not isinstance(frame, pl.DataFrame):
+        raise InputError(f"{name} is a single array, not a table with named columns")
+    return FrameInput(name, kind, frame.lazy(), True, int(table.nbytes))
+
+
+def relation_arrow(relation: Any) -> Any:
+    """A DuckDB relation's rows as one pyarrow Table (DuckDB 2 hands a batch reader over)."""
+    result = relation.arrow()
+    return result.read_all() if hasattr(result, "read_all") else result
+
+
+def not_evaluated_notes(kind: str) -> list[LoadNote]:
+    """What a file would have told and this data cannot: said, never invented. (Row order is
+    delay_check's to say: `out_of_order_basis`.)"""
+    label = _LABELS.get(kind, kind)
+    return [
+        LoadNote(
+            what=f"encoding and byte order mark not evaluated: the data came as a {label}, "
+            "not as the bytes of a file",
+            label="file facts not evaluated",
+            count=0,
+            severity=Status.PASS,
+            key="not_evaluated",
+        )
+    ]
+
+
+def _name(name: str | None, kind: str) -> str:
+    return name if name else f"<{_LABELS[kind]}>"
