@@ -58,6 +58,10 @@ def on_polars(build: PortableBuild) -> Callable[[Dataset, Config, Scope], CheckP
         queries = [query.to_native() for query in portable.queries]
         return CheckPlan(portable.tool, queries, finish, engine=portable.polars_engine)
 
+    # The check's own module, where its plan function is looked up (the catalogue's test of
+    # where check names are spelled, tracebacks).
+    plan.__module__ = build.__module__
+    plan.__qualname__ = plan.__name__ = build.__name__.replace("build_", "plan_", 1)
     return plan
 
 
