@@ -2,9 +2,9 @@
 
 A ported check writes its queries once, over Narwhals (`narwhals.LazyFrame`), and an engine
 supplies what Narwhals leaves to the backend: the scoped rows of a dataset on that engine
-(`Engine.rows`), the position of each row in its series (`Engine.series_position`, a window
-function), and the execution of a list of queries, whose results come back as Polars
-DataFrames in the dataset's own dtypes (`Engine.collect`). `polars` is the production path;
+(`Engine.rows`), the rows a check keeps with their position in series order
+(`Engine.in_series`, a window function), and the execution of a list of queries, whose results
+come back as Polars DataFrames in the dataset's own dtypes (`Engine.collect`). `polars` is the production path;
 `duckdb` needs the optional extra (`pip install 'dq-agent[duckdb]'`) and is imported only when
 asked for. docs/ARCHITECTURE.md ("Engines") lists each strategy and what it costs.
 """

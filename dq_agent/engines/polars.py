@@ -5,7 +5,8 @@ runner collects them in its one `collect_all` beside the unported checks' querie
 common parts are still computed once. That is also why the series order is the shared node of
 `checks.base.series_rows` (a window per entity with `mapping_strategy="explode"`): the checks
 not yet ported read it too, and the run computes it once. Polars' `over(order_by=[time, row],
-nulls_last=True)`, the portable form, took twice as long at 10M rows (docs/ARCHITECTURE.md).
+nulls_last=True)`, the portable form, took more than twice as long at 10M rows
+(docs/ARCHITECTURE.md, "Engines").
 """
 
 from __future__ import annotations
