@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
+from dq_agent.checks.nulls import plan_null_check
 from dq_agent.checks.structure import plan_structure_check
 from dq_agent.config import Config
 from dq_agent.load import load
@@ -122,3 +123,25 @@ def test_mixed_units_are_a_structure_finding(tmp_path: Path) -> None:
         "column temperature mixes units (°C, °F): its numbers are compared as if they had one"
     )
     assert result.status is Status.WARN
+
+
+def test_an_integer_column_with_no_values_loads_and_is_reported_empty(tmp_path: Path) -> None:
+    # A historian's alarm code column that never fired: every value null, typed Int32.
+    frame = pl.DataFrame(
+        {
+            "timestamp": [START + timedelta(minutes=i) for i in range(50)],
+            "flow": [float(i % 7) for i in range(50)],
+        }
+    ).with_columns(pl.lit(None, dtype=pl.Int32).alias("alarm_code"))
+    path = tmp_path / "nullint.parquet"
+    frame.write_parquet(path)
+
+    dataset = load(str(path), Config())
+
+    assert "alarm_code" in dataset.roles.values
+    nulls = run_check(plan_null_check, path, Config())
+    assert nulls.metrics["columns"]["alarm_code"]["null_count"] == 50
+    # No rows at all: loading still works, so the inspection can say there is nothing to check.
+    empty = tmp_path / "empty.parquet"
+    frame.head(0).write_parquet(empty)
+    assert load(str(empty), Config()).columns == ["timestamp", "flow", "alarm_code"]

@@ -68,12 +68,14 @@ def find_values(
         values = list(config.columns.values)
         return values, [n for n in text_numeric if n in values]
     epochs = epoch_columns(schema, stats)
+    # An integer column with no values at all has no range to judge (null_check reports it).
+    ranged = {n for n in stats if stats[n]["min"] is not None and stats[n]["max"] is not None}
     codes = [
         n
         for n in names
         if n not in taken
         and schema[n].is_integer()
-        and n in stats
+        and n in ranged
         and stats[n]["distinct"] <= MAX_CODE_VALUES
         # A short file with few distinct readings is not evidence of a code.
         and stats[n]["distinct"] * 5 <= stats[n]["rows"]
@@ -90,7 +92,7 @@ def find_values(
         for n in names
         if n not in taken
         and schema[n].is_integer()
-        and n in stats
+        and n in ranged
         and stats[n]["rows"] > MAX_CODE_VALUES
         and stats[n]["distinct"] == stats[n]["rows"]
         and stats[n]["max"] - stats[n]["min"] == stats[n]["rows"] - 1
