@@ -45,8 +45,8 @@ PortableBuild = Callable[[Engine, Dataset, "Config", Scope], PortablePlan]
 
 
 def on_polars(build: PortableBuild) -> Callable[[Dataset, Config, Scope], CheckPlan]:
-    """The check's plan function on the Polars engine: its queries as Polars queries, for the
-    runner's one `collect_all`."""
+    """The check's plan function on the Polars engine: its queries as Polars queries, which
+    the runner collects as it does every check's (`run_plans`)."""
 
     def plan(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
         portable = build(POLARS, dataset, config, scope)

@@ -1,12 +1,11 @@
 """The Polars engine: the production path.
 
 A ported check's Narwhals queries over a Polars frame are Polars queries (`to_native`), so the
-runner collects them in its one `collect_all` beside the unported checks' queries and their
-common parts are still computed once. That is also why the series order is the shared node of
-`checks.base.series_rows` (a window per entity with `mapping_strategy="explode"`): the checks
-not yet ported read it too, and the run computes it once. Polars' `over(order_by=[time, row],
-nulls_last=True)`, the portable form, took more than twice as long at 10M rows
-(docs/ARCHITECTURE.md, "Engines").
+runner collects them as it does every check's (`checks.base.run_plans`). The series order is
+the shared node of `checks.base.series_rows` (a window per entity with
+`mapping_strategy="explode"`), which the checks not yet ported read too: a run computes it once
+(`materialising`). Polars' `over(order_by=[time, row], nulls_last=True)`, the portable form,
+took more than twice as long at 10M rows (docs/ARCHITECTURE.md, "Engines").
 """
 
 from __future__ import annotations

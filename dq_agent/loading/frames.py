@@ -29,7 +29,7 @@ _LABELS = {
     POLARS: "Polars DataFrame",
     POLARS_LAZY: "Polars LazyFrame",
     ARROW: "pyarrow Table",
-    DUCKDB: "DuckDB relation",
+    DUCKDB: "DuckDB table or relation",
 }
 
 
