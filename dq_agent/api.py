@@ -34,6 +34,7 @@ from dq_agent.inspection import RunStart, inspect_dataset
 from dq_agent.load import load_frame
 from dq_agent.loading.frames import frame_input
 from dq_agent.outcome import Inspection, exit_code_for
+from dq_agent.report.json_report import report_dict
 from dq_agent.settings import AgentConfig
 
 ConfigSource = Config | str | os.PathLike[str] | Mapping[str, Any] | None
@@ -76,6 +77,12 @@ def inspect(
     if settings.history.enabled:
         record_run(inspection, settings, exit_code_for(inspection, "fail"))
     return inspection
+
+
+def json_report(inspection: Inspection) -> dict[str, Any]:
+    """What `--format json` writes for `inspection`: its record (`Inspection.to_dict`) with the
+    views built from it, per-device health, incidents and the grid."""
+    return report_dict(inspection)
 
 
 def record_run(inspection: Inspection, config: Config, exit_code: int) -> list[RunRecord]:

@@ -140,12 +140,14 @@ def inspect_dataset(
     if config.agent.enabled:
         on_stage(f"Inspecting with {config.agent.model}")
         try:
-            outcome = run_agent_inspection(tools, dataset, config, question=question, trace=trace)
+            outcome = run_agent_inspection(
+                tools, dataset, config, question=question, trace=trace, maintenance=maintenance
+            )
         except ModelUnavailableError as exc:
             agent = _unavailable(exc, config, trace)
     if outcome is None:
         on_stage(f"Running the {len(tools)} checks")
-        checks = run_tools(tools, Source.DIRECT)
+        checks = run_tools(tools, Source.DIRECT, timings)
         names = [tool.name for tool in tools]
         # Every tool ran, by code: the audit says so, and `agent.mode == "none"` says no model chose.
         audit = Audit(expected_tools=names, called_tools=names)

@@ -226,7 +226,7 @@ def load_frame(source: FrameInput, config: Config) -> Dataset:
         raw=source.frame,
         file_rows=[],
         notes=not_evaluated_notes(source.kind),
-        header_names=names,
+        header_names=source.header_names or names,
         has_bom=None,
     )
     return _dataset(source.name, [], source.kind, _TABLE, read, config, source.in_memory)

@@ -18,6 +18,8 @@ import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
+from functools import cache
+from itertools import pairwise
 from typing import Any
 
 import polars as pl
@@ -134,41 +136,60 @@ class Excusal:
 
     def overlap_seconds(self, key: pl.Expr | None, start: pl.Expr, end: pl.Expr) -> pl.Expr:
         """Per row, the seconds of the span `start`..`end` that the windows of the row's device
-        cover. Overlapping windows of the same `device` are merged first; windows of different
-        ones (`pump-1` and `pump-*`) that overlap count their common time twice, clipped to the
-        span."""
-        span = (end - start).dt.total_microseconds() / 1_000_000
+        cover, each second once however many windows cover it (`pump-1` and every device
+        overlapping, say)."""
         total: pl.Expr = pl.lit(0.0)
-        for window in _merged(self.windows):
-            low = pl.max_horizontal(start, pl.lit(window.start))
-            high = pl.min_horizontal(end, pl.lit(window.end))
-            seconds = ((high - low).dt.total_microseconds() / 1_000_000).clip(lower_bound=0.0)
-            total = total + pl.when(window.device_expr(key)).then(seconds).otherwise(0.0)
-        return pl.min_horizontal(total, span).fill_null(0.0)
+        for devices, intervals in _pieces(self.windows):
+            seconds: pl.Expr = pl.lit(0.0)
+            for low, high in intervals:
+                inside = pl.min_horizontal(end, pl.lit(high)) - pl.max_horizontal(
+                    start, pl.lit(low)
+                )
+                seconds = seconds + (inside.dt.total_microseconds() / 1_000_000).clip(
+                    lower_bound=0.0
+                )
+            matches = pl.any_horizontal([window.device_expr(key) for window in devices])
+            total = total + pl.when(matches).then(seconds).otherwise(0.0)
+        return total.fill_null(0.0)
 
     def covered_seconds(self, entity: str | None, start: datetime, end: datetime) -> float:
         """`overlap_seconds` for one device and span, in Python (for a finish that already
         works device by device)."""
-        if end <= start:
-            return 0.0
         total = 0.0
-        for window in _merged(self.windows):
-            if window.covers(entity):
-                low, high = max(start, window.start), min(end, window.end)
-                total += max((high - low).total_seconds(), 0.0)
-        return min(total, (end - start).total_seconds())
+        for devices, intervals in _pieces(self.windows):
+            if any(window.covers(entity) for window in devices):
+                for low, high in intervals:
+                    total += max((min(end, high) - max(start, low)).total_seconds(), 0.0)
+        return total
 
 
-def _merged(windows: Sequence[Window]) -> list[Window]:
-    """The windows with those of the same `device` that overlap or touch joined into one."""
-    out: list[Window] = []
-    for window in sorted(windows, key=lambda w: (w.device or "", w.device is None, w.start)):
-        last = out[-1] if out else None
-        if last is not None and last.device == window.device and window.start <= last.end:
-            out[-1] = replace(last, end=max(last.end, window.end))
+Interval = tuple[datetime, datetime]
+
+
+@cache
+def _pieces(windows: tuple[Window, ...]) -> list[tuple[tuple[Window, ...], list[Interval]]]:
+    """The time the windows cover, cut where any window starts or ends, so each piece has one
+    set of windows over it; pieces are grouped by the devices those windows name (one window
+    per device spec; every device stands for all). A device's covered time is the sum of the
+    groups whose windows name it: each instant is counted once, whatever overlaps."""
+    bounds = sorted({w.start for w in windows} | {w.end for w in windows})
+    groups: dict[tuple[str | None, ...], tuple[tuple[Window, ...], list[Interval]]] = {}
+    for low, high in pairwise(bounds):
+        over = [w for w in windows if w.start <= low and high <= w.end]
+        if not over:
+            continue
+        specs: dict[str | None, Window] = {}
+        for window in over:
+            specs.setdefault(window.device, window)
+        if None in specs:
+            specs = {None: specs[None]}
+        spec_key = tuple(sorted(specs, key=lambda d: (d is None, d or "")))
+        intervals = groups.setdefault(spec_key, (tuple(specs.values()), []))[1]
+        if intervals and intervals[-1][1] == low:
+            intervals[-1] = (intervals[-1][0], high)
         else:
-            out.append(window)
-    return out
+            intervals.append((low, high))
+    return list(groups.values())
 
 
 def parse_windows(value: Any, origin: str) -> list[MaintenanceWindow]:
@@ -266,9 +287,25 @@ class WindowCount:
     readings: int
     devices: int
     """Devices with at least one excused reading."""
+    in_earlier: int = 0
+    """Its readings that an earlier window (in config order) covers too: counted there, so the
+    readings excused in all (`total_excused`) count each reading once."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.window.to_dict(), "excused_readings": self.readings, "devices": self.devices}
+        return {
+            **self.window.to_dict(),
+            "excused_readings": self.readings,
+            "devices": self.devices,
+            "in_earlier_windows": self.in_earlier,
+        }
+
+
+def total_excused(windows: Sequence[Mapping[str, Any]]) -> int:
+    """The readings the windows excused in all, each once (from `WindowCount.to_dict()`s, as the
+    JSON report has them; a reading in two windows is in both windows' `excused_readings`)."""
+    return sum(
+        int(w.get("excused_readings") or 0) - int(w.get("in_earlier_windows") or 0) for w in windows
+    )
 
 
 def excused_counts(
@@ -305,19 +342,25 @@ def excused_counts(
                 )
     device = key.alias(_DEVICE) if key is not None else pl.lit(None, dtype=pl.String).alias(_DEVICE)
     excused = frame.filter(excusal.mask(timestamp, key)).select(pl.col(timestamp), device)
-    exprs: list[pl.Expr] = []
-    for window in excusal.windows:
-        inside = window.inside(pl.col(timestamp), pl.col(_DEVICE))
-        exprs.append(inside.sum().alias(f"r{window.index}"))
-        exprs.append(pl.col(_DEVICE).filter(inside).n_unique().alias(f"d{window.index}"))
-    row = excused.select(exprs).collect().row(0, named=True)
-    return [
-        WindowCount(window, int(row[f"r{window.index}"]), int(row[f"d{window.index}"]))
+    insides = {
+        window.index: window.inside(pl.col(timestamp), pl.col(_DEVICE))
         for window in excusal.windows
+    }
+    # The first window (config order) that covers a reading is the one it is counted under.
+    first = pl.coalesce([pl.when(inside).then(pl.lit(i)) for i, inside in insides.items()])
+    exprs: list[pl.Expr] = []
+    for i, inside in insides.items():
+        exprs.append(inside.sum().alias(f"r{i}"))
+        exprs.append(pl.col(_DEVICE).filter(inside).n_unique().alias(f"d{i}"))
+        exprs.append((inside & (pl.col(_FIRST) != i)).sum().alias(f"e{i}"))
+    row = excused.with_columns(first.alias(_FIRST)).select(exprs).collect().row(0, named=True)
+    return [
+        WindowCount(window, int(row[f"r{i}"]), int(row[f"d{i}"]), int(row[f"e{i}"]))
+        for i, window in ((w.index, w) for w in excusal.windows)
     ]
 
 
-_DEVICE = "__device"
+_DEVICE, _FIRST = "__device", "__first_window"
 
 
 def materialise(

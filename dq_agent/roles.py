@@ -107,6 +107,28 @@ def check_configured_columns(names: list[str], config: Config) -> None:
             )
 
 
+def check_order_column(schema: pl.Schema, timestamp: str | None, config: Config) -> None:
+    """The order column numbers the rows: integers (a sequence) or times (an arrival time).
+    Anything else is a mistake that would hide a reading from every check, or, for the
+    timestamp itself, make out-of-order rows impossible by construction."""
+    name = config.columns.order_by
+    if name is None:
+        return
+    where = _in_config(config, "order_by")
+    if name == timestamp:
+        raise ConfigError(
+            f"columns.order_by names the timestamp column '{name}'{where}: rows ordered by "
+            "their own time are never out of order; name a sequence number or arrival time"
+        )
+    dtype = schema[name]
+    if not (dtype.is_integer() or dtype.is_temporal()):
+        raise ConfigError(
+            f"columns.order_by names '{name}', a {dtype} column{where}: the order column "
+            "numbers the rows, an integer sequence or a time (a reading used as the order "
+            "would be left out of every check)"
+        )
+
+
 def detect_roles(
     raw: pl.LazyFrame,
     schema: pl.Schema,
@@ -173,6 +195,7 @@ def detect_roles(
         shown = " + ".join(combined) if combined else str(timestamp)
         formats = _date_order(raw, ts_expr, entity, tz, shown, inferred, notes)
 
+    check_order_column(schema, timestamp, config)
     notes += unreadable_time_columns(sample, schema, names, {timestamp, ingest, *time_parts}, tz)
     plain: set[str] = set()
     values, text_numeric = find_values(

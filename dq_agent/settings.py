@@ -16,6 +16,7 @@ import typing
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from typing import Any
 
 from dq_agent.errors import ConfigError
@@ -191,6 +192,10 @@ def coerce(value: Any, hint: Any, key: str, origin: str) -> Any:
         return _number(value, hint, bad)
     if hint is str and isinstance(value, str):
         return value
+    if hint is str and isinstance(value, datetime | date):
+        # An unquoted YAML time (`as_of: 2024-03-04T08:10:00Z`) or a Python datetime: the
+        # same time written as text, checked by the field's rule like any other.
+        return value.isoformat()
     raise bad
 
 

@@ -605,8 +605,10 @@ def test_narrative_review_hook_gets_the_narrative_and_a_working_ask_model(
         verdict: Verdict,
         ask: Any,
         drill_downs: Any,
+        maintenance: Any,
     ) -> tuple[str, dict[str, Any]]:
         seen.update(narrative=narrative, tools=list(checks), verdict=verdict)
+        assert maintenance == ()
         return f"{narrative} [reviewed: {ask('Check this.')}]", {"covered": True}
 
     monkeypatch.setattr(pipeline, "review_narrative", review)
@@ -654,6 +656,8 @@ def test_real_tools_on_clean_data_with_structure_skipped(clean_parquet: Path) ->
 @pytest.mark.skipif(not NAB_DIR.is_dir(), reason="NAB data not present")
 def test_real_tools_on_nab_machine_temperature() -> None:
     config = Config()
+    # One reference time for both runs: "now" moves between them, and the data's age with it.
+    config.delay_check.as_of = "2014-03-01T00:00:00Z"
     tools, dataset = real_tools(NAB_DIR / "machine_temperature_system_failure.csv", config)
     direct = run_tools(tools, Source.DIRECT)
     with FakeOllama([calls_of(*ALL), verify(True), reply(ANSWER)]) as fake:

@@ -372,3 +372,37 @@ def test_a_timezone_aware_lazy_frame_is_read_as_utc() -> None:
     result = dq_agent.inspect(frame.lazy())
     assert result.dataset.time_start == datetime(2024, 1, 1, tzinfo=UTC).isoformat()
     assert result.verdict == "pass"
+
+
+def test_json_report_is_what_format_json_writes() -> None:
+    report = dq_agent.inspect(pl.read_parquet(PARQUET), config=AS_OF)
+    data = dq_agent.json_report(report)
+    assert {"devices", "device_summary", "incidents", "grid"} <= set(data)
+    assert data["checks"] == report.to_dict()["checks"]
+    json.dumps(data)
+
+
+def test_a_blank_column_name_in_an_arrow_table_is_counted_as_in_a_file() -> None:
+    frame = clean_frame().with_columns(pl.lit(1.0).alias(""))
+    report = dq_agent.inspect(frame.to_arrow(), config=AS_OF)
+    assert report.checks["structure_check"].metrics["blank_column_names"] == 1
+
+
+def test_a_duckdb_interval_column_is_read_as_seconds() -> None:
+    connection = duckdb.connect()
+    connection.register("readings", clean_frame().to_arrow())
+    relation = connection.sql("select *, interval 5 second as lag from readings")
+    report = dq_agent.inspect(relation, config=AS_OF)
+    assert "lag" in report.dataset.roles["values"]
+    assert report.checks["null_check"].metrics["columns"]["lag"]["null_count"] == 0
+
+
+@pytest.mark.parametrize(
+    ("column", "message"),
+    [("temperature", "a Float64 column"), ("timestamp", "never out of order")],
+)
+def test_an_order_column_that_is_a_reading_or_the_timestamp_is_refused(
+    column: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        dq_agent.inspect(clean_frame(), order_by=column)

@@ -114,6 +114,20 @@ def test_a_change_across_a_gap_may_be_larger(tmp_path: Path) -> None:
     assert run_check(plan_spike_check, path).metrics["step_count"] == 0
 
 
+def test_a_step_after_a_pause_is_found(tmp_path: Path) -> None:
+    """Noise of sd 1 read every minute, with a pause of 7 minutes before reading 1,000, where the
+    level steps up by 60 (about 40 spreads of its changes) and stays. The threshold across the
+    pause grows with the square root of the 7 steps; grown in proportion to them, as a drift
+    would, it let the step through."""
+    rng = random.Random(5)
+    at = [i + (6 if i >= 1000 else 0) for i in range(2000)]
+    level = [round(rng.gauss(0, 1) + (60 if i >= 1000 else 0), 3) for i in range(2000)]
+    rows = [[minute(at[i]), "a", level[i]] for i in range(2000)]
+    result = run_check(plan_spike_check, write_csv(tmp_path / "pause.csv", HEADER, rows))
+    assert (result.metrics["step_count"], result.metrics["spike_count"]) == (1, 0)
+    assert result.findings[0].start == iso_minute(1006)
+
+
 def test_without_a_timestamp_rows_are_reported(tmp_path: Path) -> None:
     values = _noise(4)
     values[70] = 40.0

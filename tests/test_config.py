@@ -134,3 +134,10 @@ def test_known_dtype_names_are_accepted(tmp_path: Path, name: str) -> None:
     config = resolve(write(tmp_path, f"structure_check:\n  dtypes: {{t: '{name}'}}\n"), environ={})
     assert config.structure_check.dtypes == {"t": name}
     assert config.origins["structure_check.dtypes"] == str(tmp_path / "dq.yaml")
+
+
+def test_an_unquoted_yaml_time_is_read_as_that_time(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("delay_check:\n  as_of: 2024-03-04T08:10:00Z\n")
+    config = resolve(path, environ={})
+    assert config.delay_check.as_of == "2024-03-04T08:10:00+00:00"

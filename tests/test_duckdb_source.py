@@ -197,3 +197,15 @@ def test_source_names_and_fingerprints_without_duckdb(tmp_path: Path) -> None:
     pl.DataFrame({"a": [1]}).write_parquet(file)
     assert fingerprint_of({"path": str(file), "format": "polars"}).files == 0
     assert fingerprint_of({"path": str(file), "format": "parquet"}).files == 1
+
+
+def test_one_table_has_one_name_whatever_its_spelling() -> None:
+    from dq_agent.loading.duckdb_source import parse_source
+
+    names = {
+        parse_source(f"duckdb:plant.db:{table}").name
+        for table in ("readings", '"readings"', "main.readings", 'main."readings"')
+    }
+    assert len(names) == 1
+    assert parse_source('duckdb:plant.db:"My Table"').name.endswith(":My Table")
+    assert parse_source("duckdb:plant.db:staging.readings").name.endswith(":staging.readings")

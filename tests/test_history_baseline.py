@@ -341,3 +341,42 @@ def write_sensor_csv(path: Path, *, missing_every: int, seed: int) -> None:
             pressure = "" if missing_every and i % missing_every == 0 else f"{1000 + wobble:.2f}"
             lines.append(f"{stamp:%Y-%m-%dT%H:%M:%SZ},dev-{device},{20 + wobble:.2f},{pressure}")
     path.write_text("\n".join(lines) + "\n")
+
+
+def _excusing(inspection: Inspection, readings: int) -> Inspection:
+    window = {"device": None, "start": "2024-05-08T00:00:00+00:00", "reason": "overhaul"}
+    inspection.maintenance = [
+        {**window, "end": "2024-05-08T04:00:00+00:00", "excused_readings": readings, "devices": 3}
+    ]
+    return inspection
+
+
+def test_a_change_on_a_night_of_many_excused_readings_says_so(
+    store: HistoryStore, data_path: str
+) -> None:
+    """Seven nights without windows, then one whose windows excused 4,000 of the 10,000 rows:
+    the missing rate of what was left jumped, and the finding says what else changed."""
+    record_week(store, data_path)
+    today = _excusing(make_inspection(data_path, pressure_missing=0.048), 4000)
+    section = compare_with_baseline(today, store)
+    assert section["excused_readings"] == {"today": 4000, "baseline": 0.0}
+    note = "4,000 readings excused by maintenance today vs 0 usually"
+    assert [f["what"] for f in section["findings"]] == [
+        f"pressure missing rate 4.8% vs baseline 0.1% ({note})"
+    ]
+    assert section["message"].endswith(f"1 large change; {note}")
+
+
+def test_excused_readings_as_usual_add_nothing(store: HistoryStore, data_path: str) -> None:
+    for night in range(7):
+        store.save_run(
+            _excusing(make_inspection(data_path, started_at=f"2024-05-0{night + 1}T02:00"), 100),
+            0,
+        )
+    today = _excusing(make_inspection(data_path, pressure_missing=0.048), 103)
+    section = compare_with_baseline(today, store)
+    assert section["excused_readings"] == {"today": 103, "baseline": 100.0}
+    assert [f["what"] for f in section["findings"]] == [
+        "pressure missing rate 4.8% vs baseline 0.1%"
+    ]
+    assert "excused" not in section["message"]

@@ -215,7 +215,7 @@ def test_duration_is_the_recorded_total_else_the_sum_of_stages() -> None:
 def test_open_creates_directory_and_file_with_current_schema_in_wal(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "dir" / "history.sqlite"
     with HistoryStore.open(path) as store:
-        assert store.schema_version == DATABASE_VERSION == 3
+        assert store.schema_version == DATABASE_VERSION == 4
         assert store.integrity_check() == "ok"
     connection = sqlite3.connect(path)
     assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -366,6 +366,8 @@ def test_migrates_a_version_1_database_written_by_hand(tmp_path: Path) -> None:
             None,
         )
         assert old.fallback_executed == ["structure_check"]
+        # Recorded before the history kept excused readings: unknown, not 0.
+        assert old.excused_readings is None
         assert old.checks["null_check"].metrics == {"columns": {"p": {"missing_rate": 0.001}}}
         assert [r.id for r in store.baseline_runs("/data/plant.csv", 7)] == [1]
         new_id = store.save_run(make_inspection("/data/plant.csv"), 0)
@@ -515,3 +517,33 @@ def test_history_json_of_a_run_is_plain_json(tmp_path: Path) -> None:
         store.save_run(make_inspection(), 0)
         (run,) = store.recent_runs()
     assert json.loads(json.dumps(run.to_dict()))["verdict"] == "pass"
+
+
+def test_the_readings_maintenance_excused_are_recorded_once_each(tmp_path: Path) -> None:
+    """Two overlapping windows: 27 and 5 readings, the 5 also in the first: 27 excused."""
+    inspection = make_inspection("/data/plant.csv")
+    window = {"device": None, "start": "2024-01-01T00:35:00+00:00", "reason": None}
+    inspection.maintenance = [
+        {
+            **window,
+            "end": "2024-01-01T00:55:00+00:00",
+            "excused_readings": 27,
+            "devices": 2,
+            "in_earlier_windows": 0,
+        },
+        {
+            **window,
+            "device": "a",
+            "end": "2024-01-01T00:59:00+00:00",
+            "excused_readings": 5,
+            "devices": 1,
+            "in_earlier_windows": 5,
+        },
+    ]
+    with HistoryStore.open(tmp_path / "h.sqlite") as store:
+        store.save_run(inspection, 0)
+        store.save_run(make_inspection("/data/plant.csv"), 0)
+        without, with_windows = store.recent_runs()
+    assert (with_windows.excused_readings, without.excused_readings) == (27, 0)
+    assert with_windows.to_dict()["excused_readings"] == 27
+    assert RunRecord.from_report({}, 0).excused_readings is None

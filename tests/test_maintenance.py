@@ -417,3 +417,45 @@ def test_overlapping_windows_of_one_device_count_their_time_once(tmp_path: Path)
     assert isinstance(checks, dict)
     assert checks["delay_check"]["metrics"]["gap_count"] == 1
     assert checks["delay_check"]["metrics"]["max_gap_seconds"] == 12 * 60
+
+
+def test_overlapping_windows_of_every_device_and_one_device_count_once(tmp_path: Path) -> None:
+    """Device a is silent after minute 40 until minute 70, b reads every minute. Windows: every
+    device 00:35-00:55 and a alone 00:36-00:59 (it overlaps the first). a's readings 35-40 are
+    excused, so its step runs from minute 34 to 70: 36 minutes, of which the windows cover
+    35-59 once, 24, leaving 12: a gap (counted twice, 20 + 23 minutes would cover the whole
+    step). The readings: a 35-40 and b 35-55 in the first window (27), a 36-40 in the second,
+    all five of them in the first too: 27 excused in all."""
+    rows = [
+        [(T0 + timedelta(minutes=i)).isoformat(), unit, 20.0 + (i % 3) / 10]
+        for unit in ("a", "b")
+        for i in range(120)
+        if unit == "b" or not 40 < i < 70
+    ]
+    data = write_csv(tmp_path / "gap.csv", ["time", "id", "v"], rows)
+    config = _config(
+        tmp_path,
+        "maintenance:\n"
+        "  - {start: '2024-01-01T00:35:00Z', end: '2024-01-01T00:55:00Z'}\n"
+        "  - {device: a, start: '2024-01-01T00:36:00Z', end: '2024-01-01T00:59:00Z'}\n",
+    )
+    report = _inspect(data, config)
+    checks = report["checks"]
+    assert isinstance(checks, dict)
+    delays = checks["delay_check"]["metrics"]
+    assert (delays["gap_count"], delays["max_gap_seconds"]) == (1, 12 * 60)
+    assert delays["timed_rows"] == 91 + 120 - 27
+    windows = report["maintenance"]
+    assert isinstance(windows, list)
+    assert [(w["excused_readings"], w["devices"], w["in_earlier_windows"]) for w in windows] == [
+        (27, 2, 0),
+        (5, 1, 5),
+    ]
+    # Coverage: a's 85 readings outside the windows where 96 were due (119 minutes less the 24
+    # the windows cover for a, once); b's 99 where 100 were due (119 less 20).
+    per_device = checks["liveness_check"]["metrics"]["per_device"]
+    assert per_device["a"]["coverage"] == round(85 / 96, 6)
+    assert per_device["b"]["coverage"] == round(99 / 100, 6)
+    title, phrases = maintenance_text(windows, 5)
+    assert title == "2 windows, 27 readings excused from the value and timing checks"
+    assert phrases[1].endswith(": 5 readings (5 also in an earlier window)")

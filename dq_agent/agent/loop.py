@@ -38,6 +38,7 @@ from dq_agent.agent.react import (
 from dq_agent.agent.sentinel import BY_LOOP, BY_MODEL, NOT_READY, READY, SENTINEL_SCHEMA, Sentinel
 from dq_agent.errors import ModelCallError, ModelUnavailableError
 from dq_agent.load import Dataset
+from dq_agent.narrative.excused import Windows
 from dq_agent.result import CheckResult
 from dq_agent.tools import Tool
 from dq_agent.trace import Trace
@@ -77,6 +78,7 @@ class AgentLoop:
         max_steps: int,
         max_sentinel_rounds: int,
         question: str | None = None,
+        maintenance: Windows = (),
         trace: Trace | None = None,
         use_sentinel: bool = True,
         num_predict_tools: int | None = None,
@@ -88,6 +90,7 @@ class AgentLoop:
         self.react = react
         self.max_steps = max_steps
         self.question = question
+        self.maintenance = maintenance
         # Off only to measure what the sentinel buys (eval-model --no-sentinel).
         self.use_sentinel = use_sentinel
         self.trace = trace or Trace()
@@ -113,7 +116,7 @@ class AgentLoop:
     def run(self) -> LoopResult:
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt(self.tools, self.react, self.use_sentinel)},
-            {"role": "user", "content": task_prompt(self.dataset, self.question)},
+            {"role": "user", "content": task_prompt(self.dataset, self.question, self.maintenance)},
         ]
         while self.steps < self.max_steps:
             self.steps += 1

@@ -20,6 +20,7 @@ from dq_agent.errors import ModelCallError
 from dq_agent.guard import Guarded, complete
 from dq_agent.load import Dataset
 from dq_agent.narrative.account import written_account
+from dq_agent.narrative.excused import Windows
 from dq_agent.narrative.guard import review_narrative
 from dq_agent.outcome import AgentInfo, Audit
 from dq_agent.result import CheckResult, Status, verdict_of
@@ -51,7 +52,11 @@ def run_agent_inspection(
     *,
     question: str | None = None,
     trace: Trace | None = None,
+    maintenance: Windows = (),
 ) -> AgentOutcome:
+    """`maintenance`: the windows and the readings each excused (the JSON report's
+    `maintenance`): the model is told, and the narrative may and the written account does say,
+    how many readings the checks left out."""
     trace = trace or Trace()
     settings = config.agent
     info = AgentInfo(status="ok", model=settings.model, mode="none")
@@ -65,6 +70,7 @@ def run_agent_inspection(
             max_steps=settings.max_steps,
             max_sentinel_rounds=settings.max_sentinel_rounds,
             question=question,
+            maintenance=maintenance,
             trace=trace,
             use_sentinel=settings.sentinel,
             num_predict_tools=settings.num_predict_tools,
@@ -86,7 +92,7 @@ def run_agent_inspection(
         info.narrative, info.merge = _merge(
             run, guarded, ask if settings.fallback_merge else None, trace
         )
-        _review(info, guarded.checks, dataset, ask, run)
+        _review(info, guarded.checks, dataset, ask, run, maintenance)
         trace.emit(
             "account",
             line=info.account_line(),
@@ -176,6 +182,7 @@ def _review(
     dataset: Dataset,
     ask: AskModel | None,
     run: LoopResult,
+    maintenance: Windows = (),
 ) -> None:
     """The narrative guard (coverage, grounded names and figures, no contradicting verdict, no
     tool markup), then the choice of account: the model's checked text, or one written by code
@@ -185,14 +192,14 @@ def _review(
         reasons = ["no answer"]
     else:
         info.narrative, info.narrative_checks = review_narrative(
-            info.narrative, checks, dataset, verdict, ask, run.drill_downs
+            info.narrative, checks, dataset, verdict, ask, run.drill_downs, maintenance
         )
         reasons = list((info.narrative_checks or {}).get("rejection_reasons") or [])
     if not reasons:
         info.account_source = "model"
         return
     info.rejected_narrative = info.narrative
-    info.narrative = written_account(checks, verdict)
+    info.narrative = written_account(checks, verdict, maintenance)
     info.account_source = "dq-agent"
     info.account_reason = ", ".join(reasons)
     log.info("the model's account was rejected (%s): dq-agent wrote one", info.account_reason)

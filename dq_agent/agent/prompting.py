@@ -14,6 +14,7 @@ from typing import Any
 
 from dq_agent.agent.sentinel import SENTINEL_NAME
 from dq_agent.load import Dataset
+from dq_agent.narrative.excused import Windows, excused_sentence
 from dq_agent.tools import Tool
 
 
@@ -53,7 +54,9 @@ def sentinel_position(detection_tools: int) -> int:
     return min(1, max(detection_tools - 1, 0))
 
 
-def task_prompt(dataset: Dataset, question: str | None) -> str:
+def task_prompt(dataset: Dataset, question: str | None, maintenance: Windows = ()) -> str:
+    """The first user message: the dataset, the maintenance windows (the readings the checks
+    leave out, so the answer can say how many and why), and the user's question."""
     text = prompt(
         "task",
         path=json.dumps(dataset.path),
@@ -61,6 +64,9 @@ def task_prompt(dataset: Dataset, question: str | None) -> str:
         columns=json.dumps(dataset.columns),
         roles=json.dumps(dataset.roles.to_dict()),
     )
+    sentence = excused_sentence(maintenance)
+    if sentence is not None:
+        text += "\n" + prompt("maintenance", sentence=sentence)
     if question and question.strip():
         text += "\n" + prompt("question", question=" ".join(question.split()).replace('"', "'"))
     return text

@@ -7,9 +7,10 @@ rounding so data read to 0.1 with mostly unchanged readings still has a spread),
 larger of `sigma` and the value a Student t with 10 degrees of freedom (the null model of
 `evidence.py`: real sensors have heavier tails than the normal) exceeds with probability
 `chance / n` for a column with n changes over all its devices (about 10.5 for a day of
-minutes, 15 for 50,000), times
-the number of usual time steps the change spans (a change across a gap may be larger). That
-bound keeps the expected number of chance jumps under `chance` at every size, so clean data
+minutes, 15 for 50,000). A change across more time than the device's usual step is measured
+from its drift over that time (its median change per usual step, times the steps) and may be
+larger by the square root of the steps (a random walk's growth; sensor noise grows slower).
+That bound keeps the expected number of chance jumps under `chance` at every size, so clean data
 passes, also with heavy-tailed noise. A configured
 `max_rate` per column (change per `rate_unit` of time) flags a jump on its own.
 
@@ -164,7 +165,7 @@ def _jumps(
     robust = (
         (pl.col(_N) >= settings.min_series_readings - 1)
         & (pl.col(_SCALE) > 0)
-        & (pl.col(_DEV) > multiple * pl.col(_SCALE) * _gap_ratio(dataset))
+        & (_off_course(dataset) > multiple * pl.col(_SCALE) * _gap_widening(dataset))
     )
     jump = robust.fill_null(False) | _too_fast(dataset, column, settings)
     lookahead = settings.return_within
@@ -239,14 +240,29 @@ def _seconds() -> pl.Expr:
     return (pl.col(TIME) - pl.col(TIME).shift()).dt.total_seconds(fractional=True)
 
 
-def _gap_ratio(dataset: Dataset) -> pl.Expr:
-    """How many of the device's usual steps lie between a reading and the one before (at least
-    1): across a gap the signal moves further, so the plausible change grows with it (linearly,
-    the generous bound: a drift, not a random walk)."""
+def _steps_between(dataset: Dataset) -> pl.Expr:
+    """How many of the device's usual steps lie between a reading and the one before (1
+    without a timestamp or a usual step)."""
     if dataset.roles.timestamp is None:
         return pl.lit(1.0)
-    ratio = (_seconds() / pl.col(_USUAL)).fill_nan(1.0).fill_null(1.0)
-    return pl.max_horizontal(pl.lit(1.0), ratio)
+    return (_seconds() / pl.col(_USUAL)).fill_nan(1.0).fill_null(1.0)
+
+
+def _off_course(dataset: Dataset) -> pl.Expr:
+    """How far a change lies from the device's typical change over the same time: its median
+    change per usual step times the steps between the two readings (a steady drift moves the
+    level further across a gap, in proportion)."""
+    return (pl.col(_D) - pl.col(_MEDIAN) * _steps_between(dataset)).abs()
+
+
+def _gap_widening(dataset: Dataset) -> pl.Expr:
+    """How much more than over one usual step the level may wander, beyond its drift, across
+    a longer time: the square root of the steps between (at least 1). That is exact for a
+    random walk and generous for what sensors read, a level that noise moves around and that
+    returns (autoregressive noise, independent noise: their change over many steps grows
+    slower or not at all). Linear widening let a step of 100 spreads through after a pause of
+    7 usual steps, common in irregular sampling."""
+    return pl.max_horizontal(pl.lit(1.0), _steps_between(dataset)).sqrt()
 
 
 def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> pl.Expr:

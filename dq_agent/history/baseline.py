@@ -11,6 +11,11 @@ the baseline, and higher by at least `min_rate_increase` (rates, as fractions: 0
 percentage point) or `min_count_increase` (counts). The ratio alone would flag 0.01% -> 0.03%;
 the absolute floor alone would flag a steady 40% -> 40.6%. A zero baseline meets any ratio, so
 there the floor decides.
+
+Maintenance windows leave readings out of the value and timing checks, so a night with many
+excused readings checks fewer: its rates and counts are of the rest. The section gives the
+readings excused today and the baseline runs' median (`excused_readings`), and when today
+excused many more (the count rule), its message and every finding say so beside the change.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from dq_agent.catalogue import CATALOGUE, spec_of
 from dq_agent.history.records import RunRecord, dataset_key
 from dq_agent.history.store import HistoryStore
+from dq_agent.maintenance import total_excused
 from dq_agent.outcome import Inspection
 from dq_agent.result import Finding, Status
 
@@ -161,6 +167,7 @@ def compare_with_baseline(
         rows=inspection.dataset.rows,
         counts=rate_counts(usable),
         rule=rule,
+        excused=total_excused(inspection.maintenance),
     )
 
 
@@ -175,11 +182,13 @@ def build_baseline(
     rows: int | None,
     counts: Mapping[KeyMetric, int] | None = None,
     rule: ChangeRule = DEFAULT_RULE,
+    excused: int = 0,
 ) -> dict[str, Any]:
     """Compare `today` with the per-metric median of `history` (the baseline runs).
 
     `counts` gives today's affected values behind a rate, for the finding's count; without
-    it a rate finding counts `rate x rows`.
+    it a rate finding counts `rate x rows`. `excused`: the readings maintenance windows
+    excused today.
     """
     section: dict[str, Any] = {
         "dataset": dataset,
@@ -191,6 +200,7 @@ def build_baseline(
         "rule": asdict(rule),
         "metrics": [],
         "findings": [],
+        "excused_readings": {"today": excused, "baseline": _excused_baseline(history)},
     }
     if not history:
         section["status"] = "no_baseline"
@@ -211,11 +221,35 @@ def build_baseline(
             findings.append(_finding(metric, today[metric], baseline, len(values), count))
     section["status"] = "compared"
     section["metrics"] = comparisons
-    section["findings"] = findings
     section["message"] = _compared_message(
         len(history), failed_runs, len(comparisons), len(findings)
     )
+    note = _excused_note(excused, section["excused_readings"]["baseline"], rule)
+    if note:
+        section["message"] += f"; {note}"
+        for finding in findings:
+            finding["what"] += f" ({note})"
+    section["findings"] = findings
     return section
+
+
+def _excused_baseline(history: Sequence[RunRecord]) -> float | None:
+    """The median of the readings the baseline runs excused (None: none of them recorded it)."""
+    known = [r.excused_readings for r in history if r.excused_readings is not None]
+    return float(statistics.median(known)) if known else None
+
+
+def _excused_note(today: int, baseline: float | None, rule: ChangeRule) -> str:
+    """Words for a run whose maintenance windows excused many more readings than usual."""
+    if baseline is None:
+        if not today:
+            return ""
+        return f"{today:,} readings excused by maintenance today; the baseline runs did not record theirs"
+    if not rule.is_large("count", today, baseline):
+        return ""
+    return (
+        f"{today:,} readings excused by maintenance today vs {_format('count', baseline)} usually"
+    )
 
 
 def describe_change(metric: KeyMetric, today: float, baseline: float) -> str:

@@ -83,5 +83,10 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE runs ADD COLUMN sentinel_invocations TEXT NOT NULL DEFAULT '[]'",
         ),
     ),
+    Migration(
+        4,
+        "readings excused by maintenance windows, each once (NULL: recorded before windows)",
+        ("ALTER TABLE runs ADD COLUMN excused_readings INTEGER",),
+    ),
 )
 DATABASE_VERSION = len(MIGRATIONS)

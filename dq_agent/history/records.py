@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dq_agent.history.fingerprint import Fingerprint, fingerprint_of, source_key
+from dq_agent.maintenance import total_excused
 from dq_agent.outcome import Inspection
 
 # Agent statuses of runs in which no model took part (outcome.AgentInfo.status).
@@ -79,6 +80,9 @@ class RunRecord:
     """Detection tools the model called only after the loop ran the sentinel for it."""
     sentinel_invocations: list[dict[str, Any]] = field(default_factory=list)
     """Every sentinel round: {round, by: model|loop, missing}."""
+    excused_readings: int | None = None
+    """Readings maintenance windows left out of the value and timing checks, each once (0
+    without windows; None for a run recorded before the history kept it)."""
     checks: dict[str, CheckRecord] = field(default_factory=dict)
     id: int | None = None
     """Set once stored; grows with every saved run, so it orders runs without trusting clocks."""
@@ -155,6 +159,7 @@ class RunRecord:
                 for item in agent.get("sentinel_invocations") or []
                 if isinstance(item, Mapping)
             ],
+            excused_readings=_excused(report.get("maintenance")),
             checks=checks,
         )
 
@@ -190,6 +195,7 @@ class RunRecord:
                 "fallback_executed": list(self.fallback_executed),
                 "called_after_push": list(self.called_after_push),
             },
+            "excused_readings": self.excused_readings,
             "checks": {tool: check.to_dict() for tool, check in self.checks.items()},
             "duration_seconds": self.duration_seconds,
             "timings": dict(self.timings),
@@ -218,6 +224,14 @@ def _check_record(tool: str, body: Mapping[str, Any]) -> CheckRecord:
         duration_seconds=_optional_float(body.get("duration_seconds")),
         error=_optional_str(body.get("error")),
     )
+
+
+def _excused(windows: Any) -> int | None:
+    """The readings the report's maintenance windows excused in all; None when the report has
+    no `maintenance` (written before it existed)."""
+    if not isinstance(windows, list):
+        return None
+    return total_excused([w for w in windows if isinstance(w, Mapping)])
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

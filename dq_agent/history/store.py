@@ -59,6 +59,7 @@ _RUN_COLUMNS = (
     "narrative_checks",
     "called_after_push",
     "sentinel_invocations",
+    "excused_readings",
 )
 _CHECK_COLUMNS = (
     "run_id",
@@ -361,6 +362,7 @@ def _run_values(record: RunRecord) -> tuple[Any, ...]:
         None if record.narrative_checks is None else _dumps(record.narrative_checks),
         _dumps(record.called_after_push),
         _dumps(record.sentinel_invocations),
+        record.excused_readings,
     )
 
 
@@ -417,6 +419,7 @@ def _run_from_row(row: Sequence[Any], checks: dict[str, CheckRecord]) -> RunReco
         narrative_checks=narrative if isinstance(narrative, dict) else None,
         called_after_push=_string_list(_loads(values["called_after_push"], [])),
         sentinel_invocations=_dict_list(_loads(values["sentinel_invocations"], [])),
+        excused_readings=values["excused_readings"],
         checks=checks,
     )
 

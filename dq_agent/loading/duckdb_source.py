@@ -30,7 +30,34 @@ class DuckDBSource:
     def name(self) -> str:
         """The source as the user wrote it, with the database's absolute path: one name for
         the same table whatever the working directory (the history's dataset key)."""
-        return f"{PREFIX}{os.path.abspath(os.path.expanduser(self.database))}:{self.table}"
+        database = os.path.abspath(os.path.expanduser(self.database))
+        return f"{PREFIX}{database}:{_canonical_table(self.table)}"
+
+
+def _canonical_table(table: str) -> str:
+    """One spelling per table for the history: `"My Table"` is `My Table`, and `main.clean`
+    (the default schema) is `clean`."""
+    parts = [
+        part[1:-1].replace('""', '"') if len(part) > 1 and part[0] == part[-1] == '"' else part
+        for part in _split_dotted(table)
+    ]
+    if len(parts) == 2 and parts[0].lower() == "main":
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def _split_dotted(name: str) -> list[str]:
+    """`schema.table` split at the dots outside double quotes."""
+    parts, current, quoted = [], "", False
+    for char in name:
+        if char == '"':
+            quoted = not quoted
+        if char == "." and not quoted:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current]
 
 
 def is_duckdb_source(path: str) -> bool:

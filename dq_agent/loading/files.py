@@ -95,8 +95,11 @@ def _format_of(file: Path) -> str:
         return "parquet"
     if suffix in CSV_SUFFIXES:
         return "csv"
+    hint = ""
+    if suffix in (".db", ".duckdb", ".ddb"):
+        hint = f" (a DuckDB table is named as duckdb:{file}:TABLE)"
     raise InputError(
-        f"{file}: unsupported file type '{suffix or 'none'}'; use .csv, .csv.gz or .parquet"
+        f"{file}: unsupported file type '{suffix or 'none'}'; use .csv, .csv.gz or .parquet" + hint
     )
 
 

@@ -29,7 +29,7 @@ _LABELS = {
     POLARS: "Polars DataFrame",
     POLARS_LAZY: "Polars LazyFrame",
     ARROW: "pyarrow Table",
-    DUCKDB: "DuckDB relation",
+    DUCKDB: "DuckDB table or relation",
 }
 
 
@@ -45,6 +45,9 @@ class FrameInput:
     """Whether the rows are already in memory (a LazyFrame may scan files)."""
     data_bytes: int | None = None
     """The in-memory size of the data where known, for the memory budget."""
+    header_names: list[str] | None = None
+    """The column names as the caller's table has them, where Polars renames some (a blank
+    name becomes `column_2`): structure_check counts blank and repeated names from these."""
 
 
 def frame_input(data: object, name: str | None = None) -> FrameInput:
@@ -90,13 +93,33 @@ def arrow_input(table: Any, name: str, kind: str) -> FrameInput:
         raise InputError(f"cannot read {name} as a table: {first}") from exc
     if not isinstance(frame, pl.DataFrame):
         raise InputError(f"{name} is a single array, not a table with named columns")
-    return FrameInput(name, kind, frame.lazy(), True, int(table.nbytes))
+    names = [str(n) for n in table.column_names]
+    return FrameInput(name, kind, frame.lazy(), True, int(table.nbytes), names)
 
 
 def relation_arrow(relation: Any) -> Any:
-    """A DuckDB relation's rows as one pyarrow Table (DuckDB 2 hands a batch reader over)."""
+    """A DuckDB relation's rows as one pyarrow Table (DuckDB 2 hands a batch reader over).
+
+    INTERVAL columns become seconds (DOUBLE), as durations read from a file do: Arrow's
+    month-day-nanosecond intervals have no Polars type."""
+    intervals = {
+        str(n)
+        for n, t in zip(relation.columns, relation.types, strict=True)
+        if str(t) == "INTERVAL"
+    }
+    if intervals:
+        relation = relation.project(
+            ", ".join(
+                f"epoch({_quoted(n)}) AS {_quoted(n)}" if n in intervals else _quoted(n)
+                for n in map(str, relation.columns)
+            )
+        )
     result = relation.arrow()
     return result.read_all() if hasattr(result, "read_all") else result
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def not_evaluated_notes(kind: str) -> list[LoadNote]:

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dq_agent.narrative.excused import Windows, excused_sentence
 from dq_agent.result import CheckResult, Finding, Status, Verdict
 
 _SEVERITY = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.SKIPPED: 3, Status.PASS: 4}
 VERDICT_SENTENCE = "Verdict (computed by code): {verdict}"
 
 
-def written_account(checks: Mapping[str, CheckResult], verdict: Verdict) -> str:
+def written_account(
+    checks: Mapping[str, CheckResult], verdict: Verdict, maintenance: Windows = ()
+) -> str:
+    """`maintenance`: the windows and their excused readings, said after the checks."""
     lines = [_sentence(tool, result) for tool, result in checks.items()]
+    excused = excused_sentence(maintenance)
+    if excused is not None:
+        lines.append(excused)
     lines.append(VERDICT_SENTENCE.format(verdict=str(verdict).upper()))
     return "\n".join(lines)
 

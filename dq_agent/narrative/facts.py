@@ -32,6 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from dq_agent.load import Dataset
+from dq_agent.narrative.excused import (
+    Windows,
+    excused_moments,
+    excused_names,
+    excused_numbers,
+    excused_sentence,
+)
 from dq_agent.narrative.figures import Figure, FigureKind, find_figures, timestamps_in
 from dq_agent.narrative.names import find_name_claims
 from dq_agent.result import CheckResult
@@ -248,15 +255,34 @@ def _collect_result(collected: _Collector, result: CheckResult) -> None:
             collected.value(row, ())
 
 
+def _collect_maintenance(collected: _Collector, windows: Windows) -> None:
+    sentence = excused_sentence(windows)
+    if sentence is None:
+        return
+    collected.text(sentence)
+    collected.numbers.update(excused_numbers(windows))
+    for name in excused_names(windows):
+        collected.name(name)
+    collected.timestamps.update(excused_moments(windows))
+    for window in windows:
+        collected.span(str(window.get("start") or ""), str(window.get("end") or ""))
+
+
 def build_fact_book(
     checks: Mapping[str, CheckResult],
     dataset: Dataset,
     drill_downs: Sequence[CheckResult] = (),
+    maintenance: Windows = (),
 ) -> FactBook:
     """`drill_downs`: narrowed re-runs the model asked for; their figures are facts too, of the
-    whole inspection and of the check they narrowed."""
+    whole inspection and of the check they narrowed. `maintenance`: the windows and the
+    readings they excused (the JSON report's `maintenance`), facts of every check, since every
+    value and timing check left those readings out."""
+    excused = _Collector()
+    _collect_maintenance(excused, maintenance)
     everything = _Collector()
     _collect_dataset(everything, dataset)
+    _collect_maintenance(everything, maintenance)
     for result in (*checks.values(), *drill_downs):
         _collect_result(everything, result)
     files = {dataset.path, Path(dataset.path).name}
@@ -281,6 +307,8 @@ def build_fact_book(
                 _collect_result(own, narrowed)
         # Sizes of the data (rows, entities) are every check's business, wherever they were counted.
         own.numbers.update(everything.sizes)
+        own.numbers.update(excused.numbers)
+        own.durations.update(excused.durations)
         by_tool[tool] = replace(
             whole,
             numbers=tuple(sorted(own.numbers)),

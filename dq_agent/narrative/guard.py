@@ -54,6 +54,7 @@ from dq_agent.narrative.dimensions import (
     covered_dimensions,
     verdict_conflicts,
 )
+from dq_agent.narrative.excused import Windows, excused_sentence
 from dq_agent.narrative.facts import build_fact_book
 from dq_agent.narrative.figures import find_figures
 from dq_agent.narrative.markup import clean_markup
@@ -181,9 +182,11 @@ def check_narrative(
     dataset: Dataset,
     verdict: Verdict,
     drill_downs: Sequence[CheckResult] = (),
+    maintenance: Windows = (),
 ) -> NarrativeReview:
-    """Review `narrative` against the results and the dataset. Pure: no model, no data scan."""
-    book = build_fact_book(checks, dataset, drill_downs)
+    """Review `narrative` against the results, the dataset and the maintenance windows' excused
+    readings. Pure: no model, no data scan."""
+    book = build_fact_book(checks, dataset, drill_downs, maintenance)
     facts = book.whole
     names: list[UnsupportedClaim] = []
     figures: list[UnsupportedClaim] = []
@@ -239,12 +242,16 @@ def repair_prompt(
     checks: Mapping[str, CheckResult],
     dataset: Dataset,
     echoed: bool = False,
+    maintenance: Windows = (),
 ) -> str:
     """The one prompt of the repair round: the narrative, its problems, and the facts."""
     check_lines = "\n".join(
         f"- {tool}: {str(result.status).upper()}. {json.dumps(result.summary)}"
         for tool, result in checks.items()
     )
+    excused = excused_sentence(maintenance)
+    if excused is not None:
+        check_lines += f"\n- maintenance (not a check): {json.dumps(excused)}"
     return prompt(
         "repair",
         narrative=review.narrative.strip(),
@@ -287,6 +294,7 @@ def review_narrative(
     verdict: Verdict,
     ask_model: Callable[[str], str] | None,
     drill_downs: Sequence[CheckResult] = (),
+    maintenance: Windows = (),
 ) -> tuple[str, dict[str, Any]]:
     """The narrative to show (problems marked, omissions added) and `agent.narrative_checks`.
 
@@ -294,7 +302,7 @@ def review_narrative(
     `rejection_reasons` say whether the result can stand as the model's account.
     """
     cleaned = clean_markup(narrative)
-    first = check_narrative(cleaned.text, checks, dataset, verdict, drill_downs)
+    first = check_narrative(cleaned.text, checks, dataset, verdict, drill_downs, maintenance)
     final, echoed = first, cleaned.echoed
     attempted = False
     if not (first.needs_repair or echoed):
@@ -304,7 +312,7 @@ def review_narrative(
     else:
         attempted = True
         try:
-            rewritten = ask_model(repair_prompt(first, checks, dataset, echoed))
+            rewritten = ask_model(repair_prompt(first, checks, dataset, echoed, maintenance))
         except DQAgentError as exc:
             log.warning("narrative repair failed, keeping the reviewed narrative: %s", exc)
             rewritten = ""
@@ -313,7 +321,7 @@ def review_narrative(
         else:
             again = clean_markup(rewritten)
             final, echoed = (
-                check_narrative(again.text, checks, dataset, verdict, drill_downs),
+                check_narrative(again.text, checks, dataset, verdict, drill_downs, maintenance),
                 again.echoed,
             )
             outcome = "still_unsupported" if echoed else _repair_outcome(final)

@@ -8,6 +8,7 @@ from typing import Any
 
 from dq_agent.checks.base import plural
 from dq_agent.health import DeviceHealth, Health
+from dq_agent.maintenance import total_excused
 from dq_agent.report.text import compact_times
 from dq_agent.result import Status
 
@@ -55,7 +56,7 @@ def maintenance_text(windows: list[dict[str, Any]], limit: int) -> tuple[str, li
     `limit` in config order, then how many more."""
     if not windows:
         return "", []
-    total = sum(int(w["excused_readings"]) for w in windows)
+    total = total_excused(windows)
     title = (
         f"{len(windows)} window{'' if len(windows) == 1 else 's'}, {total:,} readings excused "
         "from the value and timing checks"
@@ -65,7 +66,9 @@ def maintenance_text(windows: list[dict[str, Any]], limit: int) -> tuple[str, li
         who = window["device"] or "every device"
         span = compact_times(f"{window['start']} → {window['end']}")
         reason = f" ({window['reason']})" if window.get("reason") else ""
-        phrases.append(f"{who} {span}{reason}: {int(window['excused_readings']):,} readings")
+        shared = int(window.get("in_earlier_windows") or 0)
+        also = f" ({shared:,} also in an earlier window)" if shared else ""
+        phrases.append(f"{who} {span}{reason}: {int(window['excused_readings']):,} readings{also}")
     if len(windows) > limit:
         phrases.append(f"… {len(windows) - limit:,} more (JSON report: maintenance)")
     return title, phrases

@@ -251,7 +251,8 @@ def _check_section(result: CheckResult, days: bool) -> str:
             continue
         where = finding.where()
         items.append(
-            f"<li>{text(finding.what, 400)} ({finding.count:,})"
+            f"<li>{text(finding.what, 400)}"
+            + (f" ({finding.count:,})" if finding.count else "")
             + (f' <span class="dim">{text(compact_times(where), 300)}</span>' if where else "")
             + examples
             + "</li>"

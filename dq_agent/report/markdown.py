@@ -80,7 +80,8 @@ def render_markdown(inspection: Inspection) -> str:
             else:
                 where = finding.where()
                 lines.append(
-                    f"- **{result.tool}** {md(finding.what)}: {finding.count:,}"
+                    f"- **{result.tool}** {md(finding.what)}"
+                    + (f": {finding.count:,}" if finding.count else "")
                     + (f" ({md(where)})" if where else "")
                 )
             for example in finding.examples[:2]:

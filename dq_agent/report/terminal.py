@@ -151,7 +151,8 @@ def _adds_something(example: dict[str, Any], finding: Finding, what: str) -> boo
 def _finding_text(finding: Finding, examples: int, days: bool) -> Text:
     """`what` already carries its count when a check wrote it so; otherwise it is appended."""
     what = one_line(finding.what, 200)
-    counted = f"{finding.count:,}" in what or str(finding.count) in what
+    # A note (count 0, such as "not evaluated") has nothing to count.
+    counted = finding.count == 0 or f"{finding.count:,}" in what or str(finding.count) in what
     text = Text(what if counted else f"{what}: {finding.count:,}")
     where = _unsaid_where(finding, what, days)
     if where:
