@@ -169,12 +169,13 @@ def _running(i: int, offset: float) -> float:
 
 def _pumps(tmp_path: Path, off_for_days: bool) -> Path:
     """Pumps a, b, c of 1,440 minutes cycle on and off (flow exactly 0.0 while off, for 60 of
-    every 120 minutes); pump d runs except for 900 minutes off in the middle when
+    every 120 minutes, and a for 5 minutes once more); pump d runs except for 900 minutes off in the middle when
     `off_for_days`, else it cycles too."""
     rows = []
     for device in "abcd":
         for i in range(1440):
-            off = (i // 60) % 2 == 1
+            # Pump a also stops for 5 minutes once: a short visit to its rest level.
+            off = (i // 60) % 2 == 1 or (device == "a" and 30 <= i < 35)
             if device == "d" and off_for_days:
                 off = 300 <= i < 1200
             rows.append((T0 + timedelta(minutes=i), device, 0.0 if off else _running(i, 120.0)))
@@ -186,11 +187,11 @@ def test_a_pump_at_rest_is_normal_operation_unless_far_longer_than_usual(tmp_pat
     clean = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=False))
     assert clean.status is Status.PASS, clean.summary
     # 12 off runs of 60 readings per pump: 0.0 is a level the pumps rest at.
-    assert (clean.metrics["stuck_runs"], clean.metrics["rest_readings"]) == (0, 4 * 12 * 60)
+    assert (clean.metrics["stuck_runs"], clean.metrics["rest_readings"]) == (0, 4 * 12 * 60 + 5)
     # Off for 900 minutes where the others are off for 60 at a time: stuck.
     faulty = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=True))
     assert [(f.entity, f.count, f.start) for f in faulty.findings] == [("d", 900, iso_minute(300))]
-    assert faulty.metrics["rest_readings"] == 3 * 12 * 60
+    assert faulty.metrics["rest_readings"] == 3 * 12 * 60 + 5
 
 
 def test_an_intermittently_frozen_sensor_is_found_run_by_run(tmp_path: Path) -> None:

@@ -320,6 +320,20 @@ def _judged(
         )
         .filter(pl.col(STUCK) | pl.col(AT_REST))
     )
+    # A short visit to a rest level (a pump off for a few minutes) rests there too.
+    short = (
+        starts.filter(~long_enough)
+        .join(levels.filter(pl.col(_LEVEL_LONG) >= REST_RUNS).select(X).unique(), on=X, how="semi")
+        .join(series, on=SERIES, how="left")
+        .join(
+            levels.filter(pl.col(_LEVEL_LONG) >= REST_RUNS).select(_GROUP_KEY, X),
+            on=[_GROUP_KEY, X],
+            how="semi",
+        )
+        .filter(~pl.col(_SKIPPED) & ~pl.col(CONSTANT))
+        .select(_RUN_AT, pl.lit(False).alias(STUCK), pl.lit(True).alias(AT_REST))
+    )
+    judged = pl.concat([judged, short])
     return runs.join(judged, on=_RUN_AT, how="left", maintain_order="left").with_columns(
         pl.col(STUCK).fill_null(False), pl.col(AT_REST).fill_null(False)
     )
