@@ -202,9 +202,12 @@ def _jumps(
         ]
     )
     width = pl.max_horizontal(pl.when(pl.col(_JUMPED)).then(back), pl.col(_EXCURSION))
+    # Inside an earlier spike, or the reading it returns on, unless that starts a spike itself.
     covered = pl.lit(False)
     for j in range(1, widest + 1):
-        covered = covered | (pl.col(WIDTH).shift(j) >= j).fill_null(False)
+        earlier = pl.col(WIDTH).shift(j)
+        inside = (earlier > j) | ((earlier == j) & pl.col(WIDTH).is_null())
+        covered = covered | inside.fill_null(False)
     changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
     per_series = changes.group_by(SERIES).agg(per_device)
     # The chance is for the whole column: a fleet of 5,000 short series must not make five
@@ -220,7 +223,9 @@ def _jumps(
     return (
         changes.with_columns(spread.alias(_SCALE))
         .with_columns(jump.fill_null(False).alias(_JUMPED))
-        .with_columns(pl.when(pl.col(_JUMPED)).then(landed).alias(_LANDED))
+        # A jump that itself comes back (a spike out) is no landing: in a series swinging
+        # between two levels, the nearest reading is the spike, not what lies between.
+        .with_columns(pl.when(pl.col(_JUMPED) & back.is_null()).then(landed).alias(_LANDED))
         .with_columns(excursion.alias(_EXCURSION))
         # A spike or step starts here: a jump, or the first reading of an excursion.
         .with_columns(
