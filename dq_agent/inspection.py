@@ -147,7 +147,7 @@ def inspect_dataset(
             agent = _unavailable(exc, config, trace)
     if outcome is None:
         on_stage(f"Running the {len(tools)} checks")
-        checks = run_tools(tools, Source.DIRECT)
+        checks = run_tools(tools, Source.DIRECT, timings)
         names = [tool.name for tool in tools]
         # Every tool ran, by code: the audit says so, and `agent.mode == "none"` says no model chose.
         audit = Audit(expected_tools=names, called_tools=names)

@@ -6,8 +6,8 @@ fails becomes a structured `{error, suggestion}` result: the report still has ev
 The pipeline reads the normalised frame into memory once for the run (`resident`): every check reads
 every row, so the data is decoded and normalised (text numbers parsed, times converted) once
 instead of once per check and per query, and the checks' windows and gathers work on it in
-place. At 10M sensor rows (six columns) that copy is about 0.55 GB; the checks then need about
-0.5 GB more at their peak, where reading the file in each query needed several GB.
+place. At 10M sensor rows (six columns) that copy is about 0.55 GB, where reading the file in
+each query needed several GB (the run's peak is the checks' own: README "Speed").
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, run_plans
+from dq_agent.checks.base import CheckPlan, materialising, run_plans
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Source
 from dq_agent.tools import Tool
@@ -48,29 +48,35 @@ def failure_result(tool: str, exc: BaseException) -> CheckResult:
     )
 
 
-def run_tools(tools: Sequence[Tool], source: Source = Source.DIRECT) -> dict[str, CheckResult]:
-    """Run `tools` with default arguments; results keyed by tool name, in the given order."""
+def run_tools(
+    tools: Sequence[Tool],
+    source: Source = Source.DIRECT,
+    timings: dict[str, float] | None = None,
+) -> dict[str, CheckResult]:
+    """Run `tools` with default arguments; results keyed by tool name, in the given order.
+
+    The plan nodes several checks read (the series order, the sensor checks' series) are
+    computed once while the tools are planned (`materialising`); then each check's own queries
+    run on their own, so its `duration_seconds` is its own work, measured. The shared step's
+    time goes to `timings["shared_seconds"]` when `timings` is given."""
     plans: list[CheckPlan] = []
     results: dict[str, CheckResult] = {}
-    for tool in tools:
-        try:
-            plans.append(tool.plan())
-        except CHECK_FAILURES as exc:
-            log.debug("planning %s failed", tool.name, exc_info=True)
-            results[tool.name] = failure_result(tool.name, exc)
-    try:
-        collected = run_plans(plans)
-    except CHECK_FAILURES:
-        # One failing query fails the whole collect_all: run the plans one by one to isolate it.
-        collected = []
+    with materialising() as shared:
+        for tool in tools:
+            try:
+                plans.append(tool.plan())
+            except CHECK_FAILURES as exc:
+                log.debug("planning %s failed", tool.name, exc_info=True)
+                results[tool.name] = failure_result(tool.name, exc)
+        if timings is not None:
+            timings["shared_seconds"] = timings.get("shared_seconds", 0.0) + shared.seconds
         for plan in plans:
             try:
-                collected.extend(run_plans([plan]))
+                (results[plan.tool],) = run_plans([plan])
             except CHECK_FAILURES as exc:
+                # A failing query fails its own check only.
                 log.debug("running %s failed", plan.tool, exc_info=True)
-                collected.append(failure_result(plan.tool, exc))
-    for result in collected:
-        results[result.tool] = result
+                results[plan.tool] = failure_result(plan.tool, exc)
     return {tool.name: replace(results[tool.name], source=source) for tool in tools}
 
 

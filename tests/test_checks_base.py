@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from dq_agent.checks.base import (
     TIME_IN_ORDER,
     CheckPlan,
     Scope,
+    materialising,
     run_plans,
     series_rows,
 )
@@ -103,6 +105,35 @@ def test_one_plan_node_per_frame_and_scope(tmp_path: Path) -> None:
     dataset = _dataset(tmp_path)
     assert series_rows(dataset, Scope()) is series_rows(dataset, Scope())
     assert series_rows(dataset, Scope(entity="a")) is not series_rows(dataset, Scope())
+
+
+def test_materialised_series_order_is_the_lazy_one_and_is_forgotten_after(
+    tmp_path: Path,
+) -> None:
+    dataset = _dataset(tmp_path)
+    scopes = [Scope(), Scope(entity="a"), Scope(column="value")]
+    lazy = [_series(dataset, scope) for scope in scopes]
+    with materialising() as shared:
+        nodes = [series_rows(dataset, scope) for scope in scopes]
+        # Asked again (by another check), the same node: computed once.
+        assert [series_rows(dataset, scope) for scope in scopes] == nodes
+        assert shared.nodes == len(scopes)
+        assert shared.seconds > 0
+        for node, expected in zip(nodes, lazy, strict=True):
+            assert node.collect().equals(expected)
+    # Left lazy again once the run is over: nothing is held in memory after it.
+    assert series_rows(dataset, Scope()) is not nodes[0]
+
+
+def test_a_materialised_series_order_computes_only_its_own_columns(tmp_path: Path) -> None:
+    dataset = _dataset(tmp_path)
+    # A value column the data cannot give (fails when collected): a query of the order and the
+    # time does not read it, materialised as lazy.
+    broken = dataset.frame.with_columns(pl.col("device_id").cast(pl.Int64).alias("value"))
+    dataset = replace(dataset, frame=broken)
+    with materialising():
+        rows = series_rows(dataset, Scope())
+        assert rows.select(ORDER, TIME_IN_ORDER).collect().height == len(ROWS)
 
 
 def test_scope_filters_rows() -> None:

@@ -58,3 +58,13 @@ def test_the_same_results_as_each_tool_run_on_its_own() -> None:
         assert together[tool.name].source is Source.BACKFILLED
         assert together[tool.name].metrics == alone.metrics, tool.name
         assert together[tool.name].findings == alone.findings, tool.name
+
+
+def test_the_shared_step_is_timed_apart_from_the_checks() -> None:
+    config = Config()
+    dataset = resident(load(str(SAMPLE), config))
+    timings: dict[str, float] = {}
+    results = run_tools(register_detection_tools(dataset, config), timings=timings)
+    # The series order and the sensor checks' series: computed once, before the checks.
+    assert timings["shared_seconds"] > 0
+    assert all(r.duration_seconds > 0 for r in results.values())

@@ -1,8 +1,9 @@
 """What every check shares: the scope of a call, the plan/finish split, and the series order.
 
 A check builds lazy queries (`CheckPlan.queries`) and a `finish` function that turns their
-collected frames into a `CheckResult`. Splitting the two lets the runner collect the queries of
-all checks together (`run_plans`), so their common parts are computed once.
+collected frames into a `CheckResult`. The plan nodes several checks read (`shared_node`: the
+series order, the sensor checks' series) are computed once for a run (`materialising`), so each
+check's queries can then be collected on their own (`run_plans`) and timed as its own work.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any, Literal
 
@@ -111,33 +114,95 @@ class CheckPlan:
 
 
 def run_plans(plans: Sequence[CheckPlan]) -> list[CheckResult]:
-    """Collect the plans' queries, one `collect_all` per engine the plans ask for (in `ENGINES`
-    order), and finish each plan. A plan's time is its share of each `collect_all` (split evenly
-    by query) plus its own finish."""
-    frames: dict[tuple[int, int], pl.DataFrame] = {}
-    seconds = [0.0] * len(plans)
+    """Collect each plan's queries, one `collect_all` per engine it asks for (in `ENGINES`
+    order), and finish it. A plan's `duration_seconds` is measured: its own queries and finish,
+    not the shared nodes it reads when they were materialised beforehand (`materialising`);
+    nodes left lazy are computed, and timed, within each plan that reads them."""
+    return [_run_plan(plan) for plan in plans]
+
+
+def _run_plan(plan: CheckPlan) -> CheckResult:
+    started = time.perf_counter()
+    frames: dict[int, pl.DataFrame] = {}
     for engine in ENGINES:
-        batch = [
-            (p, q)
-            for p, plan in enumerate(plans)
-            for q in range(len(plan.queries))
-            if plan.engine_of(q) == engine
-        ]
-        if not batch:
-            continue
-        started = time.perf_counter()
-        collected = pl.collect_all([plans[p].queries[q] for p, q in batch], engine=engine)
-        per_query = (time.perf_counter() - started) / len(batch)
-        for (p, q), frame in zip(batch, collected, strict=True):
-            frames[p, q] = frame
-            seconds[p] += per_query
-    results: list[CheckResult] = []
-    for p, plan in enumerate(plans):
-        finish_started = time.perf_counter()
-        result = plan.finish([frames[p, q] for q in range(len(plan.queries))])
-        duration = seconds[p] + (time.perf_counter() - finish_started)
-        results.append(replace(result, duration_seconds=duration))
-    return results
+        batch = [q for q in range(len(plan.queries)) if plan.engine_of(q) == engine]
+        if batch:
+            collected = pl.collect_all([plan.queries[q] for q in batch], engine=engine)
+            frames.update(zip(batch, collected, strict=True))
+    result = plan.finish([frames[q] for q in range(len(plan.queries))])
+    return replace(result, duration_seconds=time.perf_counter() - started)
+
+
+@dataclass
+class SharedStep:
+    """The plan nodes several checks read, materialised once before the checks run: how many
+    and how long they took (reported apart from the checks, `timings.shared_seconds`)."""
+
+    seconds: float = 0.0
+    nodes: int = 0
+    keys: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
+
+
+_MATERIALISING: ContextVar[SharedStep | None] = ContextVar("materialising", default=None)
+
+
+@contextmanager
+def materialising() -> Iterator[SharedStep]:
+    """Within this block, a shared node (`shared_node`) is computed when first asked for and
+    kept in memory, its time counted in the `SharedStep`; each check's queries then read it
+    instead of computing it in their own `collect_all`. Outside, shared nodes stay lazy (a
+    drill-down runs one check: only what its queries read is computed). The nodes made here
+    are forgotten on leaving the block, so they hold no memory after the run."""
+    step = SharedStep()
+    token = _MATERIALISING.set(step)
+    try:
+        yield step
+    finally:
+        _MATERIALISING.reset(token)
+        for key in step.keys:
+            _forget(key)
+
+
+def shared_node(
+    dataset: Dataset,
+    key: tuple[Any, ...],
+    build: Callable[[], pl.LazyFrame],
+    materialise: Callable[[], pl.LazyFrame] | None = None,
+) -> pl.LazyFrame:
+    """One plan node per dataset frame and `key` (what it depends on: columns, scope, settings),
+    whichever check asks first: the series order (`series_rows`) and the sensor checks' series
+    (`series_values.shared`). Lazy, `build()` as a `.cache()` that one `collect_all` computes
+    once for all its queries; while `materialising`, computed at once and kept in memory for
+    every check (`materialise()` when given: a frame in memory built another way)."""
+    full = (id(dataset.frame), dataset.roles.timestamp, tuple(dataset.roles.entity), *key)
+    step = _MATERIALISING.get()
+    node = _SHARED.get(full)
+    if node is not None and (step is None or full in _NODES_MATERIALISED):
+        return node
+    if step is None:
+        node = build().cache()
+    else:
+        # Nodes it reads are materialised within and counted there: not counted twice.
+        before, started = step.seconds, time.perf_counter()
+        node = materialise() if materialise else build().collect(engine="in-memory").lazy()
+        step.seconds = before + time.perf_counter() - started
+        step.nodes += 1
+        step.keys.append(full)
+        _NODES_MATERIALISED.add(full)
+    _SHARED[full] = node
+    # The node holds the frame's data: forget it when the frame itself goes.
+    weakref.finalize(dataset.frame, _forget, full)
+    return node
+
+
+def _forget(key: tuple[Any, ...]) -> None:
+    _SHARED.pop(key, None)
+    _NODES_MATERIALISED.discard(key)
+
+
+# Shared plan nodes by frame identity, time and entity columns and key; see `shared_node`.
+_SHARED: dict[tuple[Any, ...], pl.LazyFrame] = {}
+_NODES_MATERIALISED: set[tuple[Any, ...]] = set()
 
 
 def series_rows(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
@@ -153,33 +218,30 @@ def series_rows(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
     are neighbours within one series unless `SERIES_START` separates them. `SERIES` numbers the
     series (from 1, sorted) at each position, and `TIME_IN_ORDER` is the timestamp in series
     order. When the scope leaves out rows (`Scope.filters_rows`), `FILE_ROW` is each row's index
-    in the file. Columns no query reads are not computed.
+    in the file. Lazy, columns no query reads are not computed; materialised (`materialising`),
+    the order columns are computed once and put beside the data's own columns.
 
     Grouping and sorting inside each entity (a window with one group per entity) replaces a sort
     of every row by entity and time: the rows of a series are usually already in time order.
-    Every check asking for the same frame and scope gets the same cached plan node, so one
-    `collect_all` computes the order once for all of them.
+    Every check asking for the same frame and scope gets the same plan node (`shared_node`), so
+    the order is computed once for all of them.
     """
-    key = (id(dataset.frame), dataset.roles.timestamp, tuple(dataset.roles.entity), scope)
-    cached = _SERIES_ROWS.get(key)
-    if cached is None:
-        cached = _series_rows(dataset, scope).cache()
-        _SERIES_ROWS[key] = cached
-        # The node holds the frame's data: forget it when the frame itself goes.
-        weakref.finalize(dataset.frame, _SERIES_ROWS.pop, key, None)
-    return cached
+    return shared_node(
+        dataset,
+        ("series rows", scope),
+        lambda: _series_rows(dataset, scope),
+        lambda: _materialised_series_rows(dataset, scope),
+    )
 
 
-# Series-order plans by frame identity, time and entity columns, and scope; see `series_rows`.
-_SERIES_ROWS: dict[tuple[int, str | None, tuple[str, ...], Scope], pl.LazyFrame] = {}
-
-
-def _series_rows(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
+def _scoped_rows(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
     if scope.filters_rows():
-        rows = scope.filter(replace(dataset, frame=dataset.frame.with_row_index(FILE_ROW)))
-    else:
-        rows = dataset.frame
-    rows = rows.with_row_index(ROW)
+        return scope.filter(replace(dataset, frame=dataset.frame.with_row_index(FILE_ROW)))
+    return dataset.frame
+
+
+def _order_columns(dataset: Dataset) -> tuple[list[pl.Expr], list[pl.Expr]]:
+    """The window columns (over each entity) and those derived from them (in series order)."""
     ts = dataset.roles.timestamp
     in_time = pl.col(ROW)
     if ts is not None:
@@ -202,13 +264,39 @@ def _series_rows(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
         in_order += [
             pl.col(ts).gather(pl.col(ORDER)).alias(TIME_IN_ORDER),
         ]
+    return [expr.alias(name) for name, expr in windows.items()], in_order
+
+
+def _series_rows(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
+    windows, in_order = _order_columns(dataset)
     # Every 10M rows a column holds is 40-80 MB: keep none that no check reads (ORDER holds the
     # row indices, in order).
     return (
-        rows.with_columns(expr.alias(name) for name, expr in windows.items())
+        _scoped_rows(dataset, scope)
+        .with_row_index(ROW)
+        .with_columns(windows)
         .with_columns(in_order)
         .drop(ROW)
     )
+
+
+def _materialised_series_rows(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
+    """`_series_rows` with the order columns computed now and put beside the scoped rows. Only
+    they are computed: the rows' own columns stay as they are (in memory for a run), so a query
+    that reads none of a column the data cannot give does not fail on it."""
+    rows = _scoped_rows(dataset, scope)
+    windows, in_order = _order_columns(dataset)
+    names = [ORDER, FILE_ORDER, SERIES_START, SERIES]
+    if dataset.roles.timestamp is not None:
+        names.append(TIME_IN_ORDER)
+    order = (
+        rows.with_row_index(ROW)
+        .with_columns(windows)
+        .with_columns(in_order)
+        .select(names)
+        .collect(engine="in-memory")
+    )
+    return pl.concat([rows, order.lazy()], how="horizontal")
 
 
 def _grouping_keys(schema: pl.Schema, entity: Sequence[str]) -> list[pl.Expr]:

@@ -176,11 +176,13 @@ def _exact_rows(
     ts = dataset.roles.timestamp
     if ts is None:
         return candidates
-    as_read = dataset.raw.select(pl.col(ts).cast(pl.String).alias(_RAW_TIME))
+    as_read = dataset.raw.select(pl.col(ts).alias(_RAW_TIME))
     unread = (
         scope.filter(replace(dataset, frame=pl.concat([dataset.frame, as_read], how="horizontal")))
         .filter(pl.col(ts).is_null())
-        .select(*columns, _RAW_TIME)
+        # Cast after the filter: as text, only the few rows without a time (casting every
+        # row's time to text cost 2 s of CPU at 10M rows).
+        .select(*columns, pl.col(_RAW_TIME).cast(pl.String))
     )
     timed = candidates.filter(pl.col(ts).is_not_null()).with_columns(
         pl.lit(None, dtype=pl.String).alias(_RAW_TIME)

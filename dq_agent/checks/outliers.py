@@ -68,7 +68,7 @@ from dq_agent.checks.evidence import (
 )
 from dq_agent.checks.series_values import AT_ROW
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
-from dq_agent.checks.value_flags import flagged_rows
+from dq_agent.checks.value_flags import flagging_checks
 from dq_agent.load import Dataset, is_measurement
 from dq_agent.result import CheckResult, Finding, Status
 from dq_agent.settings import choice, fraction, positive, setting
@@ -296,22 +296,25 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
         *[dataset.clean(name).gather(order).alias(_x(i)) for i, name in enumerate(columns)],
     )
     # Only the row number goes through each join; the marks are put beside the wide frame, so
-    # it is not copied once per column.
+    # it is not copied once per column. A column no check of the run can flag needs no join.
+    flagged = [flagging_checks(dataset, scope, name, config) for name in columns]
     marks = [
         rows.select(AT_ROW)
         .join(
-            flagged_rows(dataset, scope, name, config)
-            .select(AT_ROW)
-            .unique()
-            .with_columns(pl.lit(True).alias(_flagged(i))),
+            flags.select(AT_ROW).unique().with_columns(pl.lit(True).alias(_flagged(i))),
             on=AT_ROW,
             how="left",
             maintain_order="left",
         )
         .drop(AT_ROW)
-        for i, name in enumerate(columns)
+        for i, flags in enumerate(flagged)
+        if flags is not None
     ]
-    rows = pl.concat([rows, *marks], how="horizontal")
+    rows = pl.concat([rows, *marks], how="horizontal").with_columns(
+        pl.lit(None, dtype=pl.Boolean).alias(_flagged(i))
+        for i, flags in enumerate(flagged)
+        if flags is None
+    )
     rows = rows.with_columns(
         expr
         for i in range(len(columns))
@@ -363,23 +366,28 @@ def _spike(i: int) -> pl.Expr:
 
 
 def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
-    """Per entity and column: count, median, MAD, mean absolute deviation, mean, std, extremes."""
+    """Per entity and column: count, median, MAD, mean absolute deviation, mean, std, extremes.
+
+    Each value's deviation from its group's median, and the median of those, are columns first
+    (windows over the series number, whose rows are contiguous), so the group-by has plain
+    aggregations only: a median inside an aggregation's expression (`(x - x.median()).abs()`)
+    is worked out group by group, which took three times as long at 10M rows."""
     exprs: list[pl.Expr] = []
     for i in range(count):
         x = pl.col(_x(i))
-        deviation = (x - x.median()).abs()
+        median, deviation = pl.col(_row_median(i)), pl.col(_row_deviation(i))
+        mad = pl.col(_row_mad(i))
+        tie = _tie(median)
         exprs += [
             x.count().cast(pl.Int64).alias(_stat("n", i)),
             pl.col(_flagged(i)).sum().cast(pl.Int64).alias(_stat("flagged", i)),
             x.median().alias(_stat("median", i)),
-            deviation.median().fill_null(0.0).alias(_stat("mad", i)),
+            mad.first().fill_null(0.0).alias(_stat("mad", i)),
             # Where the MAD falls among the deviations: the share below it and at it, for
             # readings in whole steps of a resolution (`_mad`).
-            (deviation < deviation.median() - _tie(x)).mean().alias(_stat("mad_below", i)),
-            ((deviation - deviation.median()).abs() <= _tie(x)).mean().alias(_stat("mad_at", i)),
-            deviation.filter(deviation < deviation.median() - _tie(x))
-            .max()
-            .alias(_stat("mad_next", i)),
+            (deviation < mad - tie).mean().alias(_stat("mad_below", i)),
+            ((deviation - mad).abs() <= tie).mean().alias(_stat("mad_at", i)),
+            deviation.filter(deviation < mad - tie).max().alias(_stat("mad_next", i)),
             deviation.mean().fill_null(0.0).alias(_stat("meanad", i)),
             x.mean().alias(_stat("mean", i)),
             x.std(ddof=1).fill_null(0.0).alias(_stat("std", i)),
@@ -388,19 +396,42 @@ def _group_stats(values: pl.LazyFrame, count: int) -> pl.LazyFrame:
             pl.col(_local(i)).abs().median().fill_null(0.0).alias(_stat("local_mad", i)),
             pl.col(_local(i)).abs().mean().fill_null(0.0).alias(_stat("local_meanad", i)),
         ]
+    series = pl.col(SERIES)
     return (
+        values.with_columns(
+            pl.col(_x(i)).median().over(series).alias(_row_median(i)) for i in range(count)
+        )
+        .with_columns(
+            (pl.col(_x(i)) - pl.col(_row_median(i))).abs().alias(_row_deviation(i))
+            for i in range(count)
+        )
+        .with_columns(
+            pl.col(_row_deviation(i)).median().over(series).alias(_row_mad(i)) for i in range(count)
+        )
         # The series number is a sorted integer, one per entity: far cheaper to group and join
         # on than the entity's text.
-        values.group_by(SERIES)
+        .group_by(SERIES)
         .agg(pl.col(_ENTITY).first(), *exprs)
         .with_columns(_rho(i).alias(_stat("rho", i)) for i in range(count))
     )
 
 
-def _tie(x: pl.Expr) -> pl.Expr:
+def _row_median(i: int) -> str:
+    return f"__row_median{i}"
+
+
+def _row_deviation(i: int) -> str:
+    return f"__row_deviation{i}"
+
+
+def _row_mad(i: int) -> str:
+    return f"__row_mad{i}"
+
+
+def _tie(median: pl.Expr) -> pl.Expr:
     """Deviations this close are one value: x - median in floats is not exact (in Float32,
     read as Float64, about 1e-7 of the level)."""
-    return 1e-6 * pl.max_horizontal(x.median().abs(), 1.0)
+    return 1e-6 * pl.max_horizontal(median.abs(), 1.0)
 
 
 def _mad(i: int, resolution: pl.Expr) -> pl.Expr:

@@ -11,7 +11,6 @@ window per device and no loop over rows.
 from __future__ import annotations
 
 import fnmatch
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -26,6 +25,7 @@ from dq_agent.checks.base import (
     CheckPlan,
     Scope,
     entity_key,
+    shared_node,
 )
 from dq_agent.checks.base import series_rows as _series_rows
 from dq_agent.load import Dataset
@@ -106,18 +106,8 @@ def shared(
     """One cached plan node per dataset frame and `key` (the column, the scope and the settings
     it depends on). range, flat line, spike, outlier and the flag file read the same per-column
     series (range levels, stuck runs, jumps): asking for the same node, one `collect_all`
-    computes each once for all of them, whichever check asks first."""
-    full = (id(dataset.frame), dataset.roles.timestamp, tuple(dataset.roles.entity), *key)
-    node = _SHARED.get(full)
-    if node is None:
-        node = build().cache()
-        _SHARED[full] = node
-        # The node holds the frame's data: forget it when the frame itself goes.
-        weakref.finalize(dataset.frame, _SHARED.pop, full, None)
-    return node
-
-
-_SHARED: dict[tuple[Any, ...], pl.LazyFrame] = {}
+    computes each once for all of them, whichever check asks first (`base.shared_node`)."""
+    return shared_node(dataset, key, build)
 
 
 def with_reading_events(

@@ -31,8 +31,17 @@ def flagged_rows(dataset: Dataset, scope: Scope, column: str, config: Config) ->
     """AT_ROW (the row in the file), FLAG and CHECK for every reading of `column` that
     range_check, flatline_check or spike_check flags with the given config; only the checks
     this run runs (`run.checks`) count."""
+    flagged = flagging_checks(dataset, scope, column, config)
+    return flagged if flagged is not None else pl.LazyFrame(schema=_SCHEMA)
+
+
+def flagging_checks(
+    dataset: Dataset, scope: Scope, column: str, config: Config
+) -> pl.LazyFrame | None:
+    """`flagged_rows`, or None when no check of this run can flag a reading of `column`: a
+    caller then needs no pass over the rows to find none."""
     selected = config.selected_checks()
-    parts = [pl.LazyFrame(schema=_SCHEMA)]
+    parts: list[pl.LazyFrame] = []
     limits = flatline.range_limits(column, config)
     if limits is not None:
         parts.append(
@@ -54,6 +63,8 @@ def flagged_rows(dataset: Dataset, scope: Scope, column: str, config: Config) ->
     spike_settings = config.section(spikes.SpikeCheckConfig)
     if spikes.TOOL in selected and not matches_any(column, spike_settings.excluded):
         parts.append(_spike_rows(dataset, scope, column, config, spike_settings))
+    if not parts:
+        return None
     return pl.concat([p.select(list(_SCHEMA)).cast(_SCHEMA) for p in parts])
 
 
