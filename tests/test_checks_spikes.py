@@ -253,3 +253,19 @@ def test_a_doubled_hour_at_the_fall_back_is_no_step(tmp_path: Path) -> None:
     assert result.metrics["step_count"] == 0
     assert (result.metrics["spike_count"], result.metrics["spike_readings"]) == (1, 2)
     assert result.findings[0].start == (start + timedelta(minutes=30 * 101)).isoformat() + "+00:00"
+
+
+def test_a_spike_right_after_an_excursion_is_its_own_and_its_neighbours_stay_good(
+    tmp_path: Path,
+) -> None:
+    # 100 sds up for 3 readings, back on the level for one, then a one-reading spike of 175
+    # sds: the spike's jump lies nearer the excursion than the level, but it comes back itself,
+    # so it ends nothing (as NAB ec2_request_latency swinging on 2014-03-21).
+    path = _excursion_file(tmp_path, {100: 10.0, 101: 10.0, 102: 10.0, 104: 17.5})
+    result = run_check(plan_spike_check, path)
+    assert sorted((f.start, f.count) for f in result.findings) == [
+        (iso_minute(100), 3),
+        (iso_minute(104), 1),
+    ]
+    assert result.metrics["step_count"] == 0
+    assert _spike_flags(path, Config()) == [100, 101, 102, 104]
