@@ -44,6 +44,7 @@ LATE_SECONDS = 300.0
 FUTURE_TOLERANCE_SECONDS = 300.0
 SHORT_SERIES_STEPS, FLEET_SERIES = 30, 20
 TAIL_MAX, SMALL_TAIL, TAIL_TRIM = 200, 10, 3
+LOST_READING, LOST_COMMON = 1.5, 0.01
 # A text column is numbers stored as text when this share of its values parse.
 NUMERIC_TEXT_SHARE = 0.9
 
@@ -352,16 +353,36 @@ def _step_tail(ratios: pl.Series) -> float | None:
     k = min(max(n // 8, min(n // 2, SMALL_TAIL)), TAIL_MAX)
     k = max(k, 1)
     trim = min(TAIL_TRIM, k // 10)
-    tie, kept, middle = top[k], top[trim], top[k // 2]
+    tie, kept = top[k], top[trim]
     censored = (trim + 1) * kept + sum(top[trim + 1 : k])
     below = ratios.filter(ratios < tie)
     u = float(below.max()) if below.len() else tie  # type: ignore[arg-type]
-    if kept == tie or (middle == tie and tie <= 1):
+    if kept == tie:
         return float(tie)
+    regular = _regular(ratios)
+    if regular is not None:
+        return regular
     above = int((ratios > u).sum())
     nu = k - trim
     scale = (censored - k * u) / nu
     return float(u + nu * ((above / SIGNIFICANCE) ** (1 / nu) - 1) * scale)
+
+
+def _regular(ratios: pl.Series) -> float | None:
+    """delay_check's regular-logger bound, judged on all the steps: the N/16-th and N/8-th
+    longest are the typical step; with at least LOST_COMMON of the steps missing a reading,
+    the geometric reach of N steps."""
+    n = ratios.len()
+    ordered = ratios.sort(descending=True)
+    k = max(max(n // 8, min(n // 2, SMALL_TAIL)), 1)
+    middle, tie = ordered[min(k // 2, n - 1)], ordered[min(k, n - 1)]
+    if not (middle == tie and tie <= 1):
+        return None
+    longer = int((ratios > LOST_READING).sum())
+    lost = (longer - min(longer, TAIL_TRIM)) / n
+    if lost < LOST_COMMON:
+        return float(tie)
+    return max(float(tie), 1 + math.log(SIGNIFICANCE / n) / math.log(lost))
 
 
 def structure_check(frame: pl.DataFrame, unparseable: dict[str, int], ts: str) -> Counts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import polars as pl
@@ -537,3 +538,65 @@ def test_step_tail_bounds() -> None:
     geometric = bound([1.0] * 1742 + [2.0] * 116 + [3.0] * 7 + [4.0])
     assert geometric is not None and 8.0 < geometric < 10.0
     assert bound([1.0]) is None
+
+
+def _fleet_parquet(path: Path, minutes: dict[str, list[int]]) -> Path:
+    """One reading per listed minute (from T0) per device, in time order."""
+    rows = [(T0 + timedelta(minutes=m), device) for device, ms in minutes.items() for m in ms]
+    pl.DataFrame(
+        {
+            "timestamp": [t for t, _ in rows],
+            "device_id": [d for _, d in rows],
+            "value": [float(i % 13) for i in range(len(rows))],
+        }
+    ).with_columns(pl.col("timestamp").dt.replace_time_zone("UTC")).write_parquet(path)
+    return path
+
+
+def test_hundreds_of_gaps_in_a_large_fleet_are_all_found(tmp_path: Path) -> None:
+    # 50 devices x 1,000 minutes, 3 gaps each of 4 to 60 minutes: 150 gaps, more than the
+    # longest steps a tail is fitted on; fitted on those alone, they hid each other.
+    rng = random.Random(7)
+    minutes: dict[str, list[int]] = {}
+    for d in range(50):
+        missing: set[int] = set()
+        for start in rng.sample(range(20, 950, 40), 3):
+            missing |= set(range(start, start + rng.randint(3, 30)))
+        minutes[f"d{d:02d}"] = [m for m in range(1000) if m not in missing]
+    gaps = sum(1 for ms in minutes.values() for a, b in pairwise(ms) if b - a > 3)
+    result = run_check(plan_delay_check, _fleet_parquet(tmp_path / "f.parquet", minutes), _config())
+    assert gaps == 150
+    assert result.metrics["gap_count"] == 150
+    assert result.metrics["irregular_entities"] == 0
+
+
+def test_a_regular_logger_that_often_loses_a_reading_has_no_gaps(tmp_path: Path) -> None:
+    # Report-on-change: 4% of steps skip a minute, a few skip two or three (a geometric
+    # decay); over 30 devices x 1,000 minutes none of those is beyond chance.
+    rng = random.Random(11)
+    minutes = {}
+    for d in range(30):
+        kept, m = [], 0
+        while m < 1000:
+            kept.append(m)
+            m += 1
+            while rng.random() < 0.04 and m < 1000:
+                m += 1
+        minutes[f"d{d:02d}"] = kept
+    longest = max(b - a for ms in minutes.values() for a, b in pairwise(ms))
+    result = run_check(plan_delay_check, _fleet_parquet(tmp_path / "c.parquet", minutes), _config())
+    assert longest >= 3
+    assert result.metrics["gap_count"] == 0
+
+
+def test_a_device_silent_for_hours_in_a_fleet_is_stopped_whatever_the_span(tmp_path: Path) -> None:
+    # Five days of minutes from 20 devices; one stops 3 h early, 2.5% of the span (below
+    # stopped_share): the fleet, which reports to the last minute, is the yardstick.
+    span = 5 * 24 * 60
+    minutes = {f"d{d:02d}": list(range(span)) for d in range(20)}
+    minutes["d07"] = list(range(span - 180))
+    config = _config()
+    config.delay_check.as_of = iso_at(span)
+    result = run_check(plan_delay_check, _fleet_parquet(tmp_path / "s.parquet", minutes), config)
+    assert result.metrics["stopped_entities"] == 1
+    assert result.metrics["gap_count"] == 0

@@ -43,7 +43,8 @@ class DelayCheckConfig:
     # Chance that clean data shows a gap anywhere (the step tail's bound, see delays.step_tail).
     significance: float = setting(0.001, rule=fraction)
     # A device whose newest reading is more than this many of its own intervals (its gap bound
-    # at least) and this share of the data's span before the fleet's newest has stopped.
+    # at least) before the fleet's newest, and beyond the fleet's spread of ends (of fewer than
+    # STOPPED_MIN_FLEET devices: beyond this share of the data's span), has stopped.
     stopped_intervals: float = setting(5.0, rule=positive)
     stopped_share: float = setting(0.05, rule=fraction)
     warn_at: float | None = setting(0.0, rule=non_negative)
@@ -257,17 +258,21 @@ class DelayFinisher:
         behind = (pl.lit(newest) - pl.col("newest")).dt.total_microseconds() / 1_000_000
         own = pl.max_horizontal(self.settings.stopped_intervals * pl.col("expected"), pl.col(BOUND))
         lagging = entities.with_columns(behind.alias("behind"))
-        far_behind = (pl.col("behind") > own) & (
-            pl.col("behind") > self.settings.stopped_share * span
-        )
+        far_behind = pl.col("behind") > own
         if entities.height >= STOPPED_MIN_FLEET:
             # Series that simply end at their own times (a fixed count of irregular readings)
             # are staggered: a stopped device lags far beyond the fleet's usual spread of ends.
+            # The fleet is the yardstick, not the file's span: three silent hours among 200
+            # devices that all report to the last minute is a stop in a day's file and in a
+            # year's.
             lag = pl.col("behind")
             typical = (
                 lag.median() + STOPPED_LAG_Z * MAD_TO_SIGMA * (lag - lag.median()).abs().median()
             )
             far_behind = far_behind & (lag > typical)
+        else:
+            # Too few devices to know their usual spread of ends: a share of the span.
+            far_behind = far_behind & (pl.col("behind") > self.settings.stopped_share * span)
         return lagging.filter(far_behind).sort(["newest", ENTITY], nulls_last=True)
 
     def _findings(

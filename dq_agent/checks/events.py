@@ -64,12 +64,15 @@ def grain(dataset: Dataset) -> pl.LazyFrame | None:
     """One row: the first bucket's start and the bucket width (microseconds since the epoch),
     from the whole data's time range (not a scope's), so every check buckets alike."""
     ts = dataset.roles.timestamp
-    if ts is None:
-        return None
+    return None if ts is None else time_grain(dataset.frame, ts)
+
+
+def time_grain(frame: pl.LazyFrame, ts: str) -> pl.LazyFrame:
+    """`grain` of the times in column `ts` of `frame` (its minimum and maximum suffice)."""
     t = pl.col(ts).dt.epoch("us")
     raw = ((t.max() - t.min()).cast(pl.Float64).clip(lower_bound=float(_US))) / MAX_BUCKETS
     return (
-        dataset.frame.select(t.min().alias(_T0), _width_us(raw).cast(pl.Int64).alias(_WIDTH))
+        frame.select(t.min().alias(_T0), _width_us(raw).cast(pl.Int64).alias(_WIDTH))
         .with_columns((pl.col(_T0) // pl.col(_WIDTH) * pl.col(_WIDTH)).alias(_T0))
         .cache()
     )
@@ -141,13 +144,7 @@ def with_events(plan: CheckPlan, events: pl.LazyFrame | None, engine: Engine) ->
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         result = plan.finish(frames[:count])
-        table = frames[count]
-        # Events the finish itself found (a device that stopped sending) come first.
-        return replace(
-            result,
-            events=[*result.events, *to_events(table)],
-            events_complete=table.height <= MAX_EVENTS,
-        )
+        return with_table(result, frames[count])
 
     return CheckPlan(plan.tool, [*plan.queries, events], finish, engine=engines)
 
@@ -165,14 +162,19 @@ def with_derived_events(
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         result = plan.finish(frames[:count])
-        table = derive(frames[:count], frames[count].lazy()).collect()
-        return replace(
-            result,
-            events=[*result.events, *to_events(table)],
-            events_complete=table.height <= MAX_EVENTS,
-        )
+        return with_table(result, derive(frames[:count], frames[count].lazy()).collect())
 
     return CheckPlan(plan.tool, [*plan.queries, grains], finish, engine=engines)
+
+
+def with_table(result: CheckResult, table: pl.DataFrame) -> CheckResult:
+    """`result` carrying the event table `table` (from `bounded`) as its events, after those
+    the finish itself found (a device that stopped sending)."""
+    return replace(
+        result,
+        events=[*result.events, *to_events(table)],
+        events_complete=table.height <= MAX_EVENTS,
+    )
 
 
 def to_events(table: pl.DataFrame) -> list[Event]:

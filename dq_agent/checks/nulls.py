@@ -1,12 +1,13 @@
 """null_check: missing values per column (null, NaN, sentinel numbers), fully empty columns and
 the longest run of consecutive missing values within one series.
 
-Two lazy queries: one aggregate over the scoped frame (counts per column), and one that finds
-each column's longest run. A run is counted in series order: entity by entity, each entity's rows
-in time order (rows without a time last, ties in file order; without a timestamp, file order).
-Only the few rows holding a missing value are taken out of that order, with their position in
-it, and the runs are found on them with cumulative expressions: no Python loop over rows and no
-sort of the whole data.
+Written once over Narwhals (`checks.portable`), for every engine. Two queries: one aggregate
+over the scoped rows (counts per column), and the rows holding a missing value, each with its
+position in series order (entity by entity, each entity's rows in time order; rows without a
+time last, ties in file order; without a timestamp, file order): a window function over every
+row, the engine's `series_position`. The longest runs are found on those few rows with
+cumulative expressions, and the event table is counted from them too: no Python loop over rows
+and no sort of the whole data.
 """
 
 from __future__ import annotations
@@ -15,30 +16,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import (
-    ORDER,
     ROW,
-    CheckPlan,
     Scope,
     entity_key,
-    is_nested,
     iso,
-    nonfinite,
     plural,
-    series_rows,
     shown_value,
 )
 from dq_agent.checks.events import (
     ENTITY,
     START,
     bounded,
-    grain,
     point_events,
-    with_events,
+    time_grain,
+    with_table,
 )
+from dq_agent.checks.portable import PolarsMode, PortablePlan, count, missing, on_polars
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
+from dq_agent.engines import Engine
+from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
 from dq_agent.result import (
     CheckResult,
@@ -71,64 +71,101 @@ class NullCheckConfig:
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 _POSITION = "__position"
-_KEEP = "__keep"
+_LOW = "__low"
+_HIGH = "__high"
 
 
-def plan_null_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+def build_null_check(
+    engine: Engine, dataset: Dataset, config: Config, scope: Scope
+) -> PortablePlan:
     scope.check_column(dataset)
-    columns = scope.columns(dataset.columns)
+    rows = engine.rows(dataset, scope)
+    schema = rows.collect_schema()
     # Nested values are the structure check's to report; their nulls are not readings.
-    schema = dataset.frame.collect_schema()
-    columns = [c for c in columns if not is_nested(schema[c])]
-    frame = scope.filter(dataset)
-    counts = frame.select(
-        pl.len().alias("rows"),
+    columns = [c for c in scope.columns(dataset.columns) if not schema[c].is_nested()]
+    flags = [missing(schema, name, dataset.sentinels) for name in columns]
+    counts = rows.select(
+        nw.len().cast(nw.Int64).alias("rows"),
         *[
             expr
             for index, name in enumerate(columns)
-            for expr in _count_exprs(dataset, name, index)
+            for expr in _count_exprs(schema, name, index, flags[index])
         ],
     )
-    runs = _longest_runs(dataset, scope, columns)
+    # The counts stream; the series order is a window over the frame in memory.
+    queries = [counts, _missing_rows(engine, dataset, scope, columns, flags)]
+    modes: tuple[PolarsMode, ...] = ("streaming", "in-memory")
+    ts = dataset.roles.timestamp
+    if ts is not None:
+        # The grid's buckets span the whole data, not the scope (`events.grain`).
+        whole = engine.rows(dataset, Scope())
+        queries.append(whole.select(nw.col(ts).min().alias(_LOW), nw.col(ts).max().alias(_HIGH)))
+        modes += ("streaming",)
     settings = config.section(NullCheckConfig)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         count_row = frames[0].row(0, named=True)
-        run_row = frames[1].row(0, named=True)
-        return _result(dataset, columns, count_row, run_row, settings.warn_at, settings.fail_at)
+        ordered = _in_series_order(dataset, frames[1])
+        run_row = _longest_runs(dataset, columns, ordered)
+        result = _result(dataset, columns, count_row, run_row, settings.warn_at, settings.fail_at)
+        events = _events(dataset, columns, ordered, frames[2] if ts is not None else None)
+        return result if events is None else with_table(result, events)
 
-    # The counts stream; the series order is a window with gathers: in memory, not copied
-    # into a stream.
-    plan = CheckPlan(TOOL, [counts, runs], finish, engine=("streaming", "in-memory"))
-    return with_events(plan, _events(dataset, scope, columns), "streaming")
+    return PortablePlan(TOOL, queries, finish, modes)
 
 
-def _events(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame | None:
-    """The missing values of each column, per entity and time bucket. One pass flags the rows
-    with any missing value; each column's events come from those few rows."""
-    grains = grain(dataset)
+plan_null_check = on_polars(build_null_check)
+
+
+def _missing_rows(
+    engine: Engine,
+    dataset: Dataset,
+    scope: Scope,
+    columns: Sequence[str],
+    flags: Sequence[nw.Expr],
+) -> Frame:
+    """The rows with a missing value in series order (`Engine.in_series`), with the entity,
+    time and checked columns: the run search and the event table work on these few rows."""
+    entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
-    if grains is None or ts is None:
+    carried = list(dict.fromkeys([*entity, *([ts] if ts else []), *columns]))
+    keep = nw.any_horizontal(*flags, ignore_nulls=True) if flags else nw.lit(False)
+    return engine.in_series(dataset, scope, keep, carried, _POSITION)
+
+
+def _in_series_order(dataset: Dataset, rows: pl.DataFrame) -> pl.DataFrame:
+    """The missing rows entity by entity (in sorted order, as the run search breaks ties),
+    each entity's in series order."""
+    return rows.sort([*dataset.roles.entity, _POSITION], nulls_last=True, maintain_order=True)
+
+
+def _events(
+    dataset: Dataset, columns: Sequence[str], rows: pl.DataFrame, bounds: pl.DataFrame | None
+) -> pl.DataFrame | None:
+    """The missing values of each column, per entity and time bucket, from the missing rows."""
+    ts = dataset.roles.timestamp
+    if ts is None or bounds is None:
         return None
-    checked = [name for name in columns if name != ts]
+    checked = [(i, name) for i, name in enumerate(columns) if name != ts]
     if not checked:
         return None
+    grains = time_grain(
+        bounds.select(pl.concat([pl.col(_LOW), pl.col(_HIGH)]).alias(ts)).lazy(), ts
+    )
     key = entity_key(dataset)
     entity = key if key is not None else pl.lit(None, dtype=pl.String)
-    flags = [dataset.missing(name).alias(f"__missing{i}") for i, name in enumerate(checked)]
-    flagged = (
-        scope.filter(dataset)
-        .select(entity.alias(ENTITY), pl.col(ts).alias(START), *flags)
-        .filter(pl.any_horizontal(pl.col(f"__missing{i}") for i in range(len(checked))))
-        .cache()
+    flagged = rows.lazy().select(
+        entity.alias(ENTITY),
+        pl.col(ts).alias(START),
+        *[dataset.missing(name).alias(f"__missing{i}") for i, name in checked],
     )
     parts = [
         point_events(
             flagged.filter(pl.col(f"__missing{i}")).select(ENTITY, START), grains, "missing", name
         )
-        for i, name in enumerate(checked)
+        for i, name in checked
     ]
-    return bounded(parts)
+    return bounded(parts).collect()
 
 
 SPEC = CheckSpec(
@@ -159,46 +196,31 @@ SPEC = CheckSpec(
 )
 
 
-def _count_exprs(dataset: Dataset, name: str, index: int) -> list[pl.Expr]:
-    dtype = dataset.frame.collect_schema()[name]
-    col = pl.col(name)
-    nan = col.is_nan().sum() if dtype.is_float() else pl.lit(0)
+def _count_exprs(schema: nw.Schema, name: str, index: int, absent: nw.Expr) -> list[nw.Expr]:
+    col = nw.col(name)
+    if schema[name].is_float():
+        nan, infinite = count(col.is_nan()), count(~col.is_finite() & ~col.is_nan())
+    else:
+        nan = infinite = nw.lit(0, dtype=nw.Int64)
     return [
-        col.null_count().cast(pl.Int64).alias(f"c{index}_null"),
-        nan.cast(pl.Int64).alias(f"c{index}_nan"),
-        nonfinite(dataset, name).sum().cast(pl.Int64).alias(f"c{index}_inf"),
-        dataset.missing(name).sum().cast(pl.Int64).alias(f"c{index}_missing"),
+        col.null_count().cast(nw.Int64).alias(f"c{index}_null"),
+        nan.alias(f"c{index}_nan"),
+        infinite.alias(f"c{index}_inf"),
+        count(absent).alias(f"c{index}_missing"),
     ]
 
 
-def _longest_runs(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame:
-    """One row: per column the longest run of consecutive missing values, where and what it held.
+def _longest_runs(dataset: Dataset, columns: Sequence[str], rows: pl.DataFrame) -> dict[str, Any]:
+    """Per column the longest run of consecutive missing values, where and what it held.
 
-    Only the rows with a missing value can be in a run, and they are few. They are taken out of
-    the series order (`series_rows`) with their position in it, so two of them are neighbours in
-    their series exactly when their positions differ by one within one entity. On those rows,
-    sorted by entity and time, a row's run depth is its distance from the start of its run (0
-    when not missing); the deepest row ends the longest run, so its start is `end - length + 1`:
-    all cumulative, no group-by per run, and no sort of the whole data.
+    `rows` are the missing rows in series order, entity by entity (`_in_series_order`): two of
+    them are neighbours in their series exactly when their positions differ by one within one
+    entity. A row's run depth is its distance from the start of its run (0 when not missing);
+    the deepest row ends the longest run (the first such in this order), so its start is
+    `end - length + 1`: all cumulative, no group-by per run.
     """
     entity_columns = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
-    any_missing = pl.any_horizontal([dataset.missing(name) for name in columns])
-    keep = pl.col(_KEEP)
-    picked = pl.col(ORDER).filter(keep)
-    carried = list(dict.fromkeys([*entity_columns, *([ts] if ts else []), *columns]))
-    missing_rows = (
-        series_rows(dataset, scope)
-        # A column of its own, so the flags are worked out once, not once per gathered column.
-        .with_columns(any_missing.gather(pl.col(ORDER)).alias(_KEEP))
-        .select(
-            pl.int_range(pl.len()).filter(keep).alias(_POSITION),
-            picked.alias(ROW),
-            *[pl.col(name).gather(picked) for name in carried],
-        )
-        # Stable, and positions rise with time inside an entity: entity, then time order.
-        .sort([*entity_columns, _POSITION], nulls_last=True, maintain_order=True)
-    )
     index = pl.int_range(pl.len())
     same_series = pl.col(_POSITION) == pl.col(_POSITION).shift() + 1
     for name in entity_columns:
@@ -233,7 +255,7 @@ def _longest_runs(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.
             time_or_row.slice(first, examples).implode().alias(f"c{i}_ex_at"),
             pl.col(name).slice(first, examples).implode().alias(f"c{i}_ex_value"),
         ]
-    return missing_rows.with_columns(depths).select(exprs)
+    return rows.lazy().with_columns(depths).select(exprs).collect().row(0, named=True)
 
 
 def _result(

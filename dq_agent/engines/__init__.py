@@ -1,0 +1,17 @@
+"""Engines: where a check's engine-neutral queries run.
+
+A ported check writes its queries once, over Narwhals (`narwhals.LazyFrame`), and an engine
+supplies what Narwhals leaves to the backend: the scoped rows of a dataset on that engine
+(`Engine.rows`), the rows a check keeps with their position in series order
+(`Engine.in_series`, a window function), and the execution of a list of queries, whose results
+come back as Polars DataFrames in the dataset's own dtypes (`Engine.collect`). `polars` is the production path;
+`duckdb` needs the optional extra (`pip install 'dq-agent[duckdb]'`) and is imported only when
+asked for. docs/ARCHITECTURE.md ("Engines") lists each strategy and what it costs.
+"""
+
+from __future__ import annotations
+
+from dq_agent.engines.base import Engine
+from dq_agent.engines.polars import POLARS, PolarsEngine
+
+__all__ = ["POLARS", "Engine", "PolarsEngine"]

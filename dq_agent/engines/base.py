@@ -1,0 +1,95 @@
+"""What every engine provides, and the parts of it that are the same on every engine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import narwhals as nw
+import polars as pl
+
+from dq_agent.checks.base import ROW, Scope
+from dq_agent.load import Dataset
+
+Frame = nw.LazyFrame[Any]
+_NO_TIME = "__no_time"
+_KEEP = "__keep"
+
+
+class Engine(Protocol):
+    name: str
+
+    def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
+        """The rows of `dataset.frame` within `scope` (`Scope.filter`'s rows). With `index`,
+        column `ROW` numbers them from 0 in file order within the scope."""
+        ...
+
+    def in_series(
+        self,
+        dataset: Dataset,
+        scope: Scope,
+        keep: nw.Expr,
+        columns: Sequence[str],
+        position: str,
+    ) -> Frame:
+        """The scoped rows for which `keep` holds, each with its position in series order
+        (`position`), its index in the scope (`ROW`) and `columns`.
+
+        Series order is entity by entity, each entity's rows in time order (rows without a
+        time last, ties in file order; without a timestamp, file order). Two rows are
+        neighbours in their series exactly when they have the same entity and their positions
+        differ by one; positions say nothing across entities.
+        """
+        ...
+
+    def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
+        """The queries' results, in `dataset`'s dtypes (`normalised`)."""
+        ...
+
+
+def in_series(
+    engine: Engine,
+    dataset: Dataset,
+    scope: Scope,
+    keep: nw.Expr,
+    columns: Sequence[str],
+    position: str,
+) -> Frame:
+    """`Engine.in_series` as a Narwhals window, for any engine that runs windows with an order:
+    each row's number in its entity, then the filter. The flag orders rows without a time last
+    whatever an engine's default null order; `ROW` makes the order total, so every engine
+    numbers ties alike. The window sorts only the columns it needs; the kept rows' other
+    columns are joined back by `ROW` (a window's sort carries every column it is given: at 10M
+    rows DuckDB took 17.9 s with all of them, 14.1 s so)."""
+    rows = engine.rows(dataset, scope, index=True)
+    entity = list(dataset.roles.entity)
+    ts = dataset.roles.timestamp
+    order = [ROW]
+    narrow = rows.select(*entity, *([ts] if ts else []), ROW, keep.alias(_KEEP))
+    if ts is not None:
+        narrow = narrow.with_columns(nw.col(ts).is_null().alias(_NO_TIME))
+        order = [_NO_TIME, ts, ROW]
+    number = nw.col(ROW).cum_count().over(*entity, order_by=order) - 1
+    # The window in its own step, then the filter: some engines refuse a window in a filter.
+    kept = (
+        narrow.with_columns(number.cast(nw.Int64).alias(position))
+        .filter(nw.col(_KEEP))
+        .select(position, ROW)
+    )
+    return kept.join(rows.select(ROW, *[c for c in columns if c != ROW]), on=ROW, how="inner")
+
+
+def normalised(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+    """`frame` as the Polars engine would have returned it: a column named like one of the
+    dataset's (`schema`) in that dtype, an integer count some engines return as a whole-number
+    Decimal (DuckDB's sums) as Int64, and timestamps in microseconds."""
+    casts: list[pl.Expr] = []
+    for name, dtype in frame.schema.items():
+        target = schema.get(name)
+        if target is not None and target != dtype:
+            casts.append(pl.col(name).cast(target))
+        elif target is None and isinstance(dtype, pl.Decimal) and dtype.scale == 0:
+            casts.append(pl.col(name).cast(pl.Int64))
+        elif target is None and isinstance(dtype, pl.Datetime) and dtype.time_unit != "us":
+            casts.append(pl.col(name).cast(pl.Datetime("us", dtype.time_zone)))
+    return frame.with_columns(casts) if casts else frame

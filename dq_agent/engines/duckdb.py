@@ -1,0 +1,118 @@
+"""The DuckDB engine (optional extra `duckdb`).
+
+The dataset's normalised frame is handed over once as Arrow and materialised as a DuckDB table
+that every check's queries read (keyed by the frame; dropped with it); each query is then run
+on its own and comes back as Arrow, read by Polars and normalised (`engines.base.normalised`:
+DuckDB sums are Decimal(38, 0), its timestamps those of the session's time zone, set to UTC).
+The table carries the file order as a column (`FILE_ROW`): a table has no order of its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import narwhals as nw
+import polars as pl
+
+from dq_agent.checks.base import FILE_ROW, ROW, Scope, entity_key
+from dq_agent.engines.base import Frame, in_series, normalised
+from dq_agent.errors import ConfigError
+from dq_agent.load import Dataset
+from dq_agent.maintenance import EXCUSED, Excusal
+
+
+class DuckDBEngine:
+    name = "duckdb"
+
+    def __init__(self, connection: Any = None) -> None:
+        try:
+            import duckdb
+        except ImportError as exc:
+            raise ConfigError(
+                "the DuckDB engine needs the duckdb package: pip install 'dq-agent[duckdb]'"
+            ) from exc
+        self.connection = connection if connection is not None else duckdb.connect()
+        self.connection.execute("SET TimeZone = 'UTC'")
+        self._tables: dict[tuple[int, Excusal | None], str] = {}
+        self._names = itertools.count()
+
+    def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
+        frame = nw.from_native(self.connection.table(self._table(dataset, scope.excused)))
+        keys = dataset.roles.entity
+        if scope.entity is not None and keys:
+            frame = frame.filter(_entity_key(keys) == scope.entity)
+        ts = dataset.roles.timestamp
+        if ts is not None:
+            # As `Scope.filter`: the bounds' wall-clock time read as UTC.
+            if scope.start is not None:
+                frame = frame.filter(nw.col(ts) >= nw.lit(_utc(scope.start)))
+            if scope.end is not None:
+                frame = frame.filter(nw.col(ts) <= nw.lit(_utc(scope.end)))
+            if scope.excused is not None:
+                # The inspection's mask column, else the one computed into the table.
+                frame = frame.filter(~nw.col(scope.excused.column or EXCUSED))
+        if index:
+            # Without a narrowing, the file row is the row's index in the scope: no window.
+            if scope.filters_rows():
+                frame = frame.with_row_index(ROW, order_by=FILE_ROW)
+            else:
+                frame = frame.with_columns(nw.col(FILE_ROW).alias(ROW))
+        return frame.drop(FILE_ROW)
+
+    def in_series(
+        self,
+        dataset: Dataset,
+        scope: Scope,
+        keep: nw.Expr,
+        columns: Sequence[str],
+        position: str,
+    ) -> Frame:
+        return in_series(self, dataset, scope, keep, columns, position)
+
+    def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
+        schema = dataset.frame.collect_schema()
+        return [normalised(query.collect("polars").to_native(), schema) for query in queries]
+
+    def _table(self, dataset: Dataset, excusal: Excusal | None) -> str:
+        """The dataset's frame as a DuckDB table, created on first use. Maintenance windows the
+        inspection has not computed into the frame (`maintenance.materialise`) are computed
+        here, by Polars, into a column of the table."""
+        ts = dataset.roles.timestamp
+        computed = excusal is not None and excusal.column is None and ts is not None
+        key = (id(dataset.frame), excusal if computed else None)
+        name = self._tables.get(key)
+        if name is not None:
+            return name
+        frame = dataset.frame.with_row_index(FILE_ROW).with_columns(pl.col(FILE_ROW).cast(pl.Int64))
+        if computed and excusal is not None and ts is not None:
+            frame = frame.with_columns(excusal.expression(ts, entity_key(dataset)).alias(EXCUSED))
+        name = f"dq_frame_{next(self._names)}"
+        # Arrow's string views as Polars holds them: the oldest layout copied every string.
+        source = frame.collect().to_arrow(compat_level=pl.CompatLevel.newest())
+        self.connection.register(f"{name}_arrow", source)
+        self.connection.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{name}_arrow"')
+        self.connection.unregister(f"{name}_arrow")
+        self._tables[key] = name
+        # The table holds a copy of the data: drop it when the frame goes.
+        weakref.finalize(dataset.frame, self._drop, key).atexit = False
+        return name
+
+    def _drop(self, key: tuple[int, Excusal | None]) -> None:
+        name = self._tables.pop(key, None)
+        if name is not None:
+            self.connection.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+def _entity_key(keys: Sequence[str]) -> nw.Expr:
+    """`checks.base.entity_key` in Narwhals: the key columns as text, joined by '/'."""
+    if len(keys) == 1:
+        return nw.col(keys[0]).cast(nw.String)
+    return nw.concat_str([nw.col(k).cast(nw.String) for k in keys], separator="/")
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC)

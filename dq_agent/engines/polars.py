@@ -1,0 +1,60 @@
+"""The Polars engine: the production path.
+
+A ported check's Narwhals queries over a Polars frame are Polars queries (`to_native`), so the
+runner collects them as it does every check's (`checks.base.run_plans`). The series order is
+the shared node of `checks.base.series_rows` (a window per entity with
+`mapping_strategy="explode"`), which the checks not yet ported read too: a run computes it once
+(`materialising`). Polars' `over(order_by=[time, row], nulls_last=True)`, the portable form,
+took more than twice as long at 10M rows (docs/ARCHITECTURE.md, "Engines").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import narwhals as nw
+import polars as pl
+
+from dq_agent.checks.base import ORDER, ROW, Scope, series_rows
+from dq_agent.engines.base import Frame, normalised
+from dq_agent.load import Dataset
+
+_KEEP = "__keep"
+
+
+class PolarsEngine:
+    name = "polars"
+
+    def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
+        frame = scope.filter(dataset)
+        return nw.from_native(frame.with_row_index(ROW) if index else frame)
+
+    def in_series(
+        self,
+        dataset: Dataset,
+        scope: Scope,
+        keep: nw.Expr,
+        columns: Sequence[str],
+        position: str,
+    ) -> Frame:
+        series = nw.from_native(series_rows(dataset, scope)).with_columns(keep.alias(_KEEP))
+        flag = pl.col(_KEEP)
+        # `ORDER` holds the rows' indices in series order: the flags are taken in that order
+        # once (a column of their own), then only the few kept rows' values.
+        picked = pl.col(ORDER).filter(flag)
+        native: pl.LazyFrame = series.to_native()
+        return nw.from_native(
+            native.with_columns(flag.gather(pl.col(ORDER))).select(
+                pl.int_range(pl.len()).filter(flag).alias(position),
+                picked.alias(ROW),
+                *[pl.col(name).gather(picked) for name in columns],
+            )
+        )
+
+    def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
+        schema = dataset.frame.collect_schema()
+        frames = pl.collect_all([query.to_native() for query in queries])
+        return [normalised(frame, schema) for frame in frames]
+
+
+POLARS = PolarsEngine()
