@@ -608,11 +608,10 @@ def test_a_column_the_sensor_checks_exclude_keeps_its_outliers(tmp_path: Path) -
     config = Config()
     config.range_check.excluded = ["humidity"]
     metrics = run_with(plan_outlier_check, path, config).metrics["columns"]
-    # Without limits the out-of-range run is a step up (its first reading) and a step down
-    # (the reading after it) for spike_check: the other four are too few for a level of their
-    # own (an excursion, not a step that persists), so they stay outliers.
-    assert metrics["humidity"]["left_out_flagged"] == 2
-    assert metrics["humidity"]["outlier_count"] == 4
+    # Without limits the out-of-range run is an excursion that returns for spike_check: one
+    # spike of its 5 readings, none left to be an outlier.
+    assert metrics["humidity"]["left_out_flagged"] == 5
+    assert metrics["humidity"]["outlier_count"] == 0
     config.spike_check.excluded = ["temp", "humidity"]
     config.flatline_check.excluded = ["temp"]
     metrics = run_with(plan_outlier_check, path, config).metrics["columns"]

@@ -120,6 +120,18 @@ def test_an_entity_scope_reports_rows_of_the_file(tmp_path: Path) -> None:
         ("pressure_abs_hpa", (0.0, None)),
         ("temp_k", (0.0, None)),
         ("kelvin", (0.0, None)),
+        ("Temperature (K)", (0.0, None)),
+        ("temp [K]", (0.0, None)),
+        ("T_K", (0.0, None)),
+        ("outlet_t_k", (0.0, None)),
+        ("Temp_Kelvin", (0.0, None)),
+        ("kw", None),
+        ("peak", None),
+        ("peak_k", None),
+        ("tank_k", None),
+        ("temp_kw", None),
+        ("Power (kW)", None),
+        ("count (k)", None),
         ("pressure", None),
         ("temperature", None),
         ("rhythm", None),
@@ -161,3 +173,16 @@ def test_clean_humidity_passes_at_every_size(tmp_path: Path, kind: str, size: in
     result = run_check(plan_range_check, clean_fleet(tmp_path, kind, size))
     assert result.status is Status.PASS, result.summary
     assert result.metrics["columns"]["humidity"]["checked_values"] == 3 * size
+
+
+def test_a_kelvin_header_makes_readings_below_zero_suspect(tmp_path: Path) -> None:
+    # "Temperature (K)" and "T_K", each with two negative readings on device a; "peak_k" with
+    # the same readings has no unit and is not checked.
+    below = {7: -5.0, 8: -1.0}
+    rows = [[minute(i), "a", *[below.get(i, 290.0 + (i % 4) / 10)] * 3] for i in range(30)]
+    header = ["timestamp", "device_id", "Temperature (K)", "T_K", "peak_k"]
+    result = run_check(plan_range_check, write_csv(tmp_path / "kelvin.csv", header, rows))
+    columns = result.metrics["columns"]
+    assert set(columns) == {"Temperature (K)", "T_K"}
+    assert [columns[c]["suspect_count"] for c in ("Temperature (K)", "T_K")] == [2, 2]
+    assert [columns[c]["fail_count"] for c in ("Temperature (K)", "T_K")] == [0, 0]

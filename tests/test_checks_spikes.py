@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -178,3 +179,93 @@ def test_flagged_rows_name_each_reading_once_with_its_check(tmp_path: Path) -> N
         (b + 80, 4, "range_check"),
         *[(b + i, 4, "flatline_check") for i in range(120, 140)],
     ]
+
+
+def _excursion_file(tmp_path: Path, changes: dict[int, float]) -> Path:
+    """Device a: noise of sd 0.1 around 20, read every minute, the given readings moved."""
+    values = _noise(7)
+    for i, by in changes.items():
+        values[i] = round(values[i] + by, 3)
+    rows = [[minute(i), "a", values[i]] for i in range(MINUTES)]
+    return write_csv(tmp_path / "excursion.csv", HEADER, rows)
+
+
+def _spike_flags(path: Path, config: Config) -> list[int]:
+    from dq_agent.checks.base import Scope
+    from dq_agent.checks.value_flags import flagged_rows
+    from dq_agent.load import load
+
+    flags = flagged_rows(load(str(path), config), Scope(), "temp", config).collect()
+    assert set(flags["check"]) <= {"spike_check"}
+    return sorted(flags["__at_row"])
+
+
+def test_a_gradual_rise_and_return_is_one_spike_of_its_readings(tmp_path: Path) -> None:
+    # As fast_faulty's sensor02, up 100, 250 and 40 sds of the noise: the jump out returns
+    # "halfway" after 2 readings, and the third reading's drop lands back on the level.
+    path = _excursion_file(tmp_path, {100: 10.0, 101: 25.0, 102: 4.0})
+    result = run_check(plan_spike_check, path)
+    metrics = result.metrics
+    assert (metrics["spike_count"], metrics["spike_readings"], metrics["step_count"]) == (1, 3, 0)
+    assert [(f.start, f.count) for f in result.findings] == [(iso_minute(100), 3)]
+    assert _spike_flags(path, Config()) == [100, 101, 102]
+
+
+def test_an_excursion_of_five_readings_is_one_spike_and_its_return_is_good(
+    tmp_path: Path,
+) -> None:
+    # A plateau 50 sds up for 5 readings: longer than return_within (3), so each jump alone
+    # looks like a step that stays; the drop back lands on the level it left.
+    path = _excursion_file(tmp_path, {i: 5.0 for i in range(100, 105)})
+    result = run_check(plan_spike_check, path)
+    metrics = result.metrics
+    assert (metrics["spike_count"], metrics["spike_readings"], metrics["step_count"]) == (1, 5, 0)
+    assert (result.findings[0].start, result.findings[0].count) == (iso_minute(100), 5)
+    assert "back after 5 readings" in result.findings[0].what
+    assert _spike_flags(path, Config()) == [100, 101, 102, 103, 104]
+    # Beyond excursion_within the same plateau is a step up and a step down.
+    config = Config()
+    config.spike_check.excursion_within = 4
+    result = run_check(plan_spike_check, path, config)
+    assert (result.metrics["spike_count"], result.metrics["step_count"]) == (0, 2)
+
+
+def test_a_step_that_stays_is_still_one_step(tmp_path: Path) -> None:
+    path = _excursion_file(tmp_path, {i: 3.0 for i in range(120, MINUTES)})
+    result = run_check(plan_spike_check, path)
+    assert (result.metrics["spike_count"], result.metrics["step_count"]) == (0, 1)
+    assert _spike_flags(path, Config()) == [120]
+
+
+def test_a_doubled_hour_at_the_fall_back_is_no_step(tmp_path: Path) -> None:
+    """Counts per half hour falling through the night, as in NAB's nyc_taxi.csv on 2014-11-02:
+    the repeated hour adds up twice (01:00 and 01:30 read about double), then 02:00 is normal.
+    The drop from the doubled hour lands near where the night was before it: an excursion of
+    2 readings, not a step that stays."""
+    rng = random.Random(11)
+    counts = [round(26000 - 60 * i + rng.gauss(0, 300)) for i in range(100)]
+    counts += [23100, 39200, 35200, 13260, 12250, 10010, 7900]
+    counts += [round(8000 + 40 * i + rng.gauss(0, 300)) for i in range(100)]
+    start = datetime(2014, 10, 31)
+    rows = [[(start + timedelta(minutes=30 * i)).isoformat(), c] for i, c in enumerate(counts)]
+    path = write_csv(tmp_path / "taxi.csv", ["timestamp", "value"], rows)
+    result = run_check(plan_spike_check, path)
+    assert result.metrics["step_count"] == 0
+    assert (result.metrics["spike_count"], result.metrics["spike_readings"]) == (1, 2)
+    assert result.findings[0].start == (start + timedelta(minutes=30 * 101)).isoformat() + "+00:00"
+
+
+def test_a_spike_right_after_an_excursion_is_its_own_and_its_neighbours_stay_good(
+    tmp_path: Path,
+) -> None:
+    # 100 sds up for 3 readings, back on the level for one, then a one-reading spike of 175
+    # sds: the spike's jump lies nearer the excursion than the level, but it comes back itself,
+    # so it ends nothing (as NAB ec2_request_latency swinging on 2014-03-21).
+    path = _excursion_file(tmp_path, {100: 10.0, 101: 10.0, 102: 10.0, 104: 17.5})
+    result = run_check(plan_spike_check, path)
+    assert sorted((f.start, f.count) for f in result.findings) == [
+        (iso_minute(100), 3),
+        (iso_minute(104), 1),
+    ]
+    assert result.metrics["step_count"] == 0
+    assert _spike_flags(path, Config()) == [100, 101, 102, 104]

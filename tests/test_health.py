@@ -204,8 +204,8 @@ def test_over_ten_thousand_devices_the_thousand_worst(tmp_path: Path) -> None:
 def _noisy_fleet(tmp_path: Path, bad: bool, null_on: str | None = None) -> Path:
     """Eight devices with seeded Gaussian noise a minute for 10 hours: 4,800 readings, so clean
     devices show the few chance outliers any noise gives; d3's noise is clipped to 1.5 sigma so
-    it has none. With `bad`, d3 gets 6 readings 40 sigma high (one excursion); `null_on` misses
-    one value."""
+    it has none. With `bad`, d3 gets 12 readings 40 sigma high (a level longer than spike_check's
+    excursion_within, so a step up and one back); `null_on` misses one value."""
     rng = np.random.default_rng(7)
     rows = []
     for d in range(8):
@@ -214,9 +214,9 @@ def _noisy_fleet(tmp_path: Path, bad: bool, null_on: str | None = None) -> Path:
         if name == "d3":
             noise = np.clip(noise, 18.5, 21.5)
         for i in range(600):
-            value: float | None = float(noise[i])
-            if bad and name == "d3" and 300 <= i < 306:
-                value = 60.0
+            high = bad and name == "d3" and 300 <= i < 312
+            # 40 sigma up with its noise kept: a repeated value would be a flat line.
+            value: float | None = float(noise[i]) + (40.0 if high else 0.0)
             if name == null_on and i == 10:
                 value = None
             rows.append({"t": T0 + timedelta(minutes=i), "sensor_id": name, "value": value})
@@ -240,14 +240,14 @@ def test_only_the_group_beyond_chance_is_faulty(tmp_path: Path) -> None:
     assert outliers.metrics["significant_groups"] == 1
     assert {e.entity for e in outliers.events} > {"d3"}
     report = json.loads(render_json(inspection))
-    # spike_check reads the excursion as a step up and one back, and claims the first of the 6
-    # readings (one value, one cause): 5 outliers.
-    assert _outlier_faults(report) == {"d3": 5}
-    assert report["devices"][0]["faults"] == {"outlier_check": 5, "spike_check": 2}
+    # spike_check reads the level as a step up and one back, and claims the first of the 12
+    # readings (one value, one cause): 11 outliers.
+    assert _outlier_faults(report) == {"d3": 11}
+    assert report["devices"][0]["faults"] == {"outlier_check": 11, "spike_check": 2}
     faulty = [d["device"] for d in report["devices"] if d["status"] != "pass"]
     assert faulty == ["d3"]
     assert report["grid"]["affected_entities"] == 1
-    assert "Worst devices (1 of 8 faulty): ✗ d3 7 faults\n" in render_plain(inspection, width=100)
+    assert "Worst devices (1 of 8 faulty): ✗ d3 13 faults\n" in render_plain(inspection, width=100)
 
 
 def test_a_passing_checks_chance_problems_are_no_faults(tmp_path: Path) -> None:
@@ -317,11 +317,12 @@ def test_a_run_of_some_checks_counts_every_device_of_the_data(tmp_path: Path) ->
 
 
 def test_without_devices_the_series_outliers_beyond_chance_are_drawn(tmp_path: Path) -> None:
-    """One series of noise with 6 readings 40 sigma high: outlier_check's finding names no
-    device, and its outliers are still the grid's problems."""
+    """One series of noise with 12 readings 40 sigma high (longer than spike_check's
+    excursion_within, so not one spike): outlier_check's finding names no device, and its
+    outliers are still the grid's problems."""
     rng = np.random.default_rng(7)
     values = np.clip(rng.normal(20.0, 1.0, 600), 18.5, 21.5)
-    values[300:306] = 60.0
+    values[300:312] += 40.0  # noise kept: a repeated value would be a flat line
     rows = [{"t": T0 + timedelta(minutes=i), "value": float(v)} for i, v in enumerate(values)]
     path = tmp_path / "series.parquet"
     pl.DataFrame(rows).write_parquet(path)

@@ -4,7 +4,8 @@ Limits come from the config (`range_check.limits`, by column name or glob patter
 `min`/`max` (the value is impossible: QARTOD FAIL) and suspect limits `suspect_min`/`suspect_max`
 (the value is unlikely: SUSPECT). Where the config sets nothing, a column whose name states an
 unmistakable unit gets suspect limits by default: relative humidity or a percentage 0-100, and an
-absolute pressure or a Kelvin temperature not below 0 (`unit_limits`). A column with no limits is
+absolute pressure or a Kelvin temperature not below 0 (`unit_limits`; Kelvin also from a
+header such as "Temperature (K)" or "T_K"). A column with no limits is
 not checked, and the result says which.
 
 One lazy query per column, in series order (`series_values.ordered_values`), gives per device the
@@ -96,7 +97,10 @@ _PERCENT = re.compile(r"humidity|(^|[^a-z])(rh|pct|percent)([^a-z]|$)|%")
 _ABSOLUTE_PRESSURE = re.compile(
     r"abs(olute)?[^a-z]*press|press\w*[^a-z]abs(olute)?([^a-z]|$)|psia|barometric|(^|[^a-z])hpa([^a-z]|$)"
 )
-_KELVIN = re.compile(r"kelvin|^temp\w*[^a-z]k$")
+# Kelvin: the word; K alone in brackets ("Temperature (K)", "temp [K]"), upper case as SI
+# writes it (a lower-case "(k)" may be thousands); or a temperature name ending in a separate k
+# ("temp_k", "T_K", "outlet_t_k"). A k inside a word ("kw", "peak", "tank_k") is no unit.
+_KELVIN = re.compile(r"kelvin|[(\[]\s*K\s*[)\]]|(?i:(^|[^a-z])(t|temp\w*)[^a-z0-9]+k$)")
 
 
 def unit_limits(column: str) -> Limits | None:
@@ -105,7 +109,7 @@ def unit_limits(column: str) -> Limits | None:
         return Limits(suspect_min=0.0, suspect_max=100.0, source="unit default: percentage 0-100")
     if _ABSOLUTE_PRESSURE.search(name):
         return Limits(suspect_min=0.0, source="unit default: absolute pressure >= 0")
-    if _KELVIN.search(name):
+    if _KELVIN.search(column) or "kelvin" in name:
         return Limits(suspect_min=0.0, source="unit default: Kelvin >= 0")
     return None
 

@@ -15,7 +15,11 @@ passes, also with heavy-tailed noise. A configured
 `max_rate` per column (change per `rate_unit` of time) flags a jump on its own.
 
 A jump that comes back more than halfway to the reading before it within `return_within`
-readings is a spike (its readings are the spike); one that stays is a step. Missing values,
+readings is a spike (its readings are the spike); one that stays is a step. A jump that lands
+back within half its size of the level of up to `excursion_within` readings before it ends an
+excursion: the readings since are one spike, so a gradual rise that drops back, or a step out
+and a step back (a plateau, a doubled hour at the DST fall-back), is one spike whose readings are
+flagged and whose return is not. Missing values,
 out-of-range readings and stuck runs are left out first (one value, one cause), so a -999 or
 the end of a flat line never makes a jump: the readings either side are neighbours.
 
@@ -85,6 +89,9 @@ _FLOOR = "__floor"
 _MULTIPLE = "__multiple"
 _TOTAL = "__total"
 COVERED = "__covered"
+_JUMPED = "__jumped"
+_LANDED = "__landed"
+_EXCURSION = "__excursion"
 
 
 @dataclass
@@ -97,6 +104,9 @@ class SpikeCheckConfig:
     """Devices with fewer readings have too few changes for a spread: only `max_rate` applies."""
     return_within: int = setting(3, rule=positive)
     """A jump that comes back within this many readings is a spike, else a step."""
+    excursion_within: int = setting(10, rule=positive)
+    """A jump that lands back near the level of at most this many readings before it ends an
+    excursion: the readings since are one spike (a step out and back, or a gradual rise)."""
     max_rate: dict[str, float] = field(default_factory=dict)
     """Per column name or glob pattern: the largest plausible change per `rate_unit`."""
     rate_unit: str = setting("second", rule=choice(*RATE_UNITS))
@@ -168,16 +178,36 @@ def _jumps(
         & (_off_course(dataset) > multiple * pl.col(_SCALE) * _gap_widening(dataset))
     )
     jump = robust.fill_null(False) | _too_fast(dataset, column, settings)
-    lookahead = settings.return_within
     back = pl.lit(None, dtype=pl.Int32)
-    for j in range(lookahead, 0, -1):
+    for j in range(settings.return_within, 0, -1):
         returned = ((pl.col(X).shift(-j) - pl.col(_PREVIOUS)).abs() < pl.col(_D).abs() / 2) & (
             pl.col(SERIES).shift(-j) == pl.col(SERIES)
         )
         back = pl.when(returned.fill_null(False)).then(pl.lit(j, dtype=pl.Int32)).otherwise(back)
+    widest = max_width(settings)
+    # A jump that lands back within half its size of the reading k + 1 before it ends an
+    # excursion of k readings: those started it, gradually or by a jump of their own that
+    # returned too late for `return_within` (a step out and back is one spike, not two steps).
+    landed = pl.lit(None, dtype=pl.Int32)
+    for k in range(widest, 0, -1):
+        near = ((pl.col(X) - pl.col(X).shift(k + 1)).abs() < pl.col(_D).abs() / 2) & (
+            pl.col(SERIES).shift(k + 1) == pl.col(SERIES)
+        )
+        landed = pl.when(near.fill_null(False)).then(pl.lit(k, dtype=pl.Int32)).otherwise(landed)
+    # Where such an excursion starts: its width, the widest when several end later.
+    excursion = pl.max_horizontal(
+        [
+            pl.when(pl.col(_LANDED).shift(-k) == k).then(pl.lit(k, dtype=pl.Int32))
+            for k in range(1, widest + 1)
+        ]
+    )
+    width = pl.max_horizontal(pl.when(pl.col(_JUMPED)).then(back), pl.col(_EXCURSION))
+    # Inside an earlier spike, or the reading it returns on, unless that starts a spike itself.
     covered = pl.lit(False)
-    for j in range(1, lookahead + 1):
-        covered = covered | (pl.col(WIDTH).shift(j) >= j).fill_null(False)
+    for j in range(1, widest + 1):
+        earlier = pl.col(WIDTH).shift(j)
+        inside = (earlier > j) | ((earlier == j) & pl.col(WIDTH).is_null())
+        covered = covered | inside.fill_null(False)
     changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
     per_series = changes.group_by(SERIES).agg(per_device)
     # The chance is for the whole column: a fleet of 5,000 short series must not make five
@@ -192,14 +222,27 @@ def _jumps(
     changes = with_per_series(changes, changes.group_by(SERIES).agg(spreads))
     return (
         changes.with_columns(spread.alias(_SCALE))
-        .with_columns(jump.fill_null(False).alias(JUMP))
-        .with_columns(pl.when(pl.col(JUMP)).then(back).alias(WIDTH))
+        .with_columns(jump.fill_null(False).alias(_JUMPED))
+        # A jump that itself comes back (a spike out) is no landing: in a series swinging
+        # between two levels, the nearest reading is the spike, not what lies between.
+        .with_columns(pl.when(pl.col(_JUMPED) & back.is_null()).then(landed).alias(_LANDED))
+        .with_columns(excursion.alias(_EXCURSION))
+        # A spike or step starts here: a jump, or the first reading of an excursion.
+        .with_columns(
+            (pl.col(_JUMPED) | pl.col(_EXCURSION).is_not_null()).alias(JUMP),
+            width.alias(WIDTH),
+        )
         .with_columns(covered.alias(COVERED))
         # What the readers use: the statistics behind the decision stay out of the shared node.
         .select(
             SERIES, ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, _SCALE, JUMP, WIDTH, COVERED
         )
     )
+
+
+def max_width(settings: SpikeCheckConfig) -> int:
+    """The most readings one spike spans."""
+    return max(settings.return_within, settings.excursion_within)
 
 
 def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
@@ -327,10 +370,10 @@ def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
 
 
 def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
-    # A spike's later readings (up to `return_within`), for its examples.
+    # A spike's later readings (up to `max_width`), for its examples.
     later = [
         expr
-        for k in range(1, settings.return_within)
+        for k in range(1, max_width(settings))
         for expr in (
             pl.col(X).shift(-k).alias(f"{X}{k}"),
             pl.col(TIME).shift(-k).alias(f"{TIME}{k}"),
@@ -350,7 +393,7 @@ def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
             _D,
             WIDTH,
             _SCALE,
-            *[f"{name}{k}" for k in range(1, settings.return_within) for name in (X, TIME, AT_ROW)],
+            *[f"{name}{k}" for k in range(1, max_width(settings)) for name in (X, TIME, AT_ROW)],
         )
     )
 

@@ -3,9 +3,9 @@ check that set it: what a later check leaves out (one value, one cause) and what
 flag file would write.
 
 Flags follow QARTOD: 4 FAIL (beyond a fail limit; a stuck run), 3 SUSPECT (beyond a suspect
-limit; a spike's readings; the first reading after a step). A reading is listed once, by the
-first check in the order range, flat line, spike that flagged it: each check already leaves out
-what the earlier ones flagged.
+limit; a spike's readings, not the one it returns on; the first reading after a step). A
+reading is listed once, by the first check in the order range, flat line, spike that flagged
+it: each check already leaves out what the earlier ones flagged.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _spike_rows(
     flagged = pl.any_horizontal(
         [
             (start.shift(k).fill_null(False) & (width.shift(k) > k)).fill_null(False)
-            for k in range(settings.return_within)
+            for k in range(spikes.max_width(settings))
         ]
     )
     return jumps.filter(flagged).select(
