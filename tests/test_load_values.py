@@ -145,3 +145,12 @@ def test_an_integer_column_with_no_values_loads_and_is_reported_empty(tmp_path: 
     empty = tmp_path / "empty.parquet"
     frame.head(0).write_parquet(empty)
     assert load(str(empty), Config()).columns == ["timestamp", "flow", "alarm_code"]
+
+
+def test_a_historians_quality_code_is_not_a_reading(tmp_path: Path) -> None:
+    # OPC quality 192 (good) on every reading of a historian export.
+    path = _csv(tmp_path / "hist.csv", "Value,Quality", [f"{i % 7}.5,192" for i in range(60)])
+    dataset = load(str(path), Config())
+    assert dataset.roles.values == ["Value"]
+    structure = run_check(plan_structure_check, path, Config())
+    assert structure.status == Status.PASS

@@ -21,7 +21,8 @@ _ID_NAME = re.compile(
 )
 # Integer columns with this few distinct values are flags, states or codes, not measurements.
 MAX_CODE_VALUES = 10
-_CODE_NAME = re.compile(r"(status|state|alarm|flag|mode|code|fault|error|event)", re.I)
+# "quality": a historian's per-reading quality code (OPC 192 = good), not a measurement.
+_CODE_NAME = re.compile(r"(status|state|alarm|flag|mode|code|fault|error|event|quality)", re.I)
 
 
 def find_values(
