@@ -78,8 +78,8 @@ def check_faults(result: CheckResult) -> list[Fault]:
                     kind=result.tool,
                     entity=entity,
                     column=finding.column,
-                    start=_time(finding.start),
-                    end=_time(finding.end or finding.start),
+                    start=parse_time(finding.start),
+                    end=parse_time(finding.end or finding.start),
                     count=count,
                     severity=finding.severity,
                 )
@@ -121,7 +121,7 @@ def _shown(entity: str, finding: Finding, events: list[Event]) -> bool:
     """Whether an event of the device lies within the finding's time span (any event of the
     device when the finding has no time, or names several devices: its time is its first
     example's)."""
-    start, end = _time(finding.start), _time(finding.end or finding.start)
+    start, end = parse_time(finding.start), parse_time(finding.end or finding.start)
     if finding.entity is None:
         start = end = None
     for event in events:
@@ -132,8 +132,9 @@ def _shown(entity: str, finding: Finding, events: list[Event]) -> bool:
     return False
 
 
-def _time(text: str | None) -> datetime | None:
-    if text is None:
+def parse_time(text: str | None) -> datetime | None:
+    """An ISO time from a finding or the report (naive read as UTC); None when absent or bad."""
+    if not text:
         return None
     try:
         parsed = datetime.fromisoformat(text)

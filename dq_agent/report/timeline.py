@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 
 from dq_agent.checks.events import bucket_seconds
-from dq_agent.faults import faults
+from dq_agent.faults import faults, parse_time
 from dq_agent.outcome import Inspection
 from dq_agent.result import Status
 
@@ -60,20 +60,10 @@ class Timeline:
         return self.start + timedelta(seconds=index * self.width)
 
 
-def _parse(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
 def build_timeline(inspection: Inspection) -> Timeline | None:
     """The timeline, or None when the data has no time range."""
-    first = _parse(inspection.dataset.time_start)
-    last = _parse(inspection.dataset.time_end)
+    first = parse_time(inspection.dataset.time_start)
+    last = parse_time(inspection.dataset.time_end)
     if first is None or last is None:
         return None
     width = bucket_seconds((last - first).total_seconds())
