@@ -128,7 +128,7 @@ def test_cli_refuses_up_front_with_exit_3(parquet_file: Path) -> None:
     result = runner.invoke(app, ["inspect", str(parquet_file), "--no-agent"], env=env)
     assert result.exit_code == 3
     assert result.stdout == ""
-    assert result.stderr.startswith("dq-agent: error: sensors.parquet needs about 386 MB")
+    assert result.stderr.startswith("dq-agent: error: sensors.parquet needs about 387 MB")
     assert "the limit is 100 MB" in result.stderr
     env["DQ_AGENT_MAX_MEMORY"] = "4G"
     result = runner.invoke(app, ["inspect", str(parquet_file), "--no-agent", "-f", "json"], env=env)
