@@ -101,9 +101,9 @@ LONGEST_GAPS_KEPT = 10
 SHORT_SERIES_STEPS = 30
 FLEET_SERIES = 20
 TAIL_MAX, SMALL_TAIL, TAIL_TRIM = 200, 10, 3
-# A step this many typical steps long or longer has lost at least one reading; when at least
-# this share of a regular logger's steps have, long steps are its own (`_regular`).
-LOST_READING, LOST_COMMON = 1.5, 0.01
+# A regular logger's step between these many typical steps has lost exactly one reading
+# (steps come in whole intervals): how often that happens is its chance to lose one (`_regular`).
+LOST_ONE = (1.5, 2.5)
 
 
 def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
@@ -459,12 +459,18 @@ def _regular(ratios: pl.LazyFrame, significance: float) -> pl.LazyFrame:
     A regular logger: the N/16-th and N/8-th longest of all N steps are one value, at most the
     typical step. Judged on all the steps, not on the TAIL_MAX longest: in a large file a few
     hundred gaps fill those, and a tail fitted on gaps alone hides every one of them. Such a
-    logger's gaps are steps longer than `gap_factor` intervals, unless its own long steps are
-    common (a share p of at least LOST_COMMON of its steps longer than one interval, as in
-    report-on-change data): a step of m intervals then has chance about p ** (m - 1), and N
-    steps reach 1 + ln(significance / N) / ln(p) with chance `significance`. (A clean
-    report-on-change file of 28,701 steps, 1,029 of 2 intervals, 54 of 3 and 3 of 4, has
-    p = 3.8% and reaches 6.2; 347 gaps among a million steps, p = 0.035%, stay gaps.)"""
+    logger's gaps are steps longer than `gap_factor` intervals, or longer than chance allows
+    where it loses readings by nature (report-on-change data): with p its chance to lose one
+    reading, a step of m intervals has chance about p ** (m - 1), and N steps reach
+    1 + ln(significance / N) / ln(p) with chance `significance`. p is the share of its steps
+    that lost exactly one reading, less one: the steps being judged do not vouch for
+    themselves (a share of all steps longer than one interval took 150 gaps of 4 to 31
+    minutes among 49,000 for chance, and an hourly logger's one 2-hour step in 7,267 would
+    make itself chance at `gap_factor` 1.5). A clean report-on-change file of 28,701 steps, 1,029 of 2 intervals,
+    54 of 3 and 3 of 4, has p = 3.6% and reaches 6.2; one of 94,177 steps, 765 of 2
+    intervals, 9 of 3 and 1 of 4, has p = 0.81% and reaches 4.8 (a share of 1% was once the
+    least for this, and its 4-minute step was called a gap); a logger without a lost
+    reading keeps `gap_factor`."""
     ratio = pl.col(_RATIO)
     n = pl.len()
     k = pl.max_horizontal(n // 8, pl.min_horizontal(n // 2, SMALL_TAIL)).clip(1)
@@ -475,13 +481,12 @@ def _regular(ratios: pl.LazyFrame, significance: float) -> pl.LazyFrame:
         return ratio.quantile(((n - 1 - j + 0.5) / (n - 1)).clip(upper_bound=1.0), "lower")
 
     middle, tie = longest(k // 2), longest(k)
-    # Longer than one interval: at least one reading missed (steps come in whole intervals).
-    # The longest TAIL_TRIM are set aside, as in the fitted tail: the gaps being judged do not
-    # widen their own bound.
-    longer = (ratio > LOST_READING).sum()
-    lost = (longer - pl.min_horizontal(longer, pl.lit(TAIL_TRIM))).cast(pl.Float64) / n
+    low, high = LOST_ONE
+    # Less the one being judged: a single such step cannot make itself chance.
+    once = ((ratio > low) & (ratio <= high)).sum() - 1
+    lost = once.clip(lower_bound=0).cast(pl.Float64) / n
     reach = 1 + (pl.lit(significance) / n).log() / lost.log()
-    bound = pl.when(lost >= LOST_COMMON).then(pl.max_horizontal(tie, reach)).otherwise(tie)
+    bound = pl.when(lost > 0).then(pl.max_horizontal(tie, reach)).otherwise(tie)
     return ratios.select(
         pl.when((n >= 2) & (middle == tie) & (tie <= 1)).then(bound).alias("regular")
     )
