@@ -4,6 +4,7 @@ still be a fault, that fault found."""
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 from itertools import pairwise
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from dq_agent.checks.delays import plan_delay_check
+from dq_agent.checks.spikes import plan_spike_check
 from dq_agent.config import Config
 from tests.fixtures_checks import T0, run_check
 from tests.fixtures_timing import iso_at
@@ -75,3 +77,77 @@ def test_a_logger_losing_under_1_percent_of_readings_has_no_chance_gaps(tmp_path
     result = run_check(plan_delay_check, _minutes_parquet(tmp_path / "o.parquet", outage), config)
     assert result.metrics["gap_count"] == 1
     assert result.findings[0].entity == "d05"
+
+
+# Bench dataset 834's pressure on dev-1943 (20 readings a second, read to 0.1): its MAD of
+# 19 changes is 0.59 (others of the fleet: about 1.9), and its change of 10.7 was "18x its
+# usual change", a spike.
+SMALL_MAD_DEVICE = [
+    1021.9, 1019.6, 1018.0, 1017.8, 1021.5, 1021.1, 1022.2, 1021.5, 1021.3, 1020.8,
+    1020.1, 1019.8, 1014.9, 1025.6, 1025.4, 1020.7, 1018.1, 1017.9, 1017.1, 1019.6,
+]  # fmt: skip
+
+
+def _pressure_fleet(path: Path, stepped: bool) -> Path:
+    """200 devices of 20 readings of AR(1) noise (phi 0.9, each its own level and spread, read
+    to 0.1), device 43 the one above; with `stepped`, device 7 reads 40 times and moves up by
+    100 times its usual change from its 21st reading on."""
+    rng = random.Random(0)
+    rows = []
+    for d in range(200):
+        if d == 43:
+            xs = SMALL_MAD_DEVICE
+        else:
+            level, sd, x, xs = 1013 + rng.gauss(0, 10), rng.uniform(0.5, 2), 0.0, []
+            for _ in range(40 if stepped and d == 7 else 20):
+                x = 0.9 * x + 0.436 * rng.gauss(0, 1)
+                xs.append(round(level + sd * x, 1))
+            if stepped and d == 7:
+                xs = xs[:20] + [round(v + 100 * sd * 0.45, 1) for v in xs[20:]]
+        rows += [(T0 + timedelta(seconds=i), f"dev-{d:04d}", v) for i, v in enumerate(xs)]
+    frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "pressure"], orient="row")
+    frame.with_columns(pl.col("timestamp").dt.replace_time_zone("UTC")).write_parquet(path)
+    return path
+
+
+def test_a_spread_from_few_changes_is_not_taken_as_known(tmp_path: Path) -> None:
+    """A fleet of 200 devices of 20 readings: a MAD of 19 changes comes out a third of the
+    true spread now and then, and 3,800 changes put the multiple at 11.7 for a known spread;
+    estimated from 19 changes (7 values' worth) it is 27, and dev-0043's 18x is chance. A
+    step of 100x a device's usual change is still one."""
+    clean = run_check(plan_spike_check, _pressure_fleet(tmp_path / "c.parquet", False))
+    assert (clean.metrics["spike_count"], clean.metrics["step_count"]) == (0, 0)
+    assert clean.status.value == "pass"
+    stepped = run_check(plan_spike_check, _pressure_fleet(tmp_path / "s.parquet", True))
+    assert (stepped.metrics["spike_count"], stepped.metrics["step_count"]) == (0, 1)
+    assert [f.entity for f in stepped.findings] == ["dev-0007"]
+
+
+def _tenths_ramp(path: Path, dtype: pl.DataType, step_at: int | None) -> Path:
+    """One device's temperature in tenths, rising 0.1 a reading (2 in 3) or staying, from 15.0
+    over 600 readings; with `step_at`, up 5.0 from that reading on. Written as `dtype`."""
+    values, x = [], 150
+    for i in range(600):
+        x += 0 if i % 3 == 2 else 1
+        values.append((x + (50 if step_at is not None and i >= step_at else 0)) / 10)
+    frame = pl.DataFrame(
+        {
+            "timestamp": [T0 + timedelta(minutes=i) for i in range(600)],
+            "device_id": ["d1"] * 600,
+            "temperature": pl.Series(values, dtype=dtype),
+        }
+    )
+    frame.with_columns(pl.col("timestamp").dt.replace_time_zone("UTC")).write_parquet(path)
+    return path
+
+
+def test_float32_rounding_is_no_spread(tmp_path: Path) -> None:
+    """Bench dataset 785 (Float32 readings in tenths): read as Float64, 19.6 is 19.600000381,
+    so changes of one tenth differ by about 1e-6, which stood in for the spread where most
+    changes were alike, and 0.1 was "35363x its usual change". Float32 keeps about 7 digits:
+    its changes of 0.0 and 0.2 among 0.1s are no jumps, as in Float64; a step of 5.0 is one."""
+    for dtype in (pl.Float64, pl.Float32):
+        clean = run_check(plan_spike_check, _tenths_ramp(tmp_path / "c.parquet", dtype, None))
+        assert (clean.metrics["spike_count"], clean.metrics["step_count"]) == (0, 0), dtype
+        stepped = run_check(plan_spike_check, _tenths_ramp(tmp_path / "s.parquet", dtype, 300))
+        assert (stepped.metrics["spike_count"], stepped.metrics["step_count"]) == (0, 1), dtype

@@ -39,7 +39,7 @@ import polars as pl
 
 from dq_agent.checks import flatline
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
-from dq_agent.checks.evidence import MAD_TO_SIGMA, ROBUST_T_SCALE, t_tail
+from dq_agent.checks.evidence import MAD_EFFICIENCY, MAD_TO_SIGMA, ROBUST_T_SCALE, z_tail
 from dq_agent.checks.flatline import (
     STUCK,
     FlatlineCheckConfig,
@@ -72,6 +72,9 @@ if TYPE_CHECKING:
 TOOL = "spike_check"
 MAX_FINDINGS = 20
 ROUNDING = 1e-9
+# Float32 holds about 7 digits: read as Float64, 19.6 is 19.600000381 and 19.5 exact, so its
+# changes differ by about 1e-7 of the level where they are one step of 0.1.
+FLOAT32_ROUNDING = 1e-6
 RATE_UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
 SPIKE, STEP = "spike", "step"
 _D = "__d"
@@ -151,6 +154,12 @@ def jump_values(
     return shared(dataset, key, build)
 
 
+def _rounding(dataset: Dataset, column: str) -> float:
+    """How closely a column's values are held, relative to their size."""
+    dtype = dataset.frame.collect_schema().get(column)
+    return FLOAT32_ROUNDING if dtype == pl.Float32 else ROUNDING
+
+
 def _jumps(
     values: pl.LazyFrame, dataset: Dataset, column: str, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
@@ -162,7 +171,7 @@ def _jumps(
         pl.col(_D).median().alias(_MEDIAN),
         pl.col(_D).count().alias(_N),
         # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
-        (ROUNDING * pl.col(X).abs().max()).alias(_ROUNDING),
+        (_rounding(dataset, column) * pl.col(X).abs().max()).alias(_ROUNDING),
         *([_seconds().median().alias(_USUAL)] if has_time else []),
     ]
     dev = (pl.col(_D) - pl.col(_MEDIAN)).abs()
@@ -247,36 +256,71 @@ def max_width(settings: SpikeCheckConfig) -> int:
 
 def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
     """The multiple of its spread a device's change must exceed: at least `sigma`, and enough
-    that n changes from the null model (Student t, 10 degrees of freedom, as for
-    outliers: real sensors have heavier tails than the normal) makes fewer than `chance` chance
-    jumps in the column (n its changes over every device). Evaluated on the per-device table
-    (a few hundred rows), from a grid of n."""
-    expr: pl.Expr = pl.lit(_multiple_for(10.0**_MAX_LOG_N, settings.chance, settings.sigma))
-    for upper in reversed(_N_GRID):
-        expr = (
-            pl.when(pl.col(_TOTAL) <= upper)
-            .then(pl.lit(_multiple_for(upper, settings.chance, settings.sigma)))
-            .otherwise(expr)
+    that n changes from the null model (Student t, 10 degrees of freedom, as for outliers: real
+    sensors have heavier tails than the normal) make fewer than `chance` chance jumps in the
+    column (n its changes over every device), the device's spread being estimated from its own
+    changes: a MAD of 19 changes holds about 7 values' worth of information and comes out half
+    the true spread often enough that among 5,000 such devices some do (`evidence.z_tail`).
+    Evaluated on the per-device table, once per bucket of column size and device changes (25%
+    apart: each bucket takes the larger column and the fewer changes)."""
+    return pl.struct(_TOTAL, _N).map_batches(
+        functools.partial(_multiples, chance=settings.chance, sigma=settings.sigma),
+        return_dtype=pl.Float64,
+        is_elementwise=True,
+    )
+
+
+def _multiples(pairs: pl.Series, chance: float, sigma: float) -> pl.Series:
+    """`_multiple` for each (column changes, device changes) pair: one search per bucket."""
+    frame = pairs.struct.unnest()
+    totals = pl.Series(_N_GRID, dtype=pl.Float64)
+    changes = pl.Series(_CHANGES_GRID, dtype=pl.Float64)
+    at_total = totals.search_sorted(frame[_TOTAL].cast(pl.Float64), side="left")
+    # The grid value at or below: fewer changes, a less certain spread, a larger multiple.
+    at_changes = changes.search_sorted(frame[_N].cast(pl.Float64), side="right").cast(pl.Int64) - 1
+    keys = pl.DataFrame(
+        {
+            "total": totals.gather(at_total.clip(upper_bound=len(_N_GRID) - 1)),
+            "changes": changes.gather(at_changes.clip(lower_bound=0)),
+        }
+    )
+    table = keys.unique()
+    table = table.with_columns(
+        pl.Series(
+            "multiple",
+            [_multiple_for(t, c, chance, sigma) for t, c in table.iter_rows()],
+            dtype=pl.Float64,
         )
-    return expr
+    )
+    return keys.join(table, on=["total", "changes"], how="left", maintain_order="left")["multiple"]
 
 
-# Upper ends of the n buckets, 25% apart: the bucket's multiple is that of its largest n.
+# Upper ends of the column-size buckets, 25% apart, ending at 10 ** _MAX_LOG_N; and the device
+# change counts at which a bucket starts, 25% apart up to where a MAD counts as a known spread
+# (`evidence`: 5,000 values' worth), then infinity.
 _MAX_LOG_N = 10
-_N_GRID = tuple(sorted({int(1.25**i) + 1 for i in range(int(_MAX_LOG_N / math.log10(1.25)))}))
+_N_GRID = (
+    *sorted({int(1.25**i) + 1 for i in range(int(_MAX_LOG_N / math.log10(1.25)))}),
+    10**_MAX_LOG_N,
+)
+_CHANGES_GRID = (
+    *sorted({int(1.25**i) for i in range(int(math.log(5000 / MAD_EFFICIENCY, 1.25)) + 1)}),
+    math.inf,
+)
 
 
 @functools.cache
-def _multiple_for(n: float, chance: float, sigma: float) -> float:
+def _multiple_for(n: float, changes: float, chance: float, sigma: float) -> float:
     target = chance / max(n, 1.0)
+    information = MAD_EFFICIENCY * changes
     low, high = 0.0, 10_000.0
-    for _ in range(100):
+    for _ in range(60):
         middle = (low + high) / 2
-        if t_tail(middle) > target:
+        if z_tail(middle, ROBUST_T_SCALE, information) > target:
             low = middle
         else:
             high = middle
-    return max(sigma, high / ROBUST_T_SCALE)
+    return max(sigma, high)
 
 
 def _seconds() -> pl.Expr:
