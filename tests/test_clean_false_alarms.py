@@ -11,9 +11,13 @@ from pathlib import Path
 
 import polars as pl
 
+from dq_agent.checks.base import Scope, run_plans
 from dq_agent.checks.delays import plan_delay_check
+from dq_agent.checks.flatline import plan_flatline_check
+from dq_agent.checks.outliers import plan_outlier_check
 from dq_agent.checks.spikes import plan_spike_check
 from dq_agent.config import Config
+from dq_agent.load import load
 from tests.fixtures_checks import T0, run_check
 from tests.fixtures_timing import iso_at
 
@@ -151,3 +155,72 @@ def test_float32_rounding_is_no_spread(tmp_path: Path) -> None:
         assert (clean.metrics["spike_count"], clean.metrics["step_count"]) == (0, 0), dtype
         stepped = run_check(plan_spike_check, _tenths_ramp(tmp_path / "s.parquet", dtype, 300))
         assert (stepped.metrics["spike_count"], stepped.metrics["step_count"]) == (0, 1), dtype
+
+
+def _slow_tenths(path: Path) -> Path:
+    """5 devices x 2,000 readings of a slow sensor read to 0.1: AR(1), phi 0.9, spread 0.1 to
+    0.4 around 3.0, so it sits at its usual values for ten readings and more by chance."""
+    rng = random.Random(2)
+    rows = []
+    for d in range(5):
+        x, sd = 0.0, 0.2 * rng.uniform(0.5, 2)
+        for i in range(2000):
+            x = 0.9 * x + (1 - 0.81) ** 0.5 * rng.gauss(0, 1)
+            rows.append((T0 + timedelta(seconds=i), f"d{d:02d}", round(3.0 + sd * x, 1)))
+    frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "vibration"], orient="row")
+    frame.with_columns(pl.col("timestamp").dt.replace_time_zone("UTC")).write_parquet(path)
+    return path
+
+
+def test_a_slow_quantised_sensor_has_no_rest_levels(tmp_path: Path) -> None:
+    """Bench dataset 447 (vibration read to 0.1, 20 devices x 5,000 readings): every value
+    three runs of ten readings sat at was a rest level, 45,646 of 100,184 readings were left
+    out of outlier_check as "off", and the tails left over made outliers beyond chance. Such
+    runs are as long as chance gives: no rest level, nothing left out, no outliers."""
+    config = Config()
+    dataset = load(str(_slow_tenths(tmp_path / "v.parquet")), config)
+    flat, outliers = run_plans(
+        [
+            plan_flatline_check(dataset, config, Scope()),
+            plan_outlier_check(dataset, config, Scope()),
+        ]
+    )
+    assert (flat.metrics["rest_readings"], flat.metrics["stuck_runs"]) == (0, 0)
+    assert outliers.metrics["columns"]["vibration"]["left_out_at_rest"] == 0
+    assert (outliers.status.value, outliers.metrics["significant_groups"]) == ("pass", 0)
+
+
+def _short_fleet(path: Path, stuck: bool) -> Path:
+    """500 devices x 20 readings: 400 with 17 runs of which 3 repeat once, 99 with 16 runs of
+    which 4 do (a group share of 0.19), and dev-1555 of bench dataset 959: 2.0, then 2.1 for
+    12 readings, 2.0, 1.9 twice, 1.8 three times. With `stuck`, d000 holds one value for 15 of
+    its 20 readings."""
+    rows: list[tuple[object, str, float]] = []
+
+    def add(name: str, lengths: list[int], level: float) -> None:
+        values = [level + 0.1 * (i % 2) for i, n in enumerate(lengths) for _ in range(n)]
+        rows.extend(
+            (T0 + timedelta(minutes=5 * i), name, round(v, 1)) for i, v in enumerate(values)
+        )
+
+    for d in range(499):
+        lengths = [2, 2, 2, *[1] * 14] if d < 400 else [2, 2, 2, 2, *[1] * 12]
+        add(f"d{d:03d}", [1, 1, 15, 1, 1, 1] if stuck and d == 0 else lengths, 10.0 + d % 50)
+    values = [2.0, *[2.1] * 12, 2.0, 1.9, 1.9, 1.8, 1.8, 1.8]
+    rows.extend((T0 + timedelta(minutes=5 * i), "dev-1555", v) for i, v in enumerate(values))
+    frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "vibration"], orient="row")
+    frame.with_columns(pl.col("timestamp").dt.replace_time_zone("UTC")).write_parquet(path)
+    return path
+
+
+def test_a_short_series_own_repeats_count_for_what_they_are_worth(tmp_path: Path) -> None:
+    """Bench dataset 959: dev-1555's 12 readings at 2.1 in a fleet whose runs repeat with
+    share 0.19 (9,500 steps: 9,500 x 0.19^11 = 0.0001 runs that long by chance) was stuck; its
+    own 3 repeats in 8 steps outside the run were ignored as too few (under 20). Weighed with
+    20 steps' worth of the fleet's share its chance is 0.24: 0.0017 such runs, no stuck run. A
+    device stuck for 15 of 20 readings with no repeat outside is still one."""
+    clean = run_check(plan_flatline_check, _short_fleet(tmp_path / "c.parquet", False))
+    assert (clean.metrics["stuck_runs"], clean.status.value) == (0, "pass")
+    stuck = run_check(plan_flatline_check, _short_fleet(tmp_path / "s.parquet", True))
+    assert (stuck.metrics["stuck_runs"], stuck.metrics["stuck_readings"]) == (1, 15)
+    assert [f.entity for f in stuck.findings] == ["d000"]

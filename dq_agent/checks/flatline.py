@@ -7,8 +7,8 @@ of the run's group; the run is stuck when that is below `chance`. `p` is the sha
 group's runs that repeat at all (each run counts once however long, so stuck runs cannot vouch
 for each other), or the device's own share of its other runs when that is higher (a slow device
 read to 0.1 repeats more than the fleet; with fewer than MIN_OTHER_RUNS other runs, its steps
-outside the run). So a sensor read to 0.1 that often repeats needs a longer run than one with
-six decimals, and a group that never varies in the whole file (a setpoint) is not called stuck
+outside the run, weighed with MIN_OUTSIDE_PAIRS steps' worth of the group's share). So a sensor
+read to 0.1 that often repeats needs a longer run than one with six decimals, and a group that never varies in the whole file (a setpoint) is not called stuck
 unless `flag_constant_columns` is set. A device that repeats one value all day while the others
 vary is.
 
@@ -17,10 +17,12 @@ The group is the column in the wide layout and the measured quantity in a long l
 states (integer codes, as the loader leaves out of the wide layout's values) and series named
 by `excluded` are not checked.
 
-A rest level is a value at least REST_RUNS other long runs of the group sit at (a pump's 0.0
-while off, a valve pinned at 100 %): a run there is normal operation unless it is also far
-longer than the level's other runs allow (its own chance of staying, from their steps, gives
-fewer than `chance` runs as long), as a pump off for days where it is usually off for hours.
+A rest level is a value at least REST_RUNS other long runs of the group sit at, each beyond
+chance as a stuck run is (a pump's 0.0 while off, a valve pinned at 100 %; not the usual values
+of a slow sensor read to 0.1, which it sits at for runs as long as chance gives): a run there
+is normal operation unless it is also far longer than the level's other runs allow (its own
+chance of staying, from their steps, gives fewer than `chance` runs as long), as a pump off
+for days where it is usually off for hours.
 
 Readings the range check flagged are left out first (one value, one cause), like missing values:
 neither can start, extend or end a flat line. Lazy queries per column in series order: the run
@@ -99,7 +101,8 @@ _LEVEL_STAYS = "__level_stays"
 MIN_OTHER_RUNS = 20
 """A device's own share of repeating runs counts when it has this many other runs."""
 MIN_OUTSIDE_PAIRS = 20
-"""Else its share of repeating steps outside the run counts with this many such steps."""
+"""Else its share of repeating steps outside the run, weighed with this many steps' worth of
+the group's share."""
 REST_RUNS = 3
 """A value this many other long runs of the group sit at is a rest level (off, fully open)."""
 
@@ -273,42 +276,48 @@ def _judged(
         long_enough = long_enough | lasts.fill_null(False)
     starts = runs.filter(pl.col(RUN_START)).select(SERIES, X, TIME, _RUN_AT, RUN_LENGTH, RUN_END)
     candidates = starts.filter(long_enough).join(series, on=SERIES, how="left")
-    # The runs at the candidates' values, over the group: a value many long runs sit at is a
-    # rest level (off, fully open), with its own chance of staying.
-    levels = (
-        starts.join(candidates.select(X).unique(), on=X, how="semi")
-        .join(series.filter(~pl.col(_SKIPPED)).select(SERIES, _GROUP_KEY), on=SERIES)
-        .group_by(_GROUP_KEY, X)
-        .agg(
-            pl.len().alias(_LEVEL_RUNS),
-            (pl.col(RUN_LENGTH) >= settings.min_readings).sum().alias(_LEVEL_LONG),
-            (pl.col(RUN_LENGTH) - 1).sum().alias(_LEVEL_STAYS),
-        )
-    )
     inside = length - 1
     # The device's own chance to repeat, when higher than its group's (a slow, coarsely read
     # device repeats more than the fleet): its other runs' share that repeat, or with too few
-    # runs (a setpoint changed once) its steps outside the run that repeat.
+    # runs (a setpoint changed once, a short series) its steps outside the run that repeat,
+    # weighed with MIN_OUTSIDE_PAIRS steps' worth of the group's share (7 steps of a device
+    # of 20 readings neither stand for it alone nor count for nothing).
     other_runs = pl.col(_RUNS) - 1
     own_runs = pl.when(other_runs >= MIN_OTHER_RUNS).then(
         (pl.col(_REPEATING) - (length >= 2).cast(pl.Int64)) / other_runs
     )
+    group_share = pl.col(_GROUP_SHARE).fill_null(0.0)
     outside_pairs = pl.col(_PAIRS_N) - inside
-    own_steps = pl.when(outside_pairs >= MIN_OUTSIDE_PAIRS).then(
-        (pl.col(_SAME_N) - inside) / outside_pairs
+    own_steps = pl.when(outside_pairs > 0).then(
+        (pl.col(_SAME_N) - inside + MIN_OUTSIDE_PAIRS * group_share)
+        / (outside_pairs + MIN_OUTSIDE_PAIRS)
     )
-    share = pl.max_horizontal(
-        pl.col(_GROUP_SHARE).fill_null(0.0), pl.coalesce(own_runs, own_steps, pl.lit(0.0))
+    share = pl.max_horizontal(group_share, pl.coalesce(own_runs, own_steps, pl.lit(0.0)))
+    beyond_chance = pl.col(_GROUP_PAIRS) * share.pow(inside) < settings.chance
+    # Runs long enough and beyond chance make a value a rest level: a quantised slow sensor
+    # sits at its usual values for runs as long as chance gives, which is no rest (called so,
+    # 45% of such a sensor's readings were left out of outlier_check).
+    remarkable = long_enough & beyond_chance
+    # The runs at the candidates' values, over the group: a value many long runs sit at is a
+    # rest level (off, fully open), with its own chance of staying.
+    levels = (
+        starts.join(candidates.select(X).unique(), on=X, how="semi")
+        .join(series.filter(~pl.col(_SKIPPED)), on=SERIES)
+        .group_by(_GROUP_KEY, X)
+        .agg(
+            pl.len().alias(_LEVEL_RUNS),
+            remarkable.sum().alias(_LEVEL_LONG),
+            (pl.col(RUN_LENGTH) - 1).sum().alias(_LEVEL_STAYS),
+        )
     )
-    unlikely = pl.col(_GROUP_PAIRS) * share.pow(inside) < settings.chance
     # At a rest level, a run is only stuck when also far longer than the level's other runs
     # allow: each stays with the share of their steps that stayed (leave-one-out).
     stays = pl.col(_LEVEL_STAYS) - inside
     level_share = stays / (stays + pl.col(_LEVEL_RUNS) - 1)
-    at_rest = (pl.col(_LEVEL_LONG) - long_enough.cast(pl.Int64)) >= REST_RUNS
+    at_rest = (pl.col(_LEVEL_LONG) - remarkable.cast(pl.Int64)) >= REST_RUNS
     usual = at_rest & (pl.col(_LEVEL_RUNS) * level_share.pow(inside) >= settings.chance)
     usual = usual.fill_null(False)
-    unlikely = unlikely & ~usual
+    unlikely = beyond_chance & ~usual
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
     judged = (
