@@ -277,7 +277,5 @@ def test_sensors_frozen_at_an_ordinary_value_make_no_rest_level(tmp_path: Path) 
             rows.append((T0 + timedelta(minutes=i), f"d{d}", value))
     frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "temp"], orient="row")
     result = run_check(plan_flatline_check, write_parquet(tmp_path / "frozen.parquet", frame))
-    assert sorted((f.entity, f.count) for f in result.findings) == [
-        (f"d{d}", 40) for d in range(4)
-    ]
+    assert sorted((f.entity, f.count) for f in result.findings) == [(f"d{d}", 40) for d in range(4)]
     assert result.metrics["rest_readings"] == 0
