@@ -3,11 +3,13 @@
 A jump is a change from one reading to the next on the same device that its own steps make
 implausible: robustly, beyond `k` times the spread of the device's changes (1.4826 * the median
 absolute deviation of its differences, at least its smallest deviation beyond floating-point
-rounding so data read to 0.1 with mostly unchanged readings still has a spread), with `k` the
-larger of `sigma` and the value a Student t with 10 degrees of freedom (the null model of
-`evidence.py`: real sensors have heavier tails than the normal) exceeds with probability
-`chance / n` for a column with n changes over all its devices (about 10.5 for a day of
-minutes, 15 for 50,000). A change across more time than the device's usual step is measured
+rounding, 1e-9 of the level or 1e-6 in Float32, so data read to 0.1 with mostly unchanged
+readings still has a spread), with `k` the larger of `sigma` and the value a Student t with 10
+degrees of freedom (the null model of `evidence.py`: real sensors have heavier tails than the
+normal) exceeds with probability `chance / n` for a column with n changes over all its devices
+(about 10.5 for a day of minutes, 15 for 50,000), the device's spread taken as estimated from
+its own changes (about 27 for 200 devices of 20 readings, whose MADs of 19 changes come out a
+third of the true spread now and then). A change across more time than the device's usual step is measured
 from its drift over that time (its median change per usual step, times the steps) and may be
 larger by the square root of the steps (a random walk's growth; sensor noise grows slower).
 That bound keeps the expected number of chance jumps under `chance` at every size, so clean data
