@@ -41,11 +41,10 @@ from dq_agent.checks import flatline
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
 from dq_agent.checks.evidence import MAD_TO_SIGMA, ROBUST_T_SCALE, t_tail
 from dq_agent.checks.flatline import (
-    STUCK,
     FlatlineCheckConfig,
     checked_values,
     range_limits,
-    stuck_values,
+    running_values,
 )
 from dq_agent.checks.series_values import (
     AT_ROW,
@@ -146,8 +145,7 @@ def spike_input(dataset: Dataset, scope: Scope, column: str, config: Config) -> 
     if _stuck_key(column, config) is None:
         return checked_values(dataset, scope, column, config)
     return (
-        stuck_values(dataset, scope, column, config)
-        .filter(~pl.col(STUCK))
+        running_values(dataset, scope, column, config)
         .select(SERIES, ENTITY, TIME, AT_ROW, X)
         .with_columns(pl.int_range(pl.len()).alias(POSITION))
     )
