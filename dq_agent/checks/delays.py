@@ -466,11 +466,11 @@ def _regular(ratios: pl.LazyFrame, significance: float) -> pl.LazyFrame:
     that lost exactly one reading, less one: the steps being judged do not vouch for
     themselves (a share of all steps longer than one interval took 150 gaps of 4 to 31
     minutes among 49,000 for chance, and an hourly logger's one 2-hour step in 7,267 would
-    make itself chance at `gap_factor` 1.5). A clean report-on-change file of 28,701 steps, 1,029 of 2 intervals,
-    54 of 3 and 3 of 4, has p = 3.6% and reaches 6.2; one of 94,177 steps, 765 of 2
-    intervals, 9 of 3 and 1 of 4, has p = 0.81% and reaches 4.8 (a share of 1% was once the
-    least for this, and its 4-minute step was called a gap); a logger without a lost
-    reading keeps `gap_factor`."""
+    make itself chance at `gap_factor` 1.5). A clean report-on-change file of 28,701 steps,
+    1,029 of 2 intervals, 54 of 3 and 3 of 4, has p = 3.6% and reaches 6.2; one of 94,177
+    steps, 765 of 2 intervals, 9 of 3 and 1 of 4, has p = 0.81% and reaches 4.8 (a share of
+    1% was once the least for this, and its 4-minute step was called a gap); a logger
+    without a lost reading keeps `gap_factor`."""
     ratio = pl.col(_RATIO)
     n = pl.len()
     k = pl.max_horizontal(n // 8, pl.min_horizontal(n // 2, SMALL_TAIL)).clip(1)

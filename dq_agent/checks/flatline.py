@@ -7,9 +7,10 @@ of the run's group; the run is stuck when that is below `chance`. `p` is the sha
 group's runs that repeat at all (each run counts once however long, so stuck runs cannot vouch
 for each other), or the device's own share of its other runs when that is higher (a slow device
 read to 0.1 repeats more than the fleet; with fewer than MIN_OTHER_RUNS other runs, its steps
-outside the run, weighed with MIN_OUTSIDE_PAIRS steps' worth of the group's share). So a sensor
-read to 0.1 that often repeats needs a longer run than one with six decimals, and a group that never varies in the whole file (a setpoint) is not called stuck
-unless `flag_constant_columns` is set. A device that repeats one value all day while the others
+outside the run, weighed with MIN_OUTSIDE_PAIRS steps' worth of the group's share). So a
+sensor read to 0.1 that often repeats needs a longer run than one with six decimals, and a
+group that never varies in the whole file (a setpoint) is not called stuck unless
+`flag_constant_columns` is set. A device that repeats one value all day while the others
 vary is.
 
 The group is the column in the wide layout and the measured quantity in a long layout (the
@@ -19,8 +20,8 @@ by `excluded` are not checked.
 
 A rest level is a value at least REST_RUNS other long runs of the group sit at, each beyond
 chance as a stuck run is and as long as usual there (a pump's 0.0 while off, a valve pinned at
-100 %; not the usual values of a slow sensor read to 0.1, which it sits at for runs as long as
-chance gives, nor an ordinary value several stuck sensors froze at): a run there is normal
+100 %; several sensors frozen at an ordinary value make none, nor a slow sensor read to 0.1 at
+its usual values, which it sits at for runs as long as chance gives): a run there is normal
 operation unless it is also far longer than the level's other runs allow (its own chance of
 staying, from their steps, gives fewer than `chance` runs as long), as a pump off for days
 where it is usually off for hours.
@@ -101,7 +102,6 @@ _LEVEL_LONG = "__level_long"
 _LEVEL_STAYS = "__level_stays"
 _LEVEL_USUAL = "__level_usual"
 _USUAL = "__usual"
-_JUDGED_AT = "__judged_at"
 MIN_OTHER_RUNS = 20
 """A device's own share of repeating runs counts when it has this many other runs."""
 MIN_OUTSIDE_PAIRS = 20
@@ -152,36 +152,41 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
     return shared(dataset, ("checked", scope, column, limits, tuple(dataset.sentinels)), build)
 
 
-def stuck_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with whether each reading is in a stuck run (STUCK): what the later
-    checks read. The readings of runs at a rest level are left out: a pump off is neither
-    stuck, nor a jump to and from 0 for spike_check, nor an outlier of its running readings."""
-    return _with_run_flags(dataset, scope, column, config).filter(~pl.col(AT_REST)).drop(AT_REST)
+def stuck_readings(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """The readings of `checked_values` in stuck runs."""
+    return checked_values(dataset, scope, column, config).join(
+        _positions(dataset, scope, column, config, STUCK), on=POSITION, how="semi"
+    )
 
 
 def rest_rows(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """AT_ROW of the readings in runs at a rest level (normal operation, not stuck)."""
-    return _with_run_flags(dataset, scope, column, config).filter(pl.col(AT_REST)).select(AT_ROW)
-
-
-def _with_run_flags(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with STUCK and AT_REST per reading, from the few judged runs: each
-    reading finds the last judged run starting at or before it (a merge of two sorted
-    position columns, not a join of every reading) and lies in it when within its length."""
-    runs = judged_runs(dataset, scope, column, config).select(
-        pl.col(_RUN_AT).alias(_JUDGED_AT), RUN_LENGTH, STUCK, AT_REST
-    )
-    inside = pl.col(POSITION) < pl.col(_JUDGED_AT) + pl.col(RUN_LENGTH)
     return (
         checked_values(dataset, scope, column, config)
-        .with_columns(pl.col(POSITION).set_sorted())
-        .join_asof(runs, left_on=POSITION, right_on=_JUDGED_AT, strategy="backward")
-        .with_columns(
-            (inside & pl.col(STUCK)).fill_null(False).alias(STUCK),
-            (inside & pl.col(AT_REST)).fill_null(False).alias(AT_REST),
-        )
-        .drop(_JUDGED_AT, RUN_LENGTH)
+        .join(_positions(dataset, scope, column, config, AT_REST), on=POSITION, how="semi")
+        .select(AT_ROW)
     )
+
+
+def running_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`checked_values` without the readings of stuck runs and of runs at a rest level: what
+    the later checks judge. A pump off is neither stuck, nor a jump to and from 0 for
+    spike_check, nor an outlier of its running readings."""
+    return checked_values(dataset, scope, column, config).join(
+        _positions(dataset, scope, column, config, None), on=POSITION, how="anti"
+    )
+
+
+def _positions(
+    dataset: Dataset, scope: Scope, column: str, config: Config, flag: str | None
+) -> pl.LazyFrame:
+    """POSITION of each reading in the judged runs with `flag` (STUCK, AT_REST; None: both),
+    from the few runs: a semi or anti join against these finds their readings in one pass."""
+    runs = judged_runs(dataset, scope, column, config)
+    if flag is not None:
+        runs = runs.filter(pl.col(flag))
+    start = pl.col(_RUN_AT)
+    return runs.select(pl.int_ranges(start, start + pl.col(RUN_LENGTH)).explode().alias(POSITION))
 
 
 def judged_runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
@@ -207,7 +212,7 @@ def series_stats(dataset: Dataset, scope: Scope, column: str, config: Config) ->
     settings = config.section(FlatlineCheckConfig)
     key = ("series stats", *_key(dataset, scope, column, config), tuple(settings.excluded))
     kinds = series_table(dataset, settings.excluded)
-    return shared(dataset, key, lambda: _series(_runs(dataset, scope, column, config), kinds))
+    return shared(dataset, key, lambda: _series(_repeats(dataset, scope, column, config), kinds))
 
 
 def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[Any, ...]:
@@ -215,37 +220,43 @@ def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[A
     return (scope, column, range_limits(column, config), tuple(dataset.sentinels), tolerance)
 
 
-def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with, per reading, whether it repeats the one before (within
-    `tolerance`), starts its run, and its run's start position, length, end time and end row."""
+def _repeats(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`checked_values` with SAME: the reading repeats the one before (within `tolerance`)."""
     tolerance = config.section(FlatlineCheckConfig).tolerance
+    same = ((pl.col(X) - pl.col(X).shift()).abs() <= tolerance).fill_null(False)
+    return checked_values(dataset, scope, column, config).with_columns(
+        (same & same_series()).alias(SAME)
+    )
 
-    def build() -> pl.LazyFrame:
-        same = ((pl.col(X) - pl.col(X).shift()).abs() <= tolerance).fill_null(False)
-        run_end = ~pl.col(SAME).shift(-1).fill_null(False)
-        length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
-        return (
-            checked_values(dataset, scope, column, config)
-            .with_columns((same & same_series()).alias(SAME))
-            .with_columns(
-                (~pl.col(SAME)).alias(RUN_START),
-                pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
-                pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
-                pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
-            )
-            .with_columns(length.alias(RUN_LENGTH))
+
+def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`_repeats` with, per reading, whether it starts its run, and its run's start position,
+    length, end time and end row."""
+    run_end = ~pl.col(SAME).shift(-1).fill_null(False)
+    length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
+    return (
+        _repeats(dataset, scope, column, config)
+        .with_columns(
+            (~pl.col(SAME)).alias(RUN_START),
+            pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
+            pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
+            pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
         )
+        .with_columns(length.alias(RUN_LENGTH))
+    )
 
-    return build()
 
-
-def _series(runs: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
-    per_series = runs.group_by(SERIES).agg(
+def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
+    """Per series of `_repeats`: its repeats, runs, value range, and its group's totals."""
+    starts = ~pl.col(SAME)
+    # A run repeats when the reading after its first repeats it (the same series then).
+    repeating = starts & pl.col(SAME).shift(-1).fill_null(False)
+    per_series = repeats.group_by(SERIES).agg(
         pl.col(ENTITY).first().cast(pl.String).alias(KEY),
         pl.col(SAME).sum().alias(_SAME_N),
         (pl.len() - 1).alias(_PAIRS_N),
-        pl.col(RUN_START).sum().alias(_RUNS),
-        (pl.col(RUN_START) & (pl.col(RUN_LENGTH) >= 2)).sum().alias(_REPEATING),
+        starts.sum().alias(_RUNS),
+        repeating.sum().alias(_REPEATING),
         whole(pl.col(X)).alias(_WHOLE),
         pl.col(X).min().alias(_LOW),
         pl.col(X).max().alias(_HIGH),
@@ -302,10 +313,31 @@ def _judged(
     if settings.min_duration_seconds is not None:
         lasts = (pl.col(RUN_END) - pl.col(TIME)).dt.total_seconds() >= settings.min_duration_seconds
         long_enough = long_enough | lasts.fill_null(False)
-    starts = runs.filter(pl.col(RUN_START)).select(
-        SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW
+    columns = [SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW]
+    # Several queries read the run starts: computed once (the projections they push down
+    # differ, so common-plan elimination would not see one plan).
+    starts = runs.filter(pl.col(RUN_START)).cache()
+    candidates = starts.filter(long_enough).select(columns).join(series, on=SERIES, how="left")
+    # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
+    # (off, fully open), with its own chance of staying: all its runs, short ones too.
+    maybe_rest = (
+        candidates.filter(~pl.col(_SKIPPED))
+        .group_by(_GROUP_KEY, X)
+        .agg(pl.len().alias(_LEVEL_LONG))
+        .filter(pl.col(_LEVEL_LONG) >= REST_RUNS)
     )
-    candidates = starts.filter(long_enough).join(series, on=SERIES, how="left")
+    # Only the columns the level's statistics need: most readings start a run.
+    levels = (
+        starts.select(SERIES, X, RUN_LENGTH)
+        .join(maybe_rest.select(X).unique(), on=X, how="semi")
+        .join(series.filter(~pl.col(_SKIPPED)).select(SERIES, _GROUP_KEY), on=SERIES)
+        .join(maybe_rest.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
+        .group_by(_GROUP_KEY, X)
+        .agg(
+            pl.len().alias(_LEVEL_RUNS),
+            (pl.col(RUN_LENGTH) - 1).sum().alias(_LEVEL_STAYS),
+        )
+    )
     inside = length - 1
     # The device's own chance to repeat, when higher than its group's (a slow, coarsely read
     # device repeats more than the fleet): its other runs' share that repeat, or with too few
@@ -324,18 +356,6 @@ def _judged(
     )
     share = pl.max_horizontal(group_share, pl.coalesce(own_runs, own_steps, pl.lit(0.0)))
     beyond_chance = pl.col(_GROUP_PAIRS) * share.pow(inside) < settings.chance
-    # The runs at the candidates' values, over the group: a value many long runs sit at is a
-    # rest level (off, fully open), with its own chance of staying.
-    levels = (
-        starts.join(candidates.select(X).unique(), on=X, how="semi")
-        .join(series.filter(~pl.col(_SKIPPED)).select(SERIES, _GROUP_KEY), on=SERIES)
-        .group_by(_GROUP_KEY, X)
-        .agg(
-            pl.len().alias(_LEVEL_RUNS),
-            (pl.col(RUN_LENGTH) >= settings.min_readings).sum().alias(_LEVEL_LONG),
-            (pl.col(RUN_LENGTH) - 1).sum().alias(_LEVEL_STAYS),
-        )
-    )
     # A run is as long as usual at its level when its level's other runs stay that long often
     # enough: each stays with the share of their steps that stayed (leave-one-out).
     stays = pl.col(_LEVEL_STAYS) - inside
@@ -362,7 +382,6 @@ def _judged(
     unlikely = beyond_chance & ~usual
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
-    columns = [SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW]
     judged = (
         candidates.join(rest_levels, on=[_GROUP_KEY, X], how="left")
         .filter(~pl.col(_SKIPPED))
@@ -377,10 +396,13 @@ def _judged(
     # A short visit to a rest level (a pump off for a few minutes) rests there too.
     short = (
         starts.filter(~long_enough)
+        .select(SERIES, X, _RUN_AT)
         .join(rest_levels.select(X).unique(), on=X, how="semi")
         .join(series, on=SERIES, how="left")
         .join(rest_levels.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
         .filter(~pl.col(_SKIPPED) & ~pl.col(CONSTANT))
+        .select(_RUN_AT)
+        .join(starts.select(columns), on=_RUN_AT)
         .select(*columns, pl.lit(False).alias(STUCK), pl.lit(True).alias(AT_REST))
     )
     return pl.concat([judged, short]).sort(_RUN_AT)
@@ -415,7 +437,7 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
 
     engines: list[Engine] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
-    stuck = {c: stuck_values(dataset, scope, c, config).filter(pl.col(STUCK)) for c in checked}
+    stuck = {c: stuck_readings(dataset, scope, c, config) for c in checked}
     return with_reading_events(plan, dataset, stuck, "stuck")
 
 

@@ -9,12 +9,11 @@ degrees of freedom (the null model of `evidence.py`: real sensors have heavier t
 normal) exceeds with probability `chance / n` for a column with n changes over all its devices
 (about 10.5 for a day of minutes, 15 for 50,000), the device's spread taken as estimated from
 its own changes (about 27 for 200 devices of 20 readings, whose MADs of 19 changes come out a
-third of the true spread now and then). A change across more time than the device's usual step is measured
-from its drift over that time (its median change per usual step, times the steps) and may be
-larger by the square root of the steps (a random walk's growth; sensor noise grows slower).
-That bound keeps the expected number of chance jumps under `chance` at every size, so clean data
-passes, also with heavy-tailed noise. A configured
-`max_rate` per column (change per `rate_unit` of time) flags a jump on its own.
+third of the true spread now and then). A change across more time than the device's usual
+step is measured from its drift over that time (its median change per usual step, times the
+steps) and may be larger by the square root of the steps (a random walk's growth; sensor noise
+grows slower). That bound keeps the expected number of chance jumps under `chance` at every
+size, so clean data passes, also with heavy-tailed noise. A configured `max_rate` per column (change per `rate_unit` of time) flags a jump on its own.
 
 A jump that comes back more than halfway to the reading before it within `return_within`
 readings is a spike (its readings are the spike); one that stays is a step. A jump that lands
@@ -43,11 +42,10 @@ from dq_agent.checks import flatline
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
 from dq_agent.checks.evidence import MAD_EFFICIENCY, MAD_TO_SIGMA, ROBUST_T_SCALE, z_tail
 from dq_agent.checks.flatline import (
-    STUCK,
     FlatlineCheckConfig,
     checked_values,
     range_limits,
-    stuck_values,
+    running_values,
 )
 from dq_agent.checks.series_values import (
     AT_ROW,
@@ -60,7 +58,6 @@ from dq_agent.checks.series_values import (
     settings_for,
     shared,
     value_columns,
-    with_per_series,
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -92,7 +89,6 @@ _USUAL = "__usual"
 _MAD = "__mad"
 _FLOOR = "__floor"
 _MULTIPLE = "__multiple"
-_TOTAL = "__total"
 COVERED = "__covered"
 _JUMPED = "__jumped"
 _LANDED = "__landed"
@@ -123,37 +119,46 @@ class SpikeCheckConfig:
 def jump_values(
     dataset: Dataset, scope: Scope, column: str, config: Config, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
-    """The column's readings (missing, out-of-range and stuck ones left out) in series order,
-    with for each whether a jump starts there (`JUMP`), the spike's width (null for a step) and
-    whether it lies inside or ends an earlier spike (`COVERED`). One shared node per column and
-    settings (`series_values.shared`)."""
-    flat = config.section(FlatlineCheckConfig)
-    leave_stuck = flatline.TOOL in config.selected_checks() and not matches_any(
-        column, flat.excluded
-    )
+    """The column's readings near a jump (within `_context(settings)` readings of one, in
+    series order), with for each whether a jump starts there (`JUMP`), the spike's width (null
+    for a step) and whether it lies inside or ends an earlier spike (`COVERED`): every reading
+    with a JUMP or a WIDTH and the readings a spike spans. Readings far from any jump are left
+    out, so the node stays small. One shared node per column and settings
+    (`series_values.shared`)."""
     key = (
         "jumps",
         scope,
         column,
         range_limits(column, config),
         tuple(dataset.sentinels),
-        repr(flat) if leave_stuck else None,
+        _stuck_key(column, config),
         repr(settings),
     )
+    return shared(
+        dataset,
+        key,
+        lambda: _jumps(spike_input(dataset, scope, column, config), dataset, column, settings),
+    )
 
-    def build() -> pl.LazyFrame:
-        if leave_stuck:
-            values = (
-                stuck_values(dataset, scope, column, config)
-                .filter(~pl.col(STUCK))
-                .select(SERIES, ENTITY, TIME, AT_ROW, X)
-                .with_columns(pl.int_range(pl.len()).alias(POSITION))
-            )
-        else:
-            values = checked_values(dataset, scope, column, config)
-        return _jumps(values, dataset, column, settings)
 
-    return shared(dataset, key, build)
+def spike_input(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """The column's readings spike_check judges, in series order: missing, out-of-range,
+    stuck and resting ones left out (when flatline_check runs and checks the column)."""
+    if _stuck_key(column, config) is None:
+        return checked_values(dataset, scope, column, config)
+    return (
+        running_values(dataset, scope, column, config)
+        .select(SERIES, ENTITY, TIME, AT_ROW, X)
+        .with_columns(pl.int_range(pl.len()).alias(POSITION))
+    )
+
+
+def _stuck_key(column: str, config: Config) -> str | None:
+    """The flat-line settings the input depends on, or None when it leaves no stuck reading out."""
+    flat = config.section(FlatlineCheckConfig)
+    if flatline.TOOL not in config.selected_checks() or matches_any(column, flat.excluded):
+        return None
+    return repr(flat)
 
 
 def _rounding(dataset: Dataset, column: str) -> float:
@@ -167,19 +172,23 @@ def _jumps(
 ) -> pl.LazyFrame:
     d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
     has_time = dataset.roles.timestamp is not None
-    # Per device: a group-by joined back on the (sorted, integer) series number, cheaper than
-    # the same statistics as windows.
+    # Per device: windows over the series number, whose rows are contiguous and sorted (a
+    # fast path: five times cheaper than a group-by joined back).
     per_device = [
-        pl.col(_D).median().alias(_MEDIAN),
-        pl.col(_D).count().alias(_N),
+        pl.col(_D).median().over(SERIES).alias(_MEDIAN),
+        pl.col(_D).count().over(SERIES).alias(_N),
         # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
-        (_rounding(dataset, column) * pl.col(X).abs().max()).alias(_ROUNDING),
-        *([_seconds().median().alias(_USUAL)] if has_time else []),
+        (_rounding(dataset, column) * pl.col(X).abs().max()).over(SERIES).alias(_ROUNDING),
+        *(
+            [pl.when(same_series()).then(_seconds()).median().over(SERIES).alias(_USUAL)]
+            if has_time
+            else []
+        ),
     ]
     dev = (pl.col(_D) - pl.col(_MEDIAN)).abs()
     spreads = [
-        pl.col(_DEV).median().alias(_MAD),
-        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().alias(_FLOOR),
+        pl.col(_DEV).median().over(SERIES).alias(_MAD),
+        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().over(SERIES).alias(_FLOOR),
     ]
     spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR))
     multiple = pl.col(_MULTIPLE)
@@ -192,7 +201,7 @@ def _jumps(
     back = pl.lit(None, dtype=pl.Int32)
     for j in range(settings.return_within, 0, -1):
         returned = ((pl.col(X).shift(-j) - pl.col(_PREVIOUS)).abs() < pl.col(_D).abs() / 2) & (
-            pl.col(SERIES).shift(-j) == pl.col(SERIES)
+            _beside(-j)
         )
         back = pl.when(returned.fill_null(False)).then(pl.lit(j, dtype=pl.Int32)).otherwise(back)
     widest = max_width(settings)
@@ -202,13 +211,13 @@ def _jumps(
     landed = pl.lit(None, dtype=pl.Int32)
     for k in range(widest, 0, -1):
         near = ((pl.col(X) - pl.col(X).shift(k + 1)).abs() < pl.col(_D).abs() / 2) & (
-            pl.col(SERIES).shift(k + 1) == pl.col(SERIES)
+            _beside(k + 1)
         )
         landed = pl.when(near.fill_null(False)).then(pl.lit(k, dtype=pl.Int32)).otherwise(landed)
     # Where such an excursion starts: its width, the widest when several end later.
     excursion = pl.max_horizontal(
         [
-            pl.when(pl.col(_LANDED).shift(-k) == k).then(pl.lit(k, dtype=pl.Int32))
+            pl.when((pl.col(_LANDED).shift(-k) == k) & _beside(-k)).then(pl.lit(k, dtype=pl.Int32))
             for k in range(1, widest + 1)
         ]
     )
@@ -218,22 +227,26 @@ def _jumps(
     for j in range(1, widest + 1):
         earlier = pl.col(WIDTH).shift(j)
         inside = (earlier > j) | ((earlier == j) & pl.col(WIDTH).is_null())
-        covered = covered | inside.fill_null(False)
-    changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
-    per_series = changes.group_by(SERIES).agg(per_device)
-    # The chance is for the whole column: a fleet of 5,000 short series must not make five
-    # chance jumps where one device of 100,000 readings makes none.
-    per_series = (
-        per_series.with_columns(pl.col(_N).sum().alias(_TOTAL))
-        .with_columns(_multiple(settings).alias(_MULTIPLE))
-        .drop(_TOTAL)
+        covered = covered | (inside & _beside(j)).fill_null(False)
+    changes = (
+        values.with_columns(pl.col(SERIES).set_sorted())
+        .with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
+        .with_columns(per_device)
+        .with_columns(dev.alias(_DEV), _multiple(settings).alias(_MULTIPLE))
+        .with_columns(spreads)
     )
-    changes = with_per_series(changes, per_series)
-    changes = changes.with_columns(dev.alias(_DEV))
-    changes = with_per_series(changes, changes.group_by(SERIES).agg(spreads))
+    context = _context(settings)
     return (
         changes.with_columns(spread.alias(_SCALE))
         .with_columns(jump.fill_null(False).alias(_JUMPED))
+        # Jumps are rare: what follows looks at most `context` readings either side of one,
+        # so only those readings go on (the shifts below check they are neighbours).
+        .filter(
+            pl.col(_JUMPED)
+            .cast(pl.UInt8)
+            .rolling_max(window_size=2 * context + 1, center=True, min_samples=1)
+            == 1
+        )
         # A jump that itself comes back (a spike out) is no landing: in a series swinging
         # between two levels, the nearest reading is the spike, not what lies between.
         .with_columns(pl.when(pl.col(_JUMPED) & back.is_null()).then(landed).alias(_LANDED))
@@ -251,6 +264,21 @@ def _jumps(
     )
 
 
+def _beside(lag: int) -> pl.Expr:
+    """True where the reading `lag` rows back (forward for a negative lag) in this frame is the
+    reading `lag` places back in its series: the frame holds only the readings near jumps."""
+    return (pl.col(POSITION).shift(lag) == pl.col(POSITION) - lag) & (
+        pl.col(SERIES).shift(lag) == pl.col(SERIES)
+    )
+
+
+def _context(settings: SpikeCheckConfig) -> int:
+    """How far from a jump its spike, the excursion it ends and the readings it covers reach:
+    an excursion starts up to `max_width` readings before the jump that ends it, which looks
+    one further back, and covers up to `max_width` readings after its start."""
+    return 2 * max_width(settings) + 2
+
+
 def max_width(settings: SpikeCheckConfig) -> int:
     """The most readings one spike spans."""
     return max(settings.return_within, settings.excursion_within)
@@ -260,55 +288,69 @@ def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
     """The multiple of its spread a device's change must exceed: at least `sigma`, and enough
     that n changes from the null model (Student t, 10 degrees of freedom, as for outliers: real
     sensors have heavier tails than the normal) make fewer than `chance` chance jumps in the
-    column (n its changes over every device), the device's spread being estimated from its own
-    changes: a MAD of 19 changes holds about 7 values' worth of information and comes out half
-    the true spread often enough that among 5,000 such devices some do (`evidence.z_tail`).
-    Evaluated on the per-device table, once per bucket of column size and device changes (25%
-    apart: each bucket takes the larger column and the fewer changes)."""
-    return pl.struct(_TOTAL, _N).map_batches(
-        functools.partial(_multiples, chance=settings.chance, sigma=settings.sigma),
-        return_dtype=pl.Float64,
-        is_elementwise=True,
+    column (n its changes over every device: a fleet of 5,000 short series must not make five
+    chance jumps where one device of 100,000 readings makes none), the device's spread being
+    estimated from its own changes (`_N`): a MAD of 19 changes holds about 7 values' worth of
+    information and comes out a third of the true spread often enough that among 5,000 such
+    devices some do (`evidence.z_tail`). Worked out once per column for the buckets of device
+    changes it has (`_CHANGES_GRID`), then picked per reading."""
+    counts = pl.struct(
+        pl.col(_D).count().alias("total"),
+        pl.col(_N).min().alias("low"),
+        pl.col(_N).max().alias("high"),
     )
-
-
-def _multiples(pairs: pl.Series, chance: float, sigma: float) -> pl.Series:
-    """`_multiple` for each (column changes, device changes) pair: one search per bucket."""
-    frame = pairs.struct.unnest()
-    totals = pl.Series(_N_GRID, dtype=pl.Float64)
-    changes = pl.Series(_CHANGES_GRID, dtype=pl.Float64)
-    at_total = totals.search_sorted(frame[_TOTAL].cast(pl.Float64), side="left")
-    # The grid value at or below: fewer changes, a less certain spread, a larger multiple.
-    at_changes = changes.search_sorted(frame[_N].cast(pl.Float64), side="right").cast(pl.Int64) - 1
-    keys = pl.DataFrame(
-        {
-            "total": totals.gather(at_total.clip(upper_bound=len(_N_GRID) - 1)),
-            "changes": changes.gather(at_changes.clip(lower_bound=0)),
-        }
+    table = counts.map_batches(
+        functools.partial(
+            _multiples,
+            chance=settings.chance,
+            sigma=settings.sigma,
+            fewest=settings.min_series_readings - 1,
+        ),
+        return_dtype=pl.List(pl.Float64),
+        returns_scalar=True,
     )
-    table = keys.unique()
-    table = table.with_columns(
-        pl.Series(
-            "multiple",
-            [_multiple_for(t, c, chance, sigma) for t, c in table.iter_rows()],
-            dtype=pl.Float64,
-        )
-    )
-    return keys.join(table, on=["total", "changes"], how="left", maintain_order="left")["multiple"]
+    return table.explode().gather(_changes_bucket(pl.col(_N)))
 
 
-# Upper ends of the column-size buckets, 25% apart, ending at 10 ** _MAX_LOG_N; and the device
-# change counts at which a bucket starts, 25% apart up to where a MAD counts as a known spread
-# (`evidence`: 5,000 values' worth), then infinity.
+def _changes_bucket(n: pl.Expr) -> pl.Expr:
+    """The bucket of `_CHANGES_GRID` a device with n changes falls in: the grid value at or
+    below n (fewer changes, a less certain spread, a larger multiple)."""
+    index = (n.cast(pl.Float64).clip(lower_bound=1.0).log() / math.log(_CHANGES_STEP)).floor()
+    return index.cast(pl.Int64).clip(0, len(_CHANGES_GRID) - 1)
+
+
+def _multiples(counts: pl.Series, chance: float, sigma: float, fewest: int) -> pl.Series:
+    """The multiple for each bucket of device changes of one column (`_multiple`), worked out
+    for the buckets its devices fall in (0.0 for the others, which no reading picks)."""
+    total, low, high = counts.struct.unnest().row(0)
+    n = next((upper for upper in _N_GRID if upper >= (total or 0)), _N_GRID[-1])
+    first = _bucket(max(low or 0, fewest))
+    last = _bucket(high or 0)
+    row = [
+        _multiple_for(n, changes, chance, sigma) if first <= i <= last else 0.0
+        for i, changes in enumerate(_CHANGES_GRID)
+    ]
+    return pl.Series([row], dtype=pl.List(pl.Float64))
+
+
+def _bucket(n: int) -> int:
+    """`_changes_bucket` for one number, in Python."""
+    index = math.floor(math.log(max(n, 1)) / math.log(_CHANGES_STEP))
+    return min(max(index, 0), len(_CHANGES_GRID) - 1)
+
+
+# Upper ends of the column-size buckets, 25% apart, ending at 10 ** _MAX_LOG_N: a bucket's
+# multiple is that of its largest n.
 _MAX_LOG_N = 10
 _N_GRID = (
     *sorted({int(1.25**i) + 1 for i in range(int(_MAX_LOG_N / math.log10(1.25)))}),
     10**_MAX_LOG_N,
 )
-_CHANGES_GRID = (
-    *sorted({int(1.25**i) for i in range(int(math.log(5000 / MAD_EFFICIENCY, 1.25)) + 1)}),
-    math.inf,
-)
+# Device change counts at which a bucket starts, 25% apart up to where a MAD counts as a known
+# spread (`evidence`: 5,000 values' worth), then infinity.
+_CHANGES_STEP = 1.25
+_KNOWN_BUCKET = math.ceil(math.log(5000 / MAD_EFFICIENCY) / math.log(_CHANGES_STEP))
+_CHANGES_GRID = (*[_CHANGES_STEP**i for i in range(_KNOWN_BUCKET)], math.inf)
 
 
 @functools.cache
@@ -370,7 +412,8 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     queries: list[pl.LazyFrame] = []
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
-        queries += [_stats(jumps, settings), _events(jumps, settings)]
+        values = spike_input(dataset, scope, column, config)
+        queries += [_stats(values, settings), _events(jumps, settings)]
     has_time = dataset.roles.timestamp is not None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -406,13 +449,13 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
-    per_series = jumps.group_by(SERIES).agg(pl.len().alias("readings"))
+def _stats(values: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
+    per_series = values.group_by(SERIES).agg(pl.len().alias("readings"))
     short = per_series.select(
         (pl.col("readings") < settings.min_series_readings).sum().alias("short_series"),
         pl.len().alias("series"),
     )
-    return jumps.select(pl.len().alias("values")).join(short, how="cross")
+    return values.select(pl.len().alias("values")).join(short, how="cross")
 
 
 def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
