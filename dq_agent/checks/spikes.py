@@ -13,7 +13,8 @@ third of the true spread now and then). A change across more time than the devic
 step is measured from its drift over that time (its median change per usual step, times the
 steps) and may be larger by the square root of the steps (a random walk's growth; sensor noise
 grows slower). That bound keeps the expected number of chance jumps under `chance` at every
-size, so clean data passes, also with heavy-tailed noise. A configured `max_rate` per column (change per `rate_unit` of time) flags a jump on its own.
+size, so clean data passes, also with heavy-tailed noise. A configured `max_rate` per column
+(change per `rate_unit` of time) flags a jump on its own.
 
 A jump that comes back more than halfway to the reading before it within `return_within`
 readings is a spike (its readings are the spike); one that stays is a step. A jump that lands
