@@ -56,6 +56,7 @@ from dq_agent.checks.series_values import (
     TIME,
     X,
     matches_any,
+    ordered_values,
     same_series,
     shared,
     value_columns,
@@ -138,12 +139,15 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
     limits = range_limits(column, config)
 
     def build() -> pl.LazyFrame:
-        values = leveled_values(dataset, scope, column, limits)
+        # Without limits nothing else reads the column's levels: no copy of them is made.
+        if limits is None:
+            values = ordered_values(dataset, scope, column)
+        else:
+            values = leveled_values(dataset, scope, column, limits)
+            values = values.filter(pl.col(LEVEL) == GOOD).drop(LEVEL)
         if dataset.roles.timestamp is not None:
             values = values.filter(pl.col(TIME).is_not_null())
-        if limits is not None:
-            values = values.filter(pl.col(LEVEL) == GOOD)
-        return values.drop(POSITION, LEVEL).with_columns(pl.int_range(pl.len()).alias(POSITION))
+        return values.drop(POSITION).with_columns(pl.int_range(pl.len()).alias(POSITION))
 
     return shared(dataset, ("checked", scope, column, limits, tuple(dataset.sentinels)), build)
 
