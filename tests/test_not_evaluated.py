@@ -8,6 +8,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import polars as pl
 from typer.testing import CliRunner, Result
 
 from dq_agent.cli import app
@@ -38,9 +39,7 @@ def test_a_micro_batch_reports_what_it_could_not_judge(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     statuses = {name: check["status"] for name, check in report["checks"].items()}
-    assert [name for name, status in statuses.items() if status == "skipped"] == list(
-        NOT_EVALUATED
-    )
+    assert [name for name, status in statuses.items() if status == "skipped"] == list(NOT_EVALUATED)
     for name in NOT_EVALUATED:
         summary = report["checks"][name]["summary"]
         assert summary.startswith("not evaluated: "), (name, summary)
@@ -74,3 +73,37 @@ def test_a_micro_batch_reports_what_it_could_not_judge(tmp_path: Path) -> None:
         if case.find("skipped") is not None
     ]
     assert skipped == list(NOT_EVALUATED)
+
+
+def test_the_flag_file_marks_what_no_value_check_judged_as_not_evaluated(tmp_path: Path) -> None:
+    # Pump 1 sends three readings (a micro-batch: too few for flat line and spike); pump 2
+    # sends 60, which both judge. rel_humidity has unit limits (0-100%), so range_check judges
+    # every reading of it, and the -5 is suspect; the -999 is missing.
+    rows = [[minute(i), "pump-1", 21.5 + i / 10, 50.0] for i in range(3)]
+    rows += [[minute(i), "pump-2", 20.0 + (i % 7) / 10, 40.0 + (i % 5) / 10] for i in range(60)]
+    rows[1][3] = -5.0
+    rows[10][2] = -999
+    header = ["timestamp", "device_id", "temp", "rel_humidity"]
+    data = write_csv(tmp_path / "mixed.csv", header, rows)
+    out = tmp_path / "flags.parquet"
+    result = _inspect(str(data), "-f", "json", "--flags", str(out))
+    # Exit 0 or 1 by the verdict, which does not matter here.
+    assert result.exit_code in (0, 1), result.stderr
+    flags = pl.read_parquet(out)
+    by_device = {
+        (device, column): dict(
+            flags.filter(pl.col("device_id") == device).group_by(f"{column}_flag").len().iter_rows()
+        )
+        for device in ("pump-1", "pump-2")
+        for column in ("temp", "rel_humidity")
+    }
+    assert by_device == {
+        ("pump-1", "temp"): {2: 3},
+        ("pump-1", "rel_humidity"): {1: 2, 3: 1},
+        ("pump-2", "temp"): {1: 59, 9: 1},
+        ("pump-2", "rel_humidity"): {1: 60},
+    }
+    # A reading nothing judged names no check: it was not flagged, only not evaluated.
+    assert flags.filter(pl.col("temp_flag") == 2)["temp_check"].to_list() == [None] * 3
+    # Readings flagged 2 are no problem: only the suspect and the missing reading are counted.
+    assert "2 flagged readings" in result.stderr

@@ -392,8 +392,6 @@ SPEC = CheckSpec(
 def _stats(runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig) -> pl.LazyFrame:
     kept = ~pl.col(_SKIPPED)
     constant = pl.col(_GROUP_KEY).filter(pl.col(CONSTANT)).unique()
-    readings = pl.col(_PAIRS_N) + 1
-    varying = kept if settings.flag_constant_columns else kept & ~pl.col(CONSTANT)
     return runs.select(
         pl.len().alias("values"),
         pl.col(STUCK).sum().alias("stuck_readings"),
@@ -410,11 +408,29 @@ def _stats(runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConf
             pl.col(STATE).sum().alias("state_series"),
             pl.col(EXCLUDED).sum().alias("excluded_series"),
             # The series that could hold a stuck run at all: none means nothing was judged.
-            (varying & (readings >= shortest_run(settings))).sum().alias("judged_series"),
-            readings.filter(varying).max().alias("longest_series"),
+            _can_hold_a_run(settings).sum().alias("judged_series"),
+            (pl.col(_PAIRS_N) + 1).filter(_varying(settings)).max().alias("longest_series"),
         ),
         how="cross",
     )
+
+
+def judged_series(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """SERIES of the column's series flatline_check judges (for the flag file's "not
+    evaluated"): not a state, not excluded, varying (unless `flag_constant_columns`), and
+    with enough readings to hold a stuck run."""
+    settings = config.section(FlatlineCheckConfig)
+    stats = series_stats(dataset, scope, column, config)
+    return stats.filter(_can_hold_a_run(settings)).select(SERIES)
+
+
+def _varying(settings: FlatlineCheckConfig) -> pl.Expr:
+    kept = ~pl.col(_SKIPPED)
+    return kept if settings.flag_constant_columns else kept & ~pl.col(CONSTANT)
+
+
+def _can_hold_a_run(settings: FlatlineCheckConfig) -> pl.Expr:
+    return _varying(settings) & (pl.col(_PAIRS_N) + 1 >= shortest_run(settings))
 
 
 def shortest_run(settings: FlatlineCheckConfig) -> int:

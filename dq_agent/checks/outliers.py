@@ -28,6 +28,7 @@ that keeps only the outliers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -1058,7 +1059,9 @@ def _summary(dataset: Dataset, columns: dict[str, dict[str, Any]], metrics: dict
     significant = metrics["significant_groups"]
     if significant:
         verdict = f"{plural(significant, 'group')} beyond chance"
-    elif total >= expected or expected < 1:
+    elif total >= expected - 2 * math.sqrt(expected):
+        # As many as clean data shows, give or take two Poisson sigmas: 0 where about 1 is
+        # expected is chance too; 0 where 1,100 are is said.
         verdict = f"within chance (clean data shows {_about(expected)})"
     else:
         verdict = f"fewer than clean data shows by chance ({_about(expected)})"

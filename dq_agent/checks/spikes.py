@@ -324,15 +324,16 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     queries: list[pl.LazyFrame] = []
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
-        queries += [_stats(jumps, settings), _events(jumps, settings)]
+        rated = _rated(dataset, column, settings)
+        queries += [_stats(jumps, settings, rated), _events(jumps, settings)]
     has_time = dataset.roles.timestamp is not None
     # Columns a configured max_rate judges on any two readings, however short the series.
-    rated = {c for c in checked if has_time and settings_for(c, settings.max_rate) is not None}
+    rated_columns = {c for c in checked if _rated(dataset, c, settings)}
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         pairs = zip(frames[::2], frames[1::2], strict=True)
         frames_by_column = dict(zip(checked, pairs, strict=True))
-        return _result(frames_by_column, columns, settings, has_time, rated)
+        return _result(frames_by_column, columns, settings, has_time, rated_columns)
 
     engines: list[Engine] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
@@ -363,12 +364,39 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
+def judged_series(
+    dataset: Dataset, scope: Scope, column: str, config: Config, settings: SpikeCheckConfig
+) -> pl.LazyFrame:
+    """SERIES of the column's series spike_check judges (for the flag file's "not evaluated"):
+    long enough for a spread of their own, or any two readings under a max_rate."""
+    least = least_readings(settings, _rated(dataset, column, settings))
+    return (
+        jump_values(dataset, scope, column, config, settings)
+        .group_by(SERIES)
+        .agg(pl.len().alias("readings"))
+        .filter(pl.col("readings") >= least)
+        .select(SERIES)
+    )
+
+
+def least_readings(settings: SpikeCheckConfig, rated: bool) -> int:
+    """The fewest readings of a series spike_check judges: `min_series_readings` for a spread
+    of its changes; 2 under a configured max_rate."""
+    return 2 if rated else settings.min_series_readings
+
+
+def _rated(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> bool:
+    """A configured max_rate judges the column (it needs the time between readings)."""
+    has_time = dataset.roles.timestamp is not None
+    return has_time and settings_for(column, settings.max_rate) is not None
+
+
+def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig, rated: bool) -> pl.LazyFrame:
     per_series = jumps.group_by(SERIES).agg(pl.len().alias("readings"))
     short = per_series.select(
         (pl.col("readings") < settings.min_series_readings).sum().alias("short_series"),
         pl.len().alias("series"),
-        (pl.col("readings") >= 2).sum().alias("paired_series"),
+        (pl.col("readings") >= least_readings(settings, rated)).sum().alias("judged_series"),
         pl.col("readings").max().alias("longest_series"),
     )
     return jumps.select(pl.len().alias("values")).join(short, how="cross")
@@ -430,11 +458,7 @@ def _result(
             "step_count": steps.height,
             "series_too_short": int(stats["short_series"]),
             # A series is judged by its own spread when long enough; by max_rate when set.
-            "judged_series": int(
-                stats["paired_series"]
-                if column in rated
-                else stats["series"] - stats["short_series"]
-            ),
+            "judged_series": int(stats["judged_series"]),
             "longest_series": None
             if stats["longest_series"] is None
             else int(stats["longest_series"]),
