@@ -308,3 +308,12 @@ def test_devices_too_short_for_a_spread_are_said(tmp_path: Path) -> None:
         "(spike_check.min_series_readings, or a max_rate)"
     )
     assert result.metrics["series_not_judged"] == 1
+
+
+def test_one_reading_a_device_is_not_evaluated_even_under_a_max_rate(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "one.csv", HEADER, [[minute(0), d, 20.0] for d in ("a", "b")])
+    config = Config()
+    config.spike_check.max_rate = {"temp": 1.0}
+    result = run_check(plan_spike_check, path, config)
+    assert result.status is Status.SKIPPED
+    assert result.summary == "not evaluated: no device has two readings in a column to compare"

@@ -524,13 +524,14 @@ def _result(
     )
     if not any(m["judged_series"] for m in per_column.values()):
         # No change was judged: not a pass (README "Not evaluated").
-        return CheckResult(TOOL, Status.SKIPPED, _not_evaluated(metrics, settings), metrics)
+        reason = _not_evaluated(metrics, settings, bool(rated & set(per_column)))
+        return CheckResult(TOOL, Status.SKIPPED, reason, metrics)
     return CheckResult(
         TOOL, worst_status(statuses), _summary(metrics, settings), metrics, findings[:MAX_FINDINGS]
     )
 
 
-def _not_evaluated(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
+def _not_evaluated(metrics: dict[str, Any], settings: SpikeCheckConfig, rated: bool) -> str:
     """Why no change was judged, and what makes one judgeable."""
     if not metrics["columns"]:
         if metrics["excluded_columns"]:
@@ -545,6 +546,8 @@ def _not_evaluated(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
     longest = max((m["longest_series"] or 0 for m in metrics["columns"].values()), default=0)
     if not longest:
         return "not evaluated: no readings left to judge (missing, out of range or stuck)"
+    if rated:
+        return "not evaluated: no device has two readings in a column to compare"
     return (
         f"not evaluated: no device has the {settings.min_series_readings} readings its spread of "
         f"changes needs in a column (the most: {longest}; spike_check.min_series_readings), and "
