@@ -98,7 +98,6 @@ _LEVEL_LONG = "__level_long"
 _LEVEL_STAYS = "__level_stays"
 _LEVEL_USUAL = "__level_usual"
 _USUAL = "__usual"
-_JUDGED_AT = "__judged_at"
 MIN_OTHER_RUNS = 20
 """A device's own share of repeating runs counts when it has this many other runs."""
 MIN_OUTSIDE_PAIRS = 20
@@ -148,36 +147,41 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
     return shared(dataset, ("checked", scope, column, limits, tuple(dataset.sentinels)), build)
 
 
-def stuck_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with whether each reading is in a stuck run (STUCK): what the later
-    checks read. The readings of runs at a rest level are left out: a pump off is neither
-    stuck, nor a jump to and from 0 for spike_check, nor an outlier of its running readings."""
-    return _with_run_flags(dataset, scope, column, config).filter(~pl.col(AT_REST)).drop(AT_REST)
+def stuck_readings(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """The readings of `checked_values` in stuck runs."""
+    return checked_values(dataset, scope, column, config).join(
+        _positions(dataset, scope, column, config, STUCK), on=POSITION, how="semi"
+    )
 
 
 def rest_rows(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """AT_ROW of the readings in runs at a rest level (normal operation, not stuck)."""
-    return _with_run_flags(dataset, scope, column, config).filter(pl.col(AT_REST)).select(AT_ROW)
-
-
-def _with_run_flags(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with STUCK and AT_REST per reading, from the few judged runs: each
-    reading finds the last judged run starting at or before it (a merge of two sorted
-    position columns, not a join of every reading) and lies in it when within its length."""
-    runs = judged_runs(dataset, scope, column, config).select(
-        pl.col(_RUN_AT).alias(_JUDGED_AT), RUN_LENGTH, STUCK, AT_REST
-    )
-    inside = pl.col(POSITION) < pl.col(_JUDGED_AT) + pl.col(RUN_LENGTH)
     return (
         checked_values(dataset, scope, column, config)
-        .with_columns(pl.col(POSITION).set_sorted())
-        .join_asof(runs, left_on=POSITION, right_on=_JUDGED_AT, strategy="backward")
-        .with_columns(
-            (inside & pl.col(STUCK)).fill_null(False).alias(STUCK),
-            (inside & pl.col(AT_REST)).fill_null(False).alias(AT_REST),
-        )
-        .drop(_JUDGED_AT, RUN_LENGTH)
+        .join(_positions(dataset, scope, column, config, AT_REST), on=POSITION, how="semi")
+        .select(AT_ROW)
     )
+
+
+def running_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`checked_values` without the readings of stuck runs and of runs at a rest level: what
+    the later checks judge. A pump off is neither stuck, nor a jump to and from 0 for
+    spike_check, nor an outlier of its running readings."""
+    return checked_values(dataset, scope, column, config).join(
+        _positions(dataset, scope, column, config, None), on=POSITION, how="anti"
+    )
+
+
+def _positions(
+    dataset: Dataset, scope: Scope, column: str, config: Config, flag: str | None
+) -> pl.LazyFrame:
+    """POSITION of each reading in the judged runs with `flag` (STUCK, AT_REST; None: both),
+    from the few runs: a semi or anti join against these finds their readings in one pass."""
+    runs = judged_runs(dataset, scope, column, config)
+    if flag is not None:
+        runs = runs.filter(pl.col(flag))
+    start = pl.col(_RUN_AT)
+    return runs.select(pl.int_ranges(start, start + pl.col(RUN_LENGTH)).explode().alias(POSITION))
 
 
 def judged_runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
@@ -423,7 +427,7 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
 
     engines: list[Engine] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
-    stuck = {c: stuck_values(dataset, scope, c, config).filter(pl.col(STUCK)) for c in checked}
+    stuck = {c: stuck_readings(dataset, scope, c, config) for c in checked}
     return with_reading_events(plan, dataset, stuck, "stuck")
 
 

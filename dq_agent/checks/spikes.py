@@ -41,11 +41,10 @@ from dq_agent.checks import flatline
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
 from dq_agent.checks.evidence import MAD_TO_SIGMA, ROBUST_T_SCALE, t_tail
 from dq_agent.checks.flatline import (
-    STUCK,
     FlatlineCheckConfig,
     checked_values,
     range_limits,
-    stuck_values,
+    running_values,
 )
 from dq_agent.checks.series_values import (
     AT_ROW,
@@ -58,7 +57,6 @@ from dq_agent.checks.series_values import (
     settings_for,
     shared,
     value_columns,
-    with_per_series,
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -87,7 +85,6 @@ _USUAL = "__usual"
 _MAD = "__mad"
 _FLOOR = "__floor"
 _MULTIPLE = "__multiple"
-_TOTAL = "__total"
 COVERED = "__covered"
 _JUMPED = "__jumped"
 _LANDED = "__landed"
@@ -146,8 +143,7 @@ def spike_input(dataset: Dataset, scope: Scope, column: str, config: Config) -> 
     if _stuck_key(column, config) is None:
         return checked_values(dataset, scope, column, config)
     return (
-        stuck_values(dataset, scope, column, config)
-        .filter(~pl.col(STUCK))
+        running_values(dataset, scope, column, config)
         .select(SERIES, ENTITY, TIME, AT_ROW, X)
         .with_columns(pl.int_range(pl.len()).alias(POSITION))
     )
@@ -166,19 +162,26 @@ def _jumps(
 ) -> pl.LazyFrame:
     d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
     has_time = dataset.roles.timestamp is not None
-    # Per device: a group-by joined back on the (sorted, integer) series number, cheaper than
-    # the same statistics as windows.
+    # Per device: windows over the series number, whose rows are contiguous and sorted (a
+    # fast path: five times cheaper than a group-by joined back).
     per_device = [
-        pl.col(_D).median().alias(_MEDIAN),
-        pl.col(_D).count().alias(_N),
+        pl.col(_D).median().over(SERIES).alias(_MEDIAN),
+        pl.col(_D).count().over(SERIES).alias(_N),
         # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
-        (ROUNDING * pl.col(X).abs().max()).alias(_ROUNDING),
-        *([_seconds().median().alias(_USUAL)] if has_time else []),
+        (ROUNDING * pl.col(X).abs().max()).over(SERIES).alias(_ROUNDING),
+        *(
+            [pl.when(same_series()).then(_seconds()).median().over(SERIES).alias(_USUAL)]
+            if has_time
+            else []
+        ),
+        # The chance is for the whole column: a fleet of 5,000 short series must not make five
+        # chance jumps where one device of 100,000 readings makes none.
+        _multiple(pl.col(_D).count(), settings).alias(_MULTIPLE),
     ]
     dev = (pl.col(_D) - pl.col(_MEDIAN)).abs()
     spreads = [
-        pl.col(_DEV).median().alias(_MAD),
-        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().alias(_FLOOR),
+        pl.col(_DEV).median().over(SERIES).alias(_MAD),
+        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().over(SERIES).alias(_FLOOR),
     ]
     spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR))
     multiple = pl.col(_MULTIPLE)
@@ -218,18 +221,13 @@ def _jumps(
         earlier = pl.col(WIDTH).shift(j)
         inside = (earlier > j) | ((earlier == j) & pl.col(WIDTH).is_null())
         covered = covered | (inside & _beside(j)).fill_null(False)
-    changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
-    per_series = changes.group_by(SERIES).agg(per_device)
-    # The chance is for the whole column: a fleet of 5,000 short series must not make five
-    # chance jumps where one device of 100,000 readings makes none.
-    per_series = (
-        per_series.with_columns(pl.col(_N).sum().alias(_TOTAL))
-        .with_columns(_multiple(settings).alias(_MULTIPLE))
-        .drop(_TOTAL)
+    changes = (
+        values.with_columns(pl.col(SERIES).set_sorted())
+        .with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
+        .with_columns(per_device)
+        .with_columns(dev.alias(_DEV))
+        .with_columns(spreads)
     )
-    changes = with_per_series(changes, per_series)
-    changes = changes.with_columns(dev.alias(_DEV))
-    changes = with_per_series(changes, changes.group_by(SERIES).agg(spreads))
     context = _context(settings)
     return (
         changes.with_columns(spread.alias(_SCALE))
@@ -279,16 +277,16 @@ def max_width(settings: SpikeCheckConfig) -> int:
     return max(settings.return_within, settings.excursion_within)
 
 
-def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
+def _multiple(total: pl.Expr, settings: SpikeCheckConfig) -> pl.Expr:
     """The multiple of its spread a device's change must exceed: at least `sigma`, and enough
     that n changes from the null model (Student t, 10 degrees of freedom, as for
     outliers: real sensors have heavier tails than the normal) makes fewer than `chance` chance
-    jumps in the column (n its changes over every device). Evaluated on the per-device table
-    (a few hundred rows), from a grid of n."""
+    jumps in the column (n, `total`: its changes over every device). Evaluated once on that
+    count (an aggregate), from a grid of n."""
     expr: pl.Expr = pl.lit(_multiple_for(10.0**_MAX_LOG_N, settings.chance, settings.sigma))
     for upper in reversed(_N_GRID):
         expr = (
-            pl.when(pl.col(_TOTAL) <= upper)
+            pl.when(total <= upper)
             .then(pl.lit(_multiple_for(upper, settings.chance, settings.sigma)))
             .otherwise(expr)
         )
