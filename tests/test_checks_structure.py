@@ -283,7 +283,9 @@ def test_constant_columns(tmp_path: Path) -> None:
     assert result.status is Status.PASS
     (finding,) = result.findings
     assert finding.severity is Status.PASS
-    assert finding.what == "gain never varies (one value throughout: a setpoint or a constant)"
+    assert finding.what == (
+        "1 value column never varies (one value throughout: a setpoint or a constant): gain"
+    )
     assert finding.examples == [{"column": "gain", "value": "1.0"}]
     assert result.summary == (
         "no structural problems in 6 columns, 6 rows (noted: gain never varies)"

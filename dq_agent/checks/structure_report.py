@@ -371,7 +371,8 @@ class StructureReport:
             verb = "never varies" if len(constant) == 1 else "never vary"
             self._flag(
                 Finding(
-                    what=f"{names} {verb} (one value throughout: a setpoint or a constant)",
+                    what=f"{plural(len(constant), 'value column')} {verb} (one value "
+                    f"throughout: a setpoint or a constant): {names}",
                     count=len(constant),
                     severity=Status.PASS,
                     column=next(iter(constant)) if len(constant) == 1 else None,
