@@ -17,8 +17,9 @@ The group is the column in the wide layout and the measured quantity in a long l
 states (integer codes, as the loader leaves out of the wide layout's values) and series named
 by `excluded` are not checked.
 
-A rest level is a value at least REST_RUNS other long runs of the group sit at (a pump's 0.0
-while off, a valve pinned at 100 %): a run there is normal operation unless it is also far
+A rest level is a value at least REST_RUNS other long runs of the group sit at, each as long
+as usual there (a pump's 0.0 while off, a valve pinned at 100 %; several sensors frozen at an
+ordinary value make none): a run there is normal operation unless it is also far
 longer than the level's other runs allow (its own chance of staying, from their steps, gives
 fewer than `chance` runs as long), as a pump off for days where it is usually off for hours.
 

@@ -342,7 +342,10 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
             pl.col(_step(i)).fill_null(False).cum_sum().alias(_segment(i)),
         )
     )
-    rows = _on_one_level(rows, len(columns), config.section(OutlierCheckConfig).min_group_size)
+    stepping = [i for i, name in enumerate(columns) if _can_step(name, config)]
+    rows = _on_one_level(
+        rows, len(columns), stepping, config.section(OutlierCheckConfig).min_group_size
+    )
     return (
         rows
         # Distances from the mean of the two readings before and of the two after: columns of
@@ -396,9 +399,9 @@ def _rest(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.LazyF
 def _steps(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.LazyFrame:
     """AT_ROW of the first reading after each step that spike_check reports (a jump that does
     not come back), when spike_check runs and checks the column."""
-    settings = config.section(spikes.SpikeCheckConfig)
-    if spikes.TOOL not in config.selected_checks() or matches_any(name, settings.excluded):
+    if not _can_step(name, config):
         return pl.LazyFrame(schema={AT_ROW: pl.Int64})
+    settings = config.section(spikes.SpikeCheckConfig)
     return (
         spikes.jump_values(dataset, scope, name, config, settings)
         .filter(pl.col(spikes.JUMP) & pl.col(spikes.WIDTH).is_null() & ~pl.col(spikes.COVERED))
@@ -406,19 +409,34 @@ def _steps(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.Lazy
     )
 
 
-def _on_one_level(rows: pl.LazyFrame, count: int, min_readings: int) -> pl.LazyFrame:
+def _can_step(name: str, config: Config) -> bool:
+    """Whether spike_check runs and checks the column: only then can it report a step."""
+    settings = config.section(spikes.SpikeCheckConfig)
+    return spikes.TOOL in config.selected_checks() and not matches_any(name, settings.excluded)
+
+
+def _on_one_level(
+    rows: pl.LazyFrame, count: int, stepping: Sequence[int], min_readings: int
+) -> pl.LazyFrame:
     """Each reading's level (`_level`): the median of its segment between the persisting
     steps spike_check found, on a series with such a step, when the segment holds at least
     `min_readings` readings (a level that lasts); null elsewhere. A few readings between a step
-    up and one back are an excursion, judged against the series as before."""
+    up and one back are an excursion, judged against the series as before. Only the columns
+    in `stepping` can have a step: the others' windows are not computed."""
+    none = [
+        pl.lit(None, dtype=pl.Float64).alias(_level(i)) for i in range(count) if i not in stepping
+    ]
     return rows.with_columns(
-        pl.when(
-            pl.col(_step(i)).any().over(SERIES)
-            & (pl.col(_x(i)).count().over(SERIES, _segment(i)) >= min_readings)
-        )
-        .then(pl.col(_x(i)).median().over(SERIES, _segment(i)))
-        .alias(_level(i))
-        for i in range(count)
+        *none,
+        *(
+            pl.when(
+                pl.col(_step(i)).any().over(SERIES)
+                & (pl.col(_x(i)).count().over(SERIES, _segment(i)) >= min_readings)
+            )
+            .then(pl.col(_x(i)).median().over(SERIES, _segment(i)))
+            .alias(_level(i))
+            for i in stepping
+        ),
     ).drop(*[c for i in range(count) for c in (_segment(i), _step(i))])
 
 
