@@ -4,7 +4,8 @@ A ported check is a `PortableBuild`: given an engine, a dataset, its config and 
 returns a `PortablePlan` whose queries are Narwhals lazy frames over the engine's rows, and a
 `finish` that turns their results (Polars DataFrames in the dataset's dtypes, whatever the
 engine) into a `CheckResult`. `on_polars` makes it the `CheckPlan` the runner collects with
-every other check's queries (the production path); `run_portable` runs it on any engine.
+every other check's queries (the production path); `run_portable` runs it on any engine, and
+`on_engine` makes that a plan function too (a caller's Spark DataFrame: `dq_agent.inspect`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import polars as pl
 
 from dq_agent.checks.base import CheckPlan, Scope
 from dq_agent.checks.base import Engine as _PolarsEngines
+from dq_agent.checks.spec import PlanFunction
 from dq_agent.engines import POLARS, Engine
 from dq_agent.engines.base import Frame, normalised
 from dq_agent.load import Dataset
@@ -45,6 +47,10 @@ class PortablePlan:
 
 PortableBuild = Callable[[Engine, Dataset, "Config", Scope], PortablePlan]
 
+# Each ported check's build, by the plan function `on_polars` made of it (a catalogue entry's
+# `plan`): how a run on another engine finds it.
+_BUILDS: dict[PlanFunction, PortableBuild] = {}
+
 
 def on_polars(build: PortableBuild) -> Callable[[Dataset, Config, Scope], CheckPlan]:
     """The check's plan function on the Polars engine: its queries as Polars queries, which
@@ -64,7 +70,32 @@ def on_polars(build: PortableBuild) -> Callable[[Dataset, Config, Scope], CheckP
     # where check names are spelled, tracebacks).
     plan.__module__ = build.__module__
     plan.__qualname__ = plan.__name__ = build.__name__.replace("build_", "plan_", 1)
+    _BUILDS[plan] = build
     return plan
+
+
+def is_portable(plan: PlanFunction) -> bool:
+    """Whether the check whose plan function this is runs on every engine (`on_polars`)."""
+    return plan in _BUILDS
+
+
+def on_engine(plan: PlanFunction, engine: Engine) -> PlanFunction:
+    """A ported check's plan function (`is_portable`) running on `engine`: its plan has no
+    Polars query; its finish collects the check's queries on the engine and finishes them, so
+    the runner, the tools and their timing take it as they take every check."""
+    build = _BUILDS[plan]
+
+    def on(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+        with _building(engine):
+            portable = build(engine, dataset, config, scope)
+
+        def finish(_: list[pl.DataFrame]) -> CheckResult:
+            return portable.finish(engine.collect(portable.queries, dataset))
+
+        return CheckPlan(portable.tool, [], finish)
+
+    on.__module__, on.__qualname__, on.__name__ = plan.__module__, plan.__qualname__, plan.__name__
+    return on
 
 
 def run_portable(

@@ -30,7 +30,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import FILE_ROW, ROW, Scope, entity_key
-from dq_agent.engines.base import Frame, in_series, normalised
+from dq_agent.engines.base import Frame, entity_key_expr, in_series, normalised
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
@@ -93,12 +93,29 @@ class SparkEngine:
         self._names = itertools.count()
         self._folder: Path | None = None
 
-    def adopt(self, dataset: Dataset, frame: Any) -> None:
-        """Run `dataset`'s queries on `frame`, the caller's Spark DataFrame its rows came from,
-        instead of handing its Polars frame over. Its columns must be those of the normalised
-        frame (`loading.frames.spark_input` checks that), in the same types."""
+    def adopt(self, dataset: Dataset, frame: Any, timezone: str = "UTC") -> None:
+        """Run `dataset`'s queries on `frame`, the caller's Spark DataFrame whose first rows it
+        was loaded from (`loading.frames.spark_input`), instead of handing its Polars frame
+        over. Loading's normalisation is Polars code: a column it changed (numbers or times
+        written as text, epoch numbers, local times) would differ on Spark, so it is refused,
+        naming what to cast in Spark first (InputError)."""
         from pyspark.sql import functions as F
 
+        frame = _utc_times(frame, dataset, timezone)
+        have = pl.from_arrow(frame.limit(0).toArrow())
+        assert isinstance(have, pl.DataFrame)
+        differ = [
+            f"{name} ({have.schema.get(name)} in Spark, {dtype} for the checks)"
+            for name, dtype in dataset.frame.collect_schema().items()
+            if have.schema.get(name) != dtype
+        ]
+        if differ or dataset.time_parts:
+            what = "; ".join(differ) or f"{' and '.join(dataset.time_parts)} read as one time"
+            raise InputError(
+                f"loading reads some columns of {dataset.path} differently from Spark, and the "
+                f"checks run on Spark: {what}. Cast them in Spark first (numbers as double, "
+                "times with to_timestamp in UTC), or set the roles in the config"
+            )
         # The frame's own order (partition by partition, as read) numbered: positions in
         # findings are positions in the caller's frame. The ids are increasing, not
         # consecutive, so a scope always numbers its rows with a window (`rows`).
@@ -111,7 +128,7 @@ class SparkEngine:
         frame: Frame = nw.from_native(self._frame(dataset, scope.excused))
         keys = dataset.roles.entity
         if scope.entity is not None and keys:
-            frame = frame.filter(_entity_key(keys) == scope.entity)
+            frame = frame.filter(entity_key_expr(keys) == scope.entity)
         ts = dataset.roles.timestamp
         if ts is not None:
             # As `Scope.filter`: the bounds' wall-clock time read as UTC.
@@ -189,6 +206,28 @@ class SparkEngine:
         path.unlink(missing_ok=True)
 
 
+def _utc_times(frame: Any, dataset: Dataset, timezone: str) -> Any:
+    """The timestamp and ingest columns' date-times without a zone (TIMESTAMP_NTZ) read as
+    UTC, as loading reads naive times by default. In another zone (`columns.timezone`) loading
+    resolves them with Polars code (the repeated hour of a fall-back): refused on Spark."""
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    times = (dataset.roles.timestamp, dataset.roles.ingest_time)
+    naive = [
+        f.name
+        for f in frame.schema.fields
+        if isinstance(f.dataType, TimestampNTZType) and f.name in times
+    ]
+    if not naive:
+        return frame
+    if timezone != "UTC":
+        raise InputError(
+            f"{', '.join(naive)} on Spark: date-times without a zone read in {timezone} are "
+            "not supported yet; convert them to UTC timestamps in Spark (to_utc_timestamp)"
+        )
+    return frame.withColumns({n: frame[n].cast(TimestampType()) for n in naive})
+
+
 def _with_intervals(frame: Any, durations: Sequence[str]) -> Any:
     """Parquet has no duration type: it holds a duration as its integer microseconds, which
     Spark reads as a number, and a check would then take it for a measurement. The difference
@@ -199,13 +238,6 @@ def _with_intervals(frame: Any, durations: Sequence[str]) -> Any:
         return frame
     zero = F.timestamp_micros(F.lit(0))
     return frame.withColumns({n: F.timestamp_micros(F.col(n)) - zero for n in durations})
-
-
-def _entity_key(keys: Sequence[str]) -> nw.Expr:
-    """`checks.base.entity_key` in Narwhals: the key columns as text, joined by '/'."""
-    if len(keys) == 1:
-        return nw.col(keys[0]).cast(nw.String)
-    return nw.concat_str([nw.col(k).cast(nw.String) for k in keys], separator="/")
 
 
 def _utc(value: datetime) -> datetime:
