@@ -4,6 +4,7 @@ cannot run on Spark yet is refused before any check runs, naming what can."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tests.fixtures_checks import T0
 from tests.spark_support import session_or_skip
 
 pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
 
 PORTED = {"run": {"checks": [s.name for s in CATALOGUE if is_portable(s.plan)]}}
 
@@ -108,3 +110,18 @@ def test_a_model_and_maintenance_windows_are_refused_on_spark(spark: Any, tmp_pa
     windows = {"maintenance": [{"start": "2024-01-01T00:00", "end": "2024-01-01T00:05"}]}
     with pytest.raises(ConfigError, match="maintenance windows over a PySpark DataFrame"):
         dq_agent.inspect(frame, {**PORTED, **windows})
+
+
+def test_the_readme_spark_example_runs_as_shown(
+    spark: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    (example,) = [b for b in blocks if "SparkSession.builder" in b]
+    monkeypatch.chdir(ROOT)
+    exec(compile(example, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    shown = re.findall(r"print\(.*\)\s+# (.*)", example)
+    assert len(printed) == len(shown) == 2
+    assert printed[0].startswith(shown[0].removesuffix(" (...)"))
+    assert printed[1] == shown[1].split(":")[0]
