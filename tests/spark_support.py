@@ -20,7 +20,7 @@ def missing() -> str | None:
         return "pyspark is not installed (pip install 'dq-agent[spark]')"
     java_home = os.environ.get("JAVA_HOME")
     if shutil.which("java") is None and not (java_home and os.path.isdir(java_home)):
-        return "no Java runtime (java not on PATH, JAVA_HOME unset): apt-get install openjdk-17-jre-headless"
+        return "no Java runtime (java not on PATH, JAVA_HOME unset): apt-get install default-jre-headless (Java 17 or newer)"
     return None
 
 
