@@ -203,7 +203,7 @@ def series_stats(dataset: Dataset, scope: Scope, column: str, config: Config) ->
     settings = config.section(FlatlineCheckConfig)
     key = ("series stats", *_key(dataset, scope, column, config), tuple(settings.excluded))
     kinds = series_table(dataset, settings.excluded)
-    return shared(dataset, key, lambda: _series(_runs(dataset, scope, column, config), kinds))
+    return shared(dataset, key, lambda: _series(_repeats(dataset, scope, column, config), kinds))
 
 
 def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[Any, ...]:
@@ -211,37 +211,43 @@ def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[A
     return (scope, column, range_limits(column, config), tuple(dataset.sentinels), tolerance)
 
 
-def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with, per reading, whether it repeats the one before (within
-    `tolerance`), starts its run, and its run's start position, length, end time and end row."""
+def _repeats(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`checked_values` with SAME: the reading repeats the one before (within `tolerance`)."""
     tolerance = config.section(FlatlineCheckConfig).tolerance
+    same = ((pl.col(X) - pl.col(X).shift()).abs() <= tolerance).fill_null(False)
+    return checked_values(dataset, scope, column, config).with_columns(
+        (same & same_series()).alias(SAME)
+    )
 
-    def build() -> pl.LazyFrame:
-        same = ((pl.col(X) - pl.col(X).shift()).abs() <= tolerance).fill_null(False)
-        run_end = ~pl.col(SAME).shift(-1).fill_null(False)
-        length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
-        return (
-            checked_values(dataset, scope, column, config)
-            .with_columns((same & same_series()).alias(SAME))
-            .with_columns(
-                (~pl.col(SAME)).alias(RUN_START),
-                pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
-                pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
-                pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
-            )
-            .with_columns(length.alias(RUN_LENGTH))
+
+def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`_repeats` with, per reading, whether it starts its run, and its run's start position,
+    length, end time and end row."""
+    run_end = ~pl.col(SAME).shift(-1).fill_null(False)
+    length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
+    return (
+        _repeats(dataset, scope, column, config)
+        .with_columns(
+            (~pl.col(SAME)).alias(RUN_START),
+            pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
+            pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
+            pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
         )
+        .with_columns(length.alias(RUN_LENGTH))
+    )
 
-    return build()
 
-
-def _series(runs: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
-    per_series = runs.group_by(SERIES).agg(
+def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
+    """Per series of `_repeats`: its repeats, runs, value range, and its group's totals."""
+    starts = ~pl.col(SAME)
+    # A run repeats when the reading after its first repeats it (the same series then).
+    repeating = starts & pl.col(SAME).shift(-1).fill_null(False)
+    per_series = repeats.group_by(SERIES).agg(
         pl.col(ENTITY).first().cast(pl.String).alias(KEY),
         pl.col(SAME).sum().alias(_SAME_N),
         (pl.len() - 1).alias(_PAIRS_N),
-        pl.col(RUN_START).sum().alias(_RUNS),
-        (pl.col(RUN_START) & (pl.col(RUN_LENGTH) >= 2)).sum().alias(_REPEATING),
+        starts.sum().alias(_RUNS),
+        repeating.sum().alias(_REPEATING),
         whole(pl.col(X)).alias(_WHOLE),
         pl.col(X).min().alias(_LOW),
         pl.col(X).max().alias(_HIGH),
@@ -298,19 +304,28 @@ def _judged(
     if settings.min_duration_seconds is not None:
         lasts = (pl.col(RUN_END) - pl.col(TIME)).dt.total_seconds() >= settings.min_duration_seconds
         long_enough = long_enough | lasts.fill_null(False)
-    starts = runs.filter(pl.col(RUN_START)).select(
-        SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW
+    columns = [SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW]
+    # Several queries read the run starts: computed once (the projections they push down
+    # differ, so common-plan elimination would not see one plan).
+    starts = runs.filter(pl.col(RUN_START)).cache()
+    candidates = starts.filter(long_enough).select(columns).join(series, on=SERIES, how="left")
+    # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
+    # (off, fully open), with its own chance of staying: all its runs, short ones too.
+    maybe_rest = (
+        candidates.filter(~pl.col(_SKIPPED))
+        .group_by(_GROUP_KEY, X)
+        .agg(pl.len().alias(_LEVEL_LONG))
+        .filter(pl.col(_LEVEL_LONG) >= REST_RUNS)
     )
-    candidates = starts.filter(long_enough).join(series, on=SERIES, how="left")
-    # The runs at the candidates' values, over the group: a value many long runs sit at is a
-    # rest level (off, fully open), with its own chance of staying.
+    # Only the columns the level's statistics need: most readings start a run.
     levels = (
-        starts.join(candidates.select(X).unique(), on=X, how="semi")
+        starts.select(SERIES, X, RUN_LENGTH)
+        .join(maybe_rest.select(X).unique(), on=X, how="semi")
         .join(series.filter(~pl.col(_SKIPPED)).select(SERIES, _GROUP_KEY), on=SERIES)
+        .join(maybe_rest.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
         .group_by(_GROUP_KEY, X)
         .agg(
             pl.len().alias(_LEVEL_RUNS),
-            (pl.col(RUN_LENGTH) >= settings.min_readings).sum().alias(_LEVEL_LONG),
             (pl.col(RUN_LENGTH) - 1).sum().alias(_LEVEL_STAYS),
         )
     )
@@ -353,7 +368,6 @@ def _judged(
     unlikely = unlikely & ~usual
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
-    columns = [SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW]
     judged = (
         candidates.join(rest_levels, on=[_GROUP_KEY, X], how="left")
         .filter(~pl.col(_SKIPPED))
@@ -368,10 +382,13 @@ def _judged(
     # A short visit to a rest level (a pump off for a few minutes) rests there too.
     short = (
         starts.filter(~long_enough)
+        .select(SERIES, X, _RUN_AT)
         .join(rest_levels.select(X).unique(), on=X, how="semi")
         .join(series, on=SERIES, how="left")
         .join(rest_levels.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
         .filter(~pl.col(_SKIPPED) & ~pl.col(CONSTANT))
+        .select(_RUN_AT)
+        .join(starts.select(columns), on=_RUN_AT)
         .select(*columns, pl.lit(False).alias(STUCK), pl.lit(True).alias(AT_REST))
     )
     return pl.concat([judged, short]).sort(_RUN_AT)
