@@ -59,6 +59,7 @@ from dq_agent.checks.series_values import (
     TIME,
     X,
     matches_any,
+    ordered_values,
     same_series,
     shared,
     value_columns,
@@ -142,12 +143,15 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
     limits = range_limits(column, config)
 
     def build() -> pl.LazyFrame:
-        values = leveled_values(dataset, scope, column, limits)
+        # Without limits nothing else reads the column's levels: no copy of them is made.
+        if limits is None:
+            values = ordered_values(dataset, scope, column)
+        else:
+            values = leveled_values(dataset, scope, column, limits)
+            values = values.filter(pl.col(LEVEL) == GOOD).drop(LEVEL)
         if dataset.roles.timestamp is not None:
             values = values.filter(pl.col(TIME).is_not_null())
-        if limits is not None:
-            values = values.filter(pl.col(LEVEL) == GOOD)
-        return values.drop(POSITION, LEVEL).with_columns(pl.int_range(pl.len()).alias(POSITION))
+        return values.drop(POSITION).with_columns(pl.int_range(pl.len()).alias(POSITION))
 
     return shared(dataset, ("checked", scope, column, limits, tuple(dataset.sentinels)), build)
 
@@ -417,7 +421,7 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
         values = checked_values(dataset, scope, column, config)
         runs = judged_runs(dataset, scope, column, config)
         series = series_stats(dataset, scope, column, config)
-        queries += [_stats(values, runs, series), runs.filter(pl.col(STUCK))]
+        queries += [_stats(values, runs, series, settings), runs.filter(pl.col(STUCK))]
     # Which exclusions name a series (a tag of a long layout), to say those naming nothing.
     queries.append(series_matches(dataset, settings.excluded))
     has_time = dataset.roles.timestamp is not None
@@ -456,7 +460,9 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame) -> pl.LazyFrame:
+def _stats(
+    values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig
+) -> pl.LazyFrame:
     kept = ~pl.col(_SKIPPED)
     constant = pl.col(_GROUP_KEY).filter(pl.col(CONSTANT)).unique()
     readings = runs.select(
@@ -477,10 +483,39 @@ def _stats(values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame) -> pl
                 pl.col(_GROUP_KEY).filter(kept).n_unique().alias("groups"),
                 pl.col(STATE).sum().alias("state_series"),
                 pl.col(EXCLUDED).sum().alias("excluded_series"),
+                # The series that could hold a stuck run at all: none means nothing was judged.
+                _can_hold_a_run(settings).sum().alias("judged_series"),
+                (pl.col(_PAIRS_N) + 1).filter(_varying(settings)).max().alias("longest_series"),
             ),
             how="cross",
         )
     )
+
+
+def judged_series(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """SERIES of the column's series flatline_check judges (for the flag file's "not
+    evaluated"): not a state, not excluded, varying (unless `flag_constant_columns`), and
+    with enough readings to hold a stuck run."""
+    settings = config.section(FlatlineCheckConfig)
+    stats = series_stats(dataset, scope, column, config)
+    return stats.filter(_can_hold_a_run(settings)).select(SERIES)
+
+
+def _varying(settings: FlatlineCheckConfig) -> pl.Expr:
+    kept = ~pl.col(_SKIPPED)
+    return kept if settings.flag_constant_columns else kept & ~pl.col(CONSTANT)
+
+
+def _can_hold_a_run(settings: FlatlineCheckConfig) -> pl.Expr:
+    return _varying(settings) & (pl.col(_PAIRS_N) + 1 >= shortest_run(settings))
+
+
+def shortest_run(settings: FlatlineCheckConfig) -> int:
+    """The fewest readings a stuck run can have: `min_readings`, or 2 when a duration is set
+    (two readings far apart can last `min_duration_seconds`)."""
+    if settings.min_duration_seconds is not None:
+        return min(settings.min_readings, 2)
+    return settings.min_readings
 
 
 def _result(
@@ -522,6 +557,8 @@ def _result(
             "state_series": int(stats["state_series"]),
             "excluded_series": int(stats["excluded_series"]),
             "constant_series": groups,
+            "judged_series": int(stats["judged_series"]),
+            "longest_series": _count(stats["longest_series"]),
         }
         severity = Status.FAIL if status is Status.FAIL else Status.WARN
         findings += [
@@ -547,9 +584,51 @@ def _result(
             0, sum(m["stuck_runs"] for m in per_column.values()) - MAX_FINDINGS
         ),
     }
+    if not any(m["judged_series"] for m in per_column.values()):
+        # No series could hold a stuck run: not a pass (README "Not evaluated").
+        return CheckResult(TOOL, Status.SKIPPED, _not_evaluated(metrics, settings), metrics)
     return CheckResult(
         TOOL, worst_status(statuses), _summary(metrics), metrics, findings[:MAX_FINDINGS]
     )
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _not_evaluated(metrics: dict[str, Any], settings: FlatlineCheckConfig) -> str:
+    """Why no series was judged, and what makes one judgeable."""
+    if not metrics["columns"]:
+        if metrics["excluded_columns"]:
+            return (
+                "not evaluated: every value column is excluded (flatline_check.excluded: "
+                f"{', '.join(metrics['excluded_columns'][:MAX_NAMES])})"
+            )
+        return (
+            "not evaluated: no numeric value column to check for stuck sensors (set "
+            "columns.values if the readings are there)"
+        )
+    reasons = []
+    constant = [*metrics["constant_columns"], *metrics["constant_series"]]
+    if constant:
+        reasons.append(
+            f"{', '.join(constant[:MAX_NAMES])} never varies (a setpoint or a constant: not "
+            "called stuck; flatline_check.flag_constant_columns judges it)"
+        )
+    if metrics["state_series"]:
+        reasons.append(f"{metrics['state_series']:,} series of states (integer codes)")
+    if metrics["excluded_series"]:
+        reasons.append(f"{metrics['excluded_series']:,} series excluded (flatline_check.excluded)")
+    longest = max((m["longest_series"] or 0 for m in metrics["columns"].values()), default=0)
+    need = shortest_run(settings)
+    if longest and longest < need:
+        reasons.append(
+            f"no device has the {need} readings a stuck run needs in a column (the most: "
+            f"{longest}; flatline_check.min_readings, or min_duration_seconds)"
+        )
+    if not reasons:
+        reasons.append("no readings to judge")
+    return "not evaluated: " + "; ".join(reasons)
 
 
 def _run(row: dict[str, Any], has_time: bool) -> dict[str, Any]:
@@ -615,7 +694,7 @@ def _summary(metrics: dict[str, Any]) -> str:
         )
     note = "".join(f"; {n}" for n in notes)
     if not metrics["stuck_runs"]:
-        return f"no stuck runs in {len(metrics['columns'])} columns" + note
+        return f"no stuck runs in {plural(len(metrics['columns']), 'column')}" + note
     affected = [(c, m) for c, m in metrics["columns"].items() if m["stuck_runs"]]
     shown = ", ".join(f"{c} {m['stuck_runs']}" for c, m in affected[:3])
     return (

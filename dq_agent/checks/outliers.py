@@ -28,6 +28,7 @@ that keeps only the outliers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -921,11 +922,9 @@ def _result(
         columns=columns_metrics,
     )
     if total_checked == 0:
-        summary = (
-            f"no value could be checked for outliers: no group had {MIN_FLEET_GROUP} or more "
-            f"clean values with any spread ({_skipped_groups_text(columns_metrics)})"
-        )
-        return CheckResult(TOOL, Status.WARN, summary, metrics)
+        # Too few readings per device (a micro-batch), or none that vary: not a pass, and no
+        # problem of the data either (README "Not evaluated").
+        return CheckResult(TOOL, Status.SKIPPED, _not_evaluated(columns_metrics, settings), metrics)
     shown = [f for _, _, f in findings[:MAX_FINDINGS]]
     if any(f.severity is Status.FAIL for f in shown):
         status = Status.FAIL
@@ -1078,15 +1077,47 @@ def _summary(dataset: Dataset, columns: dict[str, dict[str, Any]], metrics: dict
     significant = metrics["significant_groups"]
     if significant:
         verdict = f"{plural(significant, 'group')} beyond chance"
+    elif total >= expected - 2 * math.sqrt(expected):
+        # As many as clean data shows, give or take two Poisson sigmas: 0 where about 1 is
+        # expected is chance too; 0 where 1,100 are is said.
+        verdict = f"within chance (clean data shows {_about(expected)})"
     else:
-        verdict = f"consistent with chance (clean data gives about {expected:.1f})"
-    text = f"{plural(total, 'outlier')} in {checked:,} values ({rule}{per}): {verdict}"
+        verdict = f"fewer than clean data shows by chance ({_about(expected)})"
+    found = plural(total, "outlier") if total else "no outliers"
+    text = f"{found} in {checked:,} values ({rule}{per}): {verdict}"
     fleet = sum(c["groups_fleet_spread"] for c in columns.values())
     if fleet:
         own = sum(c["groups_own_spread"] for c in columns.values())
         text += f"; {own:,} groups judged on their own spread, {fleet:,} on the fleet's"
     skipped = _skipped_groups_text(columns)
     return f"{text}; {skipped}" if skipped else text
+
+
+def _about(expected: float) -> str:
+    """An expected count as a person says it: whole from 1 to 10, then two significant
+    figures (1,100 rather than 1095.8), one below 1."""
+    if expected < 1:
+        return f"about {expected:.1g}"
+    if expected < 10:
+        return f"about {expected:.0f}"
+    digits = len(str(int(expected))) - 2
+    return f"about {round(expected, -digits):,.0f}"
+
+
+def _not_evaluated(columns: dict[str, dict[str, Any]], settings: OutlierCheckConfig) -> str:
+    """Why no value was judged, and what would make one judgeable."""
+    values = sum(c["skipped_values"] for c in columns.values())
+    text = (
+        f"not evaluated: no device has {MIN_FLEET_GROUP} or more values with any spread in a "
+        f"column ({plural(values, 'value')}: {_skipped_groups_text(columns)})"
+    )
+    if any(c["groups_too_small"] for c in columns.values()):
+        text += (
+            f"; a device is judged from {MIN_FLEET_GROUP} readings beside other devices, or "
+            f"{settings.min_group_size} on its own spread (outlier_check.min_group_size): "
+            "a longer stretch of data can be judged"
+        )
+    return text
 
 
 def _skipped_groups_text(columns: dict[str, dict[str, Any]]) -> str:
