@@ -8,7 +8,8 @@ import polars as pl
 import pytest
 
 from dq_agent.checks.base import Scope
-from dq_agent.checks.ranges import limits_for, plan_range_check, unit_limits
+from dq_agent.checks.ranges import column_range, plan_range_check, unit_limits
+from dq_agent.load import load
 from dq_agent.config import Config, resolve
 from dq_agent.errors import ConfigError
 from dq_agent.result import Status
@@ -50,7 +51,7 @@ def test_counts_runs_and_worst_values_per_device(tmp_path: Path) -> None:
     assert (humidity["suspect_count"], humidity["fail_count"], humidity["runs"]) == (5, 0, 3)
     assert humidity["devices_affected"] == 2
     assert humidity["checked_values"] == 79  # the -999 is missing, not checked
-    assert humidity["limits"]["source"] == "unit default: percentage 0-100"
+    assert humidity["limits"]["source"] == "unit default: relative humidity 0-100 %"
     temp = metrics["columns"]["temp_c"]
     assert (temp["fail_count"], temp["suspect_count"], temp["runs"]) == (1, 1, 1)
     assert temp["limits"] == {
@@ -88,7 +89,7 @@ def test_configured_limits_replace_and_defaults_fill(tmp_path: Path) -> None:
     humidity = result.metrics["columns"]["rel_humidity"]
     # -3..-5 are now within the suspect band; 104 is still above the unit default 100.
     assert humidity["suspect_count"] == 1
-    assert humidity["limits"]["source"] == "config and unit default: percentage 0-100"
+    assert humidity["limits"]["source"] == "config and unit default: relative humidity 0-100 %"
     pressure = result.metrics["columns"]["pressure"]
     assert (pressure["fail_count"], pressure["devices_affected"]) == (40, 1)
 
@@ -146,13 +147,18 @@ def test_unit_defaults_only_for_unmistakable_names(
     assert got == expected
 
 
-def test_exact_names_win_over_patterns_and_excluded_columns_are_unchecked() -> None:
+def test_exact_names_win_over_patterns_and_excluded_columns_are_unchecked(
+    tmp_path: Path,
+) -> None:
+    frame = pl.DataFrame({"temp": [1.0, 2.0], "tank": [1.0, 2.0], "humidity": [1.0, 2.0]})
+    path = write_parquet(tmp_path / "t.parquet", frame)
     config = _config(**{"t*": {"max": 1.0}, "temp": {"max": 2.0}})
-    settings = config.range_check
-    assert limits_for("temp", settings).max == 2.0  # type: ignore[union-attr]
-    assert limits_for("tank", settings).max == 1.0  # type: ignore[union-attr]
-    settings.excluded = ["hum*"]
-    assert limits_for("humidity", settings) is None
+    dataset = load(str(path), config)
+    assert column_range(dataset, "temp", config).limits.max == 2.0  # type: ignore[union-attr]
+    assert column_range(dataset, "tank", config).limits.max == 1.0  # type: ignore[union-attr]
+    assert column_range(dataset, "humidity", config) is not None
+    config.range_check.excluded = ["hum*"]
+    assert column_range(dataset, "humidity", config) is None
 
 
 def test_bad_limits_are_config_errors(tmp_path: Path) -> None:

@@ -130,7 +130,7 @@ def jump_values(
         "jumps",
         scope,
         column,
-        range_limits(column, config),
+        range_limits(dataset, column, config),
         tuple(dataset.sentinels),
         repr(flat) if leave_stuck else None,
         repr(settings),
