@@ -9,9 +9,9 @@ import pytest
 
 from dq_agent.checks.base import Scope
 from dq_agent.checks.ranges import column_range, plan_range_check, unit_limits
-from dq_agent.load import load
 from dq_agent.config import Config, resolve
 from dq_agent.errors import ConfigError
+from dq_agent.load import load
 from dq_agent.result import Status
 from tests.fixtures_checks import iso_minute, minute, run_check, write_csv, write_parquet
 from tests.fixtures_series import CLEAN_KINDS, clean_fleet

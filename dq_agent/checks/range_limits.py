@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from dq_agent.config import Config
 
 LIMIT_KEYS = ("min", "max", "suspect_min", "suspect_max")
+MAX_TAGS_LISTED = 20
 FAIL, SUSPECT, GOOD = 4, 3, 0
 """Levels as QARTOD flags: 4 outside a fail limit, 3 outside a suspect limit only."""
 
@@ -219,6 +220,8 @@ class ColumnRange:
     limits: Limits | None
     per_series: tuple[SeriesLimits, ...] | None = None
     not_applied: tuple[NotApplied, ...] = ()
+    unlimited_tags: tuple[str, ...] = ()
+    """In a long layout, the tags no limits apply to (their series are not checked)."""
 
     def is_checked(self) -> bool:
         return self.limits is not None if self.per_series is None else bool(self.per_series)
@@ -254,7 +257,12 @@ class ColumnRange:
         if self.per_series is None:
             return {"limits": self.limits.to_dict() if self.limits is not None else None}
         by_tag = {tag: s.limits.to_dict() for s in self.per_series for tag in s.tags}
-        return {"limits": None, "limits_by_tag": dict(sorted(by_tag.items()))}
+        return {
+            "limits": None,
+            "limits_by_tag": dict(sorted(by_tag.items())),
+            "tags_without_limits": list(self.unlimited_tags[:MAX_TAGS_LISTED]),
+            "tags_without_limits_count": len(self.unlimited_tags),
+        }
 
 
 def level(x: nw.Expr, limits: Limits) -> nw.Expr:
@@ -393,11 +401,12 @@ def _long(
         excluded = matches_any(column, settings.excluded)
         per_tag: dict[Limits, tuple[list[str], list[str]]] = {}
         not_applied: list[NotApplied] = []
+        unlimited: list[str] = []
         totals = (
             table.group_by("__tag").agg(pl.col(f"__out{i}").sum(), pl.col(f"__n{i}").sum())
             if aggs
             else table.select("__tag")
-        )
+        ).sort("__tag")
         for row in totals.iter_rows(named=True):
             tag = row["__tag"]
             if excluded:
@@ -406,7 +415,9 @@ def _long(
             share = _share(row.get(f"__out{i}", 0), row.get(f"__n{i}", 0))
             limits, skipped = _decide(f"{column}: {tag}", tag, own, default, share, settings)
             not_applied += skipped
-            if limits is not None:
+            if limits is None:
+                unlimited.append(tag)
+            else:
                 series = table.filter(pl.col("__tag") == tag).get_column("__key").to_list()
                 listed = per_tag.setdefault(limits, ([], []))
                 listed[0].extend(series)
@@ -415,7 +426,10 @@ def _long(
             SeriesLimits(lim, tuple(sorted(s)), tuple(sorted(t))) for lim, (s, t) in per_tag.items()
         )
         not_applied.sort(key=lambda n: n.name)
-        ranges.append(ColumnRange(column, None, groups, tuple(not_applied)))
+        unlimited = tags if excluded else unlimited
+        ranges.append(
+            ColumnRange(column, None, groups, tuple(not_applied), tuple(sorted(unlimited)))
+        )
     return ranges, set(tags)
 
 

@@ -352,10 +352,18 @@ def _notes(metrics: dict[str, Any]) -> str:
         shown = ", ".join(f"{n['name']} ({n['share_outside']:.0%} outside)" for n in skipped[:3])
         more = f" +{len(skipped) - 3} more" if len(skipped) > 3 else ""
         text += (
-            f"; the 0-100 % default is not applied to {shown}{more}: its readings go beyond "
-            "0-100 too often for a fault (a signed or overload percentage?); set its "
+            f"; the 0-100 % default is not applied to {shown}{more}: the readings go beyond "
+            "0-100 too often for a fault (a signed or overload percentage?): set "
             "range_check.limits"
         )
+    for column, m in metrics["columns"].items():
+        tags = m.get("tags_without_limits", [])
+        if tags:
+            more = m["tags_without_limits_count"] - min(len(tags), 3)
+            text += (
+                f"; no limits for {plural(m['tags_without_limits_count'], 'tag')} of {column} "
+                f"({', '.join(tags[:3])}{f' +{more} more' if more else ''}: set range_check.limits)"
+            )
     if metrics["unmatched_limits"]:
         text += "; range_check.limits names no column or tag: " + ", ".join(
             metrics["unmatched_limits"][:5]

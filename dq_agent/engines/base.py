@@ -21,7 +21,9 @@ class Engine(Protocol):
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         """The rows of `dataset.frame` within `scope` (`Scope.filter`'s rows). With `index`,
-        column `ROW` numbers them from 0 in file order within the scope."""
+        column `ROW` numbers them from 0 in file order within the scope. When the scope leaves
+        rows out (`Scope.filters_rows`), column `FILE_ROW` holds each row's index in the file,
+        for `in_series` to carry (a table has no row order of its own)."""
         ...
 
     def in_series(
