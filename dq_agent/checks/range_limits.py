@@ -47,6 +47,7 @@ from dq_agent.checks.portable import count, missing
 from dq_agent.checks.series_kinds import variable_keys
 from dq_agent.checks.series_values import matches_any, settings_for
 from dq_agent.engines import Engine
+from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
 from dq_agent.settings import fraction, setting
 
@@ -394,7 +395,8 @@ def _long(
         (text[0] if len(keys) == 1 else pl.concat_str(text, separator="/")).alias("__key"),
         pl.concat_str([pl.col(v).cast(pl.String) for v in variables], separator="/").alias("__tag"),
     ).filter(pl.col("__key").is_not_null() & pl.col("__tag").is_not_null())
-    tags = sorted(set(table.get_column("__tag").to_list()))
+    series_of: dict[str, list[str]] = dict(table.group_by("__tag").agg(pl.col("__key")).iter_rows())
+    tags = sorted(series_of)
     ranges = []
     for i, column in enumerate(columns):
         configured, _ = _candidate(column, None, settings, None)
@@ -418,9 +420,8 @@ def _long(
             if limits is None:
                 unlimited.append(tag)
             else:
-                series = table.filter(pl.col("__tag") == tag).get_column("__key").to_list()
                 listed = per_tag.setdefault(limits, ([], []))
-                listed[0].extend(series)
+                listed[0].extend(series_of[tag])
                 listed[1].append(tag)
         groups = tuple(
             SeriesLimits(lim, tuple(sorted(s)), tuple(sorted(t))) for lim, (s, t) in per_tag.items()
@@ -452,7 +453,7 @@ def _decide(
     return merged(configured, default.limits if default is not None else None), ()
 
 
-def _whole(engine: Engine, dataset: Dataset) -> Any:
+def _whole(engine: Engine, dataset: Dataset) -> Frame:
     """The whole data's rows, maintenance windows left out when the run computed them."""
     return engine.rows(dataset, Scope(excused=dataset.excusal))
 

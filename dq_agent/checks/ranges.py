@@ -54,6 +54,7 @@ from dq_agent.checks.range_limits import (
 from dq_agent.checks.series_values import ENTITY, X, ordered_values, shared, value_columns
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.engines import POLARS, Engine
+from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, left_out, status_rank, worst_status
 
@@ -140,11 +141,11 @@ def build_range_check(
         n = frames[0].row(0, named=True)
         values = {c: int(n[f"__n{i}"]) for i, c in enumerate(checked)}
         flagged = _in_series_order(dataset, frames[1]) if checked else None
-        devices = [
-            _per_device(dataset, flagged, i, c, at_row)
-            for i, c in enumerate(checked)
+        devices = (
+            [_per_device(dataset, flagged, i, c, at_row) for i, c in enumerate(checked)]
             if flagged is not None
-        ]
+            else []
+        )
         result = _result(columns, ranges, values, devices, ts is not None)
         if flagged is None or ts is None:
             return result
@@ -163,7 +164,7 @@ def _flagged_rows(
     ranges: Ranges,
     checked: Sequence[str],
     absent: Sequence[nw.Expr],
-) -> Any:
+) -> Frame:
     """The rows with a reading out of range or missing in a checked column, in series order
     (`Engine.in_series`), with each column's level and excess. The missing ones are kept so
     that the finish can tell a run that only a missing value interrupts from two runs."""
