@@ -237,6 +237,15 @@ class ColumnRange:
         named `key`."""
         return self._per_series(key, lambda lim: level(x, lim), nw.lit(GOOD, dtype=nw.Int8))
 
+    def outside(self, x: nw.Expr, key: nw.Expr | None) -> nw.Expr:
+        """Whether each reading `x` lies beyond any of its limits (null for null): `level` above
+        GOOD, in two comparisons (the tightest limits) instead of four."""
+        return self._per_series(
+            key,
+            lambda lim: (x < nw.lit(lim.low())) | (x > nw.lit(lim.high())),
+            nw.lit(False),
+        )
+
     def excess(self, x: nw.Expr, key: nw.Expr | None) -> nw.Expr:
         """How far each reading lies beyond its tightest limits (ranks the worst readings)."""
         return self._per_series(
