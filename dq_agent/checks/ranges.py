@@ -1,21 +1,21 @@
 """range_check: readings outside a column's validity limits, per device.
 
 Which limits apply (the config's by column or tag, unit defaults only where the unit is
-unmistakable, a percentage's 0-100 only when the data keeps to it) is decided in
-`checks.range_limits`. A column with no limits is not checked, and the result says which, and
-which defaults were not applied and why.
+unmistakable, a percentage's 0-100 only when the data keeps to it: the rule is in that
+module's docstring) is decided in `checks.range_limits`. A column with no limits is not
+checked, and the result says which, which defaults were not applied and why, and which
+configured names match nothing.
 
-Written once over Narwhals (`checks.portable`), for every engine. Three queries: the checked
-readings per column (a scan); the rows holding a reading out of range or a missing value of a
-checked column, each with its position in series order (`Engine.in_series`, the rows are few);
-and the data's time range (the grid's buckets). The finish works on those few rows: per device
-the fail and suspect counts, the runs of consecutive out-of-range readings (a missing value
-between two of them neither ends nor starts a run: the checks that read the series leave it
-out), the longest, and the worst values; and the event table.
-
-The later value checks (flat line, spike, outlier, the flag file) read each column's readings
-with their level as a Polars plan node (`leveled_values`), its level written by the same
-Narwhals expression.
+Written once over Narwhals (`checks.portable`), for every engine: the counts of checked
+readings per column (a scan), the data's time range (the grid's buckets), and the flagged
+readings of each column in series order; the finish, the same on every engine, gives per
+device the fail and suspect counts, the runs of consecutive out-of-range readings (a missing
+value between two of them neither ends nor starts a run: the checks that read the series leave
+it out), the longest, and the worst values, and the event table. How the flagged readings are
+found is the engine's strategy: on Polars, from the levels node the later value checks (flat
+line, spike, outlier, the flag file) read anyway (`leveled_values`, computed once per run);
+elsewhere, the rows out of range or missing, numbered in series order (`Engine.in_series`).
+Both take the level from one Narwhals expression (`ColumnRange.level`).
 """
 
 from __future__ import annotations
