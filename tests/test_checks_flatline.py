@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 from datetime import timedelta
 from pathlib import Path
 
@@ -256,3 +258,24 @@ def test_a_setpoint_shared_by_the_fleet_is_constant_not_a_rest_level(tmp_path: P
     result = run_check(plan_flatline_check, write_parquet(tmp_path / "sp.parquet", frame))
     assert result.metrics["constant_columns"] == ["setpoint"]
     assert (result.metrics["stuck_runs"], result.metrics["rest_readings"]) == (0, 0)
+
+
+def test_sensors_frozen_at_an_ordinary_value_make_no_rest_level(tmp_path: Path) -> None:
+    """Four of eight devices freeze for 40 readings at 20.5, a value every device passes
+    through now and then (read to 0.1). The frozen runs are stuck, not a level the fleet
+    rests at: the ordinary readings at 20.5 stay in the other checks (none at rest)."""
+    noise = random.Random(7)
+    rows = []
+    for d in range(8):
+        for i in range(600):
+            value = round(20.5 + 0.6 * math.sin(i / 9 + d) + noise.gauss(0, 0.15), 1)
+            start = 100 * (d + 1)
+            if d < 4 and start <= i < start + 40:
+                value = 20.5
+            elif d < 4 and i in (start - 1, start + 40):
+                value = 20.7  # the run's neighbours differ: exactly 40 readings
+            rows.append((T0 + timedelta(minutes=i), f"d{d}", value))
+    frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "temp"], orient="row")
+    result = run_check(plan_flatline_check, write_parquet(tmp_path / "frozen.parquet", frame))
+    assert sorted((f.entity, f.count) for f in result.findings) == [(f"d{d}", 40) for d in range(4)]
+    assert result.metrics["rest_readings"] == 0

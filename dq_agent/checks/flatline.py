@@ -97,6 +97,9 @@ _SKIPPED = "__skipped"
 _LEVEL_RUNS = "__level_runs"
 _LEVEL_LONG = "__level_long"
 _LEVEL_STAYS = "__level_stays"
+_LEVEL_USUAL = "__level_usual"
+_USUAL = "__usual"
+_JUDGED_AT = "__judged_at"
 MIN_OTHER_RUNS = 20
 """A device's own share of repeating runs counts when it has this many other runs."""
 MIN_OUTSIDE_PAIRS = 20
@@ -147,19 +150,41 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
 
 
 def stuck_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with each reading's run (start, length, end) and whether it is in a
-    stuck run (STUCK): what the later checks read (a filter of one shared node per column and
-    settings). The readings of runs at a rest level are left out: a pump off is neither stuck,
-    nor a jump to and from 0 for spike_check, nor an outlier of its running readings."""
-    return _all_judged(dataset, scope, column, config).filter(~pl.col(AT_REST))
+    """`checked_values` with whether each reading is in a stuck run (STUCK): what the later
+    checks read. The readings of runs at a rest level are left out: a pump off is neither
+    stuck, nor a jump to and from 0 for spike_check, nor an outlier of its running readings."""
+    return _with_run_flags(dataset, scope, column, config).filter(~pl.col(AT_REST)).drop(AT_REST)
 
 
 def rest_rows(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """AT_ROW of the readings in runs at a rest level (normal operation, not stuck)."""
-    return _all_judged(dataset, scope, column, config).filter(pl.col(AT_REST)).select(AT_ROW)
+    return _with_run_flags(dataset, scope, column, config).filter(pl.col(AT_REST)).select(AT_ROW)
 
 
-def _all_judged(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+def _with_run_flags(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`checked_values` with STUCK and AT_REST per reading, from the few judged runs: each
+    reading finds the last judged run starting at or before it (a merge of two sorted
+    position columns, not a join of every reading) and lies in it when within its length."""
+    runs = judged_runs(dataset, scope, column, config).select(
+        pl.col(_RUN_AT).alias(_JUDGED_AT), RUN_LENGTH, STUCK, AT_REST
+    )
+    inside = pl.col(POSITION) < pl.col(_JUDGED_AT) + pl.col(RUN_LENGTH)
+    return (
+        checked_values(dataset, scope, column, config)
+        .with_columns(pl.col(POSITION).set_sorted())
+        .join_asof(runs, left_on=POSITION, right_on=_JUDGED_AT, strategy="backward")
+        .with_columns(
+            (inside & pl.col(STUCK)).fill_null(False).alias(STUCK),
+            (inside & pl.col(AT_REST)).fill_null(False).alias(AT_REST),
+        )
+        .drop(_JUDGED_AT, RUN_LENGTH)
+    )
+
+
+def judged_runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """The column's runs that are stuck (STUCK) or rest at a level (AT_REST), one row each with
+    its first reading (SERIES, ENTITY, X, TIME, AT_ROW), start position, length and end, sorted
+    by position: a small table, one shared node per column and settings."""
     settings = config.section(FlatlineCheckConfig)
     key = ("judged", *_key(dataset, scope, column, config), repr(settings))
     return shared(
@@ -177,8 +202,9 @@ def series_stats(dataset: Dataset, scope: Scope, column: str, config: Config) ->
     """One row per series of the column: its repeats and runs, its group's (`series_kinds`),
     and whether it is left out (a state, or named by `excluded`)."""
     settings = config.section(FlatlineCheckConfig)
+    key = ("series stats", *_key(dataset, scope, column, config), tuple(settings.excluded))
     kinds = series_table(dataset, settings.excluded)
-    return _series(_runs(dataset, scope, column, config), kinds)
+    return shared(dataset, key, lambda: _series(_repeats(dataset, scope, column, config), kinds))
 
 
 def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[Any, ...]:
@@ -192,37 +218,43 @@ def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[A
     )
 
 
-def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with, per reading, whether it repeats the one before (within
-    `tolerance`), starts its run, and its run's start position, length, end time and end row."""
+def _repeats(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`checked_values` with SAME: the reading repeats the one before (within `tolerance`)."""
     tolerance = config.section(FlatlineCheckConfig).tolerance
+    same = ((pl.col(X) - pl.col(X).shift()).abs() <= tolerance).fill_null(False)
+    return checked_values(dataset, scope, column, config).with_columns(
+        (same & same_series()).alias(SAME)
+    )
 
-    def build() -> pl.LazyFrame:
-        same = ((pl.col(X) - pl.col(X).shift()).abs() <= tolerance).fill_null(False)
-        run_end = ~pl.col(SAME).shift(-1).fill_null(False)
-        length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
-        return (
-            checked_values(dataset, scope, column, config)
-            .with_columns((same & same_series()).alias(SAME))
-            .with_columns(
-                (~pl.col(SAME)).alias(RUN_START),
-                pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
-                pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
-                pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
-            )
-            .with_columns(length.alias(RUN_LENGTH))
+
+def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`_repeats` with, per reading, whether it starts its run, and its run's start position,
+    length, end time and end row."""
+    run_end = ~pl.col(SAME).shift(-1).fill_null(False)
+    length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
+    return (
+        _repeats(dataset, scope, column, config)
+        .with_columns(
+            (~pl.col(SAME)).alias(RUN_START),
+            pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
+            pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
+            pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
         )
+        .with_columns(length.alias(RUN_LENGTH))
+    )
 
-    return build()
 
-
-def _series(runs: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
-    per_series = runs.group_by(SERIES).agg(
+def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
+    """Per series of `_repeats`: its repeats, runs, value range, and its group's totals."""
+    starts = ~pl.col(SAME)
+    # A run repeats when the reading after its first repeats it (the same series then).
+    repeating = starts & pl.col(SAME).shift(-1).fill_null(False)
+    per_series = repeats.group_by(SERIES).agg(
         pl.col(ENTITY).first().cast(pl.String).alias(KEY),
         pl.col(SAME).sum().alias(_SAME_N),
         (pl.len() - 1).alias(_PAIRS_N),
-        pl.col(RUN_START).sum().alias(_RUNS),
-        (pl.col(RUN_START) & (pl.col(RUN_LENGTH) >= 2)).sum().alias(_REPEATING),
+        starts.sum().alias(_RUNS),
+        repeating.sum().alias(_REPEATING),
         whole(pl.col(X)).alias(_WHOLE),
         pl.col(X).min().alias(_LOW),
         pl.col(X).max().alias(_HIGH),
@@ -272,23 +304,35 @@ def _series(runs: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
 def _judged(
     runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig
 ) -> pl.LazyFrame:
-    """`runs` with STUCK: the reading lies in a run long enough and beyond chance."""
+    """The runs (one row each, at their first reading) that are stuck (STUCK: long enough and
+    beyond chance) or rest at a level (AT_REST), sorted by position."""
     length = pl.col(RUN_LENGTH)
     long_enough = length >= settings.min_readings
     if settings.min_duration_seconds is not None:
         lasts = (pl.col(RUN_END) - pl.col(TIME)).dt.total_seconds() >= settings.min_duration_seconds
         long_enough = long_enough | lasts.fill_null(False)
-    starts = runs.filter(pl.col(RUN_START)).select(SERIES, X, TIME, _RUN_AT, RUN_LENGTH, RUN_END)
-    candidates = starts.filter(long_enough).join(series, on=SERIES, how="left")
-    # The runs at the candidates' values, over the group: a value many long runs sit at is a
-    # rest level (off, fully open), with its own chance of staying.
+    columns = [SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW]
+    # Several queries read the run starts: computed once (the projections they push down
+    # differ, so common-plan elimination would not see one plan).
+    starts = runs.filter(pl.col(RUN_START)).cache()
+    candidates = starts.filter(long_enough).select(columns).join(series, on=SERIES, how="left")
+    # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
+    # (off, fully open), with its own chance of staying: all its runs, short ones too.
+    maybe_rest = (
+        candidates.filter(~pl.col(_SKIPPED))
+        .group_by(_GROUP_KEY, X)
+        .agg(pl.len().alias(_LEVEL_LONG))
+        .filter(pl.col(_LEVEL_LONG) >= REST_RUNS)
+    )
+    # Only the columns the level's statistics need: most readings start a run.
     levels = (
-        starts.join(candidates.select(X).unique(), on=X, how="semi")
+        starts.select(SERIES, X, RUN_LENGTH)
+        .join(maybe_rest.select(X).unique(), on=X, how="semi")
         .join(series.filter(~pl.col(_SKIPPED)).select(SERIES, _GROUP_KEY), on=SERIES)
+        .join(maybe_rest.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
         .group_by(_GROUP_KEY, X)
         .agg(
             pl.len().alias(_LEVEL_RUNS),
-            (pl.col(RUN_LENGTH) >= settings.min_readings).sum().alias(_LEVEL_LONG),
             (pl.col(RUN_LENGTH) - 1).sum().alias(_LEVEL_STAYS),
         )
     )
@@ -308,42 +352,53 @@ def _judged(
         pl.col(_GROUP_SHARE).fill_null(0.0), pl.coalesce(own_runs, own_steps, pl.lit(0.0))
     )
     unlikely = pl.col(_GROUP_PAIRS) * share.pow(inside) < settings.chance
-    # At a rest level, a run is only stuck when also far longer than the level's other runs
-    # allow: each stays with the share of their steps that stayed (leave-one-out).
+    # A run is as long as usual at its level when its level's other runs stay that long often
+    # enough: each stays with the share of their steps that stayed (leave-one-out).
     stays = pl.col(_LEVEL_STAYS) - inside
     level_share = stays / (stays + pl.col(_LEVEL_RUNS) - 1)
-    at_rest = (pl.col(_LEVEL_LONG) - long_enough.cast(pl.Int64)) >= REST_RUNS
-    usual = at_rest & (pl.col(_LEVEL_RUNS) * level_share.pow(inside) >= settings.chance)
-    usual = usual.fill_null(False)
+    as_usual = (pl.col(_LEVEL_RUNS) * level_share.pow(inside) >= settings.chance).fill_null(False)
+    # A rest level is one that at least REST_RUNS other long runs rest at, as long as usual
+    # there: several stuck sensors frozen at the same ordinary value (20.69) make no rest level,
+    # so their value's ordinary readings are not left out of the other checks.
+    usual_long = (as_usual & ~pl.col(CONSTANT)).cast(pl.Int64)
+    candidates = candidates.join(levels, on=[_GROUP_KEY, X], how="left").with_columns(
+        as_usual.alias(_USUAL)
+    )
+    rest_levels = (
+        candidates.filter(~pl.col(_SKIPPED))
+        .group_by(_GROUP_KEY, X)
+        .agg(usual_long.sum().alias(_LEVEL_USUAL))
+        .filter(pl.col(_LEVEL_USUAL) >= REST_RUNS)
+    )
+    at_rest = pl.col(_LEVEL_USUAL).fill_null(0) - usual_long >= REST_RUNS
+    usual = at_rest & pl.col(_USUAL)
     unlikely = unlikely & ~usual
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
     judged = (
-        candidates.join(levels, on=[_GROUP_KEY, X], how="left")
+        candidates.join(rest_levels, on=[_GROUP_KEY, X], how="left")
         .filter(~pl.col(_SKIPPED))
         # A setpoint that never varies is constant, not resting: its readings stay in.
         .select(
-            _RUN_AT, unlikely.alias(STUCK), (usual & ~unlikely & ~pl.col(CONSTANT)).alias(AT_REST)
+            *columns,
+            unlikely.alias(STUCK),
+            (usual & ~unlikely & ~pl.col(CONSTANT)).alias(AT_REST),
         )
         .filter(pl.col(STUCK) | pl.col(AT_REST))
     )
     # A short visit to a rest level (a pump off for a few minutes) rests there too.
     short = (
         starts.filter(~long_enough)
-        .join(levels.filter(pl.col(_LEVEL_LONG) >= REST_RUNS).select(X).unique(), on=X, how="semi")
+        .select(SERIES, X, _RUN_AT)
+        .join(rest_levels.select(X).unique(), on=X, how="semi")
         .join(series, on=SERIES, how="left")
-        .join(
-            levels.filter(pl.col(_LEVEL_LONG) >= REST_RUNS).select(_GROUP_KEY, X),
-            on=[_GROUP_KEY, X],
-            how="semi",
-        )
+        .join(rest_levels.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
         .filter(~pl.col(_SKIPPED) & ~pl.col(CONSTANT))
-        .select(_RUN_AT, pl.lit(False).alias(STUCK), pl.lit(True).alias(AT_REST))
+        .select(_RUN_AT)
+        .join(starts.select(columns), on=_RUN_AT)
+        .select(*columns, pl.lit(False).alias(STUCK), pl.lit(True).alias(AT_REST))
     )
-    judged = pl.concat([judged, short])
-    return runs.join(judged, on=_RUN_AT, how="left", maintain_order="left").with_columns(
-        pl.col(STUCK).fill_null(False), pl.col(AT_REST).fill_null(False)
-    )
+    return pl.concat([judged, short]).sort(_RUN_AT)
 
 
 def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
@@ -352,9 +407,10 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
     queries: list[pl.LazyFrame] = []
     for column in checked:
-        runs = _all_judged(dataset, scope, column, config)
+        values = checked_values(dataset, scope, column, config)
+        runs = judged_runs(dataset, scope, column, config)
         series = series_stats(dataset, scope, column, config)
-        queries += [_stats(runs, series), runs.filter(pl.col(STUCK) & pl.col(RUN_START))]
+        queries += [_stats(values, runs, series), runs.filter(pl.col(STUCK))]
     # Which exclusions name a series (a tag of a long layout), to say those naming nothing.
     queries.append(series_matches(dataset, settings.excluded))
     has_time = dataset.roles.timestamp is not None
@@ -393,26 +449,30 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(runs: pl.LazyFrame, series: pl.LazyFrame) -> pl.LazyFrame:
+def _stats(values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame) -> pl.LazyFrame:
     kept = ~pl.col(_SKIPPED)
     constant = pl.col(_GROUP_KEY).filter(pl.col(CONSTANT)).unique()
-    return runs.select(
-        pl.len().alias("values"),
-        pl.col(STUCK).sum().alias("stuck_readings"),
-        pl.col(AT_REST).sum().alias("rest_readings"),
-    ).join(
-        series.select(
-            (pl.col(_SAME_N).filter(kept).sum() / pl.col(_PAIRS_N).filter(kept).sum())
-            .fill_nan(0.0)
-            .fill_null(0.0)
-            .alias("repeat_share"),
-            constant.sort().head(MAX_NAMES).implode().alias("constant"),
-            constant.len().alias("constant_groups"),
-            pl.col(_GROUP_KEY).filter(kept).n_unique().alias("groups"),
-            pl.col(STATE).sum().alias("state_series"),
-            pl.col(EXCLUDED).sum().alias("excluded_series"),
-        ),
-        how="cross",
+    readings = runs.select(
+        pl.col(RUN_LENGTH).filter(pl.col(STUCK)).sum().alias("stuck_readings"),
+        pl.col(RUN_LENGTH).filter(pl.col(AT_REST)).sum().alias("rest_readings"),
+    )
+    return (
+        values.select(pl.len().alias("values"))
+        .join(readings, how="cross")
+        .join(
+            series.select(
+                (pl.col(_SAME_N).filter(kept).sum() / pl.col(_PAIRS_N).filter(kept).sum())
+                .fill_nan(0.0)
+                .fill_null(0.0)
+                .alias("repeat_share"),
+                constant.sort().head(MAX_NAMES).implode().alias("constant"),
+                constant.len().alias("constant_groups"),
+                pl.col(_GROUP_KEY).filter(kept).n_unique().alias("groups"),
+                pl.col(STATE).sum().alias("state_series"),
+                pl.col(EXCLUDED).sum().alias("excluded_series"),
+            ),
+            how="cross",
+        )
     )
 
 
@@ -444,7 +504,7 @@ def _result(
                 constant_series += groups
         status = status_from_thresholds(stuck, values, settings.warn_at, settings.fail_at)
         statuses.append(status)
-        runs = runs.sort([RUN_LENGTH, ENTITY, POSITION], descending=[True, False, False])
+        runs = runs.sort([RUN_LENGTH, ENTITY, _RUN_AT], descending=[True, False, False])
         per_column[column] = {
             "checked_values": values,
             "repeat_share": round(float(stats["repeat_share"]), 6),

@@ -85,7 +85,8 @@ def _names(dataset: Dataset) -> pl.LazyFrame | None:
 
     def build() -> pl.LazyFrame:
         columns = [pl.col(c).cast(pl.String).alias(_k(i)) for i, c in enumerate(keys)]
-        return dataset.frame.select(key.alias(KEY), *columns).unique()
+        # The distinct key values first: the text is made for each series, not each row.
+        return dataset.frame.select(keys).unique().select(key.alias(KEY), *columns)
 
     return shared(dataset, ("series names", tuple(keys)), build)
 

@@ -118,37 +118,47 @@ class SpikeCheckConfig:
 def jump_values(
     dataset: Dataset, scope: Scope, column: str, config: Config, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
-    """The column's readings (missing, out-of-range and stuck ones left out) in series order,
-    with for each whether a jump starts there (`JUMP`), the spike's width (null for a step) and
-    whether it lies inside or ends an earlier spike (`COVERED`). One shared node per column and
-    settings (`series_values.shared`)."""
-    flat = config.section(FlatlineCheckConfig)
-    leave_stuck = flatline.TOOL in config.selected_checks() and not matches_any(
-        column, flat.excluded
-    )
+    """The column's readings near a jump (within `_context(settings)` readings of one, in
+    series order), with for each whether a jump starts there (`JUMP`), the spike's width (null
+    for a step) and whether it lies inside or ends an earlier spike (`COVERED`): every reading
+    with a JUMP or a WIDTH and the readings a spike spans. Readings far from any jump are left
+    out, so the node stays small. One shared node per column and settings
+    (`series_values.shared`)."""
     key = (
         "jumps",
         scope,
         column,
         range_limits(dataset, column, config),
         tuple(dataset.sentinels),
-        repr(flat) if leave_stuck else None,
+        _stuck_key(column, config),
         repr(settings),
     )
+    return shared(
+        dataset,
+        key,
+        lambda: _jumps(spike_input(dataset, scope, column, config), dataset, column, settings),
+    )
 
-    def build() -> pl.LazyFrame:
-        if leave_stuck:
-            values = (
-                stuck_values(dataset, scope, column, config)
-                .filter(~pl.col(STUCK))
-                .select(SERIES, ENTITY, TIME, AT_ROW, X)
-                .with_columns(pl.int_range(pl.len()).alias(POSITION))
-            )
-        else:
-            values = checked_values(dataset, scope, column, config)
-        return _jumps(values, dataset, column, settings)
 
-    return shared(dataset, key, build)
+def spike_input(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """The column's readings spike_check judges, in series order: missing, out-of-range,
+    stuck and resting ones left out (when flatline_check runs and checks the column)."""
+    if _stuck_key(column, config) is None:
+        return checked_values(dataset, scope, column, config)
+    return (
+        stuck_values(dataset, scope, column, config)
+        .filter(~pl.col(STUCK))
+        .select(SERIES, ENTITY, TIME, AT_ROW, X)
+        .with_columns(pl.int_range(pl.len()).alias(POSITION))
+    )
+
+
+def _stuck_key(column: str, config: Config) -> str | None:
+    """The flat-line settings the input depends on, or None when it leaves no stuck reading out."""
+    flat = config.section(FlatlineCheckConfig)
+    if flatline.TOOL not in config.selected_checks() or matches_any(column, flat.excluded):
+        return None
+    return repr(flat)
 
 
 def _jumps(
@@ -181,7 +191,7 @@ def _jumps(
     back = pl.lit(None, dtype=pl.Int32)
     for j in range(settings.return_within, 0, -1):
         returned = ((pl.col(X).shift(-j) - pl.col(_PREVIOUS)).abs() < pl.col(_D).abs() / 2) & (
-            pl.col(SERIES).shift(-j) == pl.col(SERIES)
+            _beside(-j)
         )
         back = pl.when(returned.fill_null(False)).then(pl.lit(j, dtype=pl.Int32)).otherwise(back)
     widest = max_width(settings)
@@ -191,13 +201,13 @@ def _jumps(
     landed = pl.lit(None, dtype=pl.Int32)
     for k in range(widest, 0, -1):
         near = ((pl.col(X) - pl.col(X).shift(k + 1)).abs() < pl.col(_D).abs() / 2) & (
-            pl.col(SERIES).shift(k + 1) == pl.col(SERIES)
+            _beside(k + 1)
         )
         landed = pl.when(near.fill_null(False)).then(pl.lit(k, dtype=pl.Int32)).otherwise(landed)
     # Where such an excursion starts: its width, the widest when several end later.
     excursion = pl.max_horizontal(
         [
-            pl.when(pl.col(_LANDED).shift(-k) == k).then(pl.lit(k, dtype=pl.Int32))
+            pl.when((pl.col(_LANDED).shift(-k) == k) & _beside(-k)).then(pl.lit(k, dtype=pl.Int32))
             for k in range(1, widest + 1)
         ]
     )
@@ -207,7 +217,7 @@ def _jumps(
     for j in range(1, widest + 1):
         earlier = pl.col(WIDTH).shift(j)
         inside = (earlier > j) | ((earlier == j) & pl.col(WIDTH).is_null())
-        covered = covered | inside.fill_null(False)
+        covered = covered | (inside & _beside(j)).fill_null(False)
     changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
     per_series = changes.group_by(SERIES).agg(per_device)
     # The chance is for the whole column: a fleet of 5,000 short series must not make five
@@ -220,9 +230,18 @@ def _jumps(
     changes = with_per_series(changes, per_series)
     changes = changes.with_columns(dev.alias(_DEV))
     changes = with_per_series(changes, changes.group_by(SERIES).agg(spreads))
+    context = _context(settings)
     return (
         changes.with_columns(spread.alias(_SCALE))
         .with_columns(jump.fill_null(False).alias(_JUMPED))
+        # Jumps are rare: what follows looks at most `context` readings either side of one,
+        # so only those readings go on (the shifts below check they are neighbours).
+        .filter(
+            pl.col(_JUMPED)
+            .cast(pl.UInt8)
+            .rolling_max(window_size=2 * context + 1, center=True, min_samples=1)
+            == 1
+        )
         # A jump that itself comes back (a spike out) is no landing: in a series swinging
         # between two levels, the nearest reading is the spike, not what lies between.
         .with_columns(pl.when(pl.col(_JUMPED) & back.is_null()).then(landed).alias(_LANDED))
@@ -238,6 +257,21 @@ def _jumps(
             SERIES, ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, _SCALE, JUMP, WIDTH, COVERED
         )
     )
+
+
+def _beside(lag: int) -> pl.Expr:
+    """True where the reading `lag` rows back (forward for a negative lag) in this frame is the
+    reading `lag` places back in its series: the frame holds only the readings near jumps."""
+    return (pl.col(POSITION).shift(lag) == pl.col(POSITION) - lag) & (
+        pl.col(SERIES).shift(lag) == pl.col(SERIES)
+    )
+
+
+def _context(settings: SpikeCheckConfig) -> int:
+    """How far from a jump its spike, the excursion it ends and the readings it covers reach:
+    an excursion starts up to `max_width` readings before the jump that ends it, which looks
+    one further back, and covers up to `max_width` readings after its start."""
+    return 2 * max_width(settings) + 2
 
 
 def max_width(settings: SpikeCheckConfig) -> int:
@@ -324,7 +358,8 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     queries: list[pl.LazyFrame] = []
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
-        queries += [_stats(jumps, settings), _events(jumps, settings)]
+        values = spike_input(dataset, scope, column, config)
+        queries += [_stats(values, settings), _events(jumps, settings)]
     has_time = dataset.roles.timestamp is not None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -360,13 +395,13 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
-    per_series = jumps.group_by(SERIES).agg(pl.len().alias("readings"))
+def _stats(values: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
+    per_series = values.group_by(SERIES).agg(pl.len().alias("readings"))
     short = per_series.select(
         (pl.col("readings") < settings.min_series_readings).sum().alias("short_series"),
         pl.len().alias("series"),
     )
-    return jumps.select(pl.len().alias("values")).join(short, how="cross")
+    return values.select(pl.len().alias("values")).join(short, how="cross")
 
 
 def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
