@@ -290,7 +290,9 @@ def test_kelvin_read_from_the_values_unit(tmp_path: Path) -> None:
     assert temperature["limits"]["source"] == (
         "unit default: Kelvin >= 0 (unit K read from the values)"
     )
-    assert "read from the values" not in result.findings[0].what  # the source's first part
+    assert "(suspect below 0, unit default, unit K read from the values)" in (
+        result.findings[0].what
+    )
 
 
 def test_percent_outside_share_is_checked_and_named(tmp_path: Path) -> None:

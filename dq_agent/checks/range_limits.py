@@ -93,12 +93,20 @@ class Limits:
     suspect_min: float | None = None
     suspect_max: float | None = None
     source: str = "config"
+    unit_read: str | None = None
+    """The unit read from the values ("-5.00 K": K) that gave the default, if one did."""
 
     def is_empty(self) -> bool:
         return all(getattr(self, key) is None for key in LIMIT_KEYS)
 
     def to_dict(self) -> dict[str, Any]:
         return {**{key: getattr(self, key) for key in LIMIT_KEYS}, "source": self.source}
+
+    def origin(self) -> str:
+        """Where the limits come from, short: "config", "unit default", "config and unit
+        default", with the unit when it was read from the values."""
+        first = self.source.split(":")[0]
+        return first + (f", unit {self.unit_read} read from the values" if self.unit_read else "")
 
     def low(self) -> float:
         """The tightest lower limit (-inf without one): a reading's excess is measured from it."""
@@ -162,18 +170,20 @@ def unit_default(name: str, unit: str | None = None) -> UnitDefault | None:
     kind = _VALUE_UNITS.get(unit or "")
     if kind == "percent":
         return UnitDefault(
-            _percent("unit default: percentage 0-100 (the data keeps to it)" + read),
+            _percent("unit default: percentage 0-100 (the data keeps to it)" + read, unit),
             conditional=True,
         )
     if kind == "absolute pressure":
-        return UnitDefault(Limits(suspect_min=0.0, source=f"unit default: {kind} >= 0" + read))
+        source = f"unit default: {kind} >= 0" + read
+        return UnitDefault(Limits(suspect_min=0.0, source=source, unit_read=unit))
     if kind == "kelvin":
-        return UnitDefault(Limits(suspect_min=0.0, source="unit default: Kelvin >= 0" + read))
+        source = "unit default: Kelvin >= 0" + read
+        return UnitDefault(Limits(suspect_min=0.0, source=source, unit_read=unit))
     return None
 
 
-def _percent(source: str) -> Limits:
-    return Limits(suspect_min=0.0, suspect_max=100.0, source=source)
+def _percent(source: str, unit: str | None = None) -> Limits:
+    return Limits(suspect_min=0.0, suspect_max=100.0, source=source, unit_read=unit)
 
 
 def merged(configured: Mapping[str, float] | None, default: Limits | None) -> Limits | None:
@@ -188,7 +198,8 @@ def merged(configured: Mapping[str, float] | None, default: Limits | None) -> Li
         source = f"config and {default.source}"
     else:
         source = "config"
-    return Limits(**values, source=source)
+    unit = default.unit_read if default is not None and source != "config" else None
+    return Limits(**values, source=source, unit_read=unit)
 
 
 @dataclass(frozen=True)

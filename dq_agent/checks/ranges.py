@@ -436,7 +436,7 @@ def _finding(column: str, limits: Limits | None, row: dict[str, Any], has_time: 
     levels = " and ".join(f"{row[level]} {level}" for level in ("fail", "suspect") if row[level])
     what = (
         f"{plural(count, 'reading')} of {column}{_on(row[ENTITY])} beyond its limits "
-        f"({_bounds(limits)}, {limits.source.split(':')[0]}): {levels}, "
+        f"({_bounds(limits)}, {limits.origin()}): {levels}, "
         f"lowest {row['lowest']:g}, highest {row['highest']:g}; "
         f"{plural(int(row['runs']), 'run')}, longest {row['longest_run']}"
     )
