@@ -5,6 +5,10 @@
     report = dq_agent.inspect(frame)                      # Polars, Arrow or a DuckDB relation
     report.verdict, report.checks["null_check"].metrics
 
+A PySpark DataFrame is checked where it is, on the caller's own session (`engines.spark`):
+only the checks ported to every engine can run there (`portable.is_portable`), and a run that
+selects another is refused, naming both lists, rather than collecting the frame to the driver.
+
 Unlike the CLI, a library call writes nothing unless asked: no history (`history=True` or a
 database path records the run, and the frame then needs a `name` to be known by), no report
 file. It reads the same environment variables as the CLI when it resolves a config file or
@@ -20,8 +24,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from dq_agent.catalogue import CATALOGUE
+from dq_agent.checks.portable import is_portable
 from dq_agent.config import Config, resolve, set_value
-from dq_agent.errors import ConfigError
+from dq_agent.engines import Engine
+from dq_agent.errors import ConfigError, InputError
 from dq_agent.history import (
     DEFAULT_TREND_RUNS,
     HistoryStore,
@@ -31,8 +38,8 @@ from dq_agent.history import (
     history_path,
 )
 from dq_agent.inspection import RunStart, inspect_dataset
-from dq_agent.load import load_frame
-from dq_agent.loading.frames import frame_input
+from dq_agent.load import Dataset, load_frame
+from dq_agent.loading.frames import SPARK, frame_input
 from dq_agent.outcome import Inspection, exit_code_for
 from dq_agent.report.json_report import report_dict
 from dq_agent.settings import AgentConfig
@@ -53,8 +60,8 @@ def inspect(
     history: bool | str | os.PathLike[str] = False,
     question: str | None = None,
 ) -> Inspection:
-    """Inspect `frame` (a Polars DataFrame or LazyFrame, a pyarrow Table or a DuckDB relation)
-    and return what the CLI reports for a file.
+    """Inspect `frame` (a Polars DataFrame or LazyFrame, a pyarrow Table, a DuckDB relation or
+    a PySpark DataFrame) and return what the CLI reports for a file.
 
     `config`: None (the defaults), a `Config`, a YAML file's path, or a mapping of the YAML's
     sections. `agent`: None runs every check by code (no model); otherwise the model settings
@@ -72,8 +79,12 @@ def inspect(
         set_value(settings, "columns.order_by", order_by, "the order_by argument")
     _set_history(settings, history, name)
     started = RunStart.now()
-    dataset = load_frame(frame_input(frame, name), settings)
-    inspection = inspect_dataset(dataset, settings, started=started, question=question)
+    source = frame_input(frame, name)
+    dataset = load_frame(source, settings)
+    engine = _spark_engine(frame, dataset, settings) if source.kind == SPARK else None
+    inspection = inspect_dataset(
+        dataset, settings, started=started, question=question, engine=engine
+    )
     if settings.history.enabled:
         record_run(inspection, settings, exit_code_for(inspection, "fail"))
     return inspection
@@ -98,6 +109,36 @@ def record_run(inspection: Inspection, config: Config, exit_code: int) -> list[R
         store.save_run(inspection, exit_code, dataset_name=config.history.dataset_name)
         key = dataset_key(inspection.dataset.path, config.history.dataset_name)
         return store.recent_runs(limit=DEFAULT_TREND_RUNS, dataset=key)
+
+
+def _spark_engine(frame: Any, dataset: Dataset, config: Config) -> Engine:
+    """The Spark engine on the caller's session, running the checks on `frame` itself; what it
+    cannot run yet is refused before any check runs, never run on a collected copy."""
+    from dq_agent.engines.spark import SparkEngine
+
+    if config.agent.enabled:
+        raise ConfigError(
+            "a model over a PySpark DataFrame is not supported yet (its drill-down narrows the "
+            "data with Polars): pass agent=None, every selected check then runs on Spark"
+        )
+    if config.excusal() is not None:
+        raise ConfigError(
+            "maintenance windows over a PySpark DataFrame are not supported yet (their mask "
+            "is computed with Polars): leave out the maintenance section"
+        )
+    selected = config.selected_checks()
+    ported = [spec.name for spec in CATALOGUE if is_portable(spec.plan)]
+    other = [name for name in selected if name not in ported]
+    if other:
+        raise InputError(
+            f"on a PySpark DataFrame dq-agent runs the checks ported to Spark: "
+            f"{', '.join(ported)}; not yet {', '.join(other)}. Select the ported ones "
+            f"(config={{'run': {{'checks': {ported!r}}}}}), or for data that fits in memory "
+            "pass frame.toArrow() to run every check with Polars"
+        )
+    engine = SparkEngine(frame.sparkSession)
+    engine.adopt(dataset, frame, config.columns.timezone)
+    return engine
 
 
 def _config(config: ConfigSource) -> Config:

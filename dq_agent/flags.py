@@ -1,8 +1,10 @@
 """`--flags FILE`: one row per reading with the key columns and, per numeric value column, a
 QARTOD flag and the check that set it, as Parquet.
 
-Flags: 1 GOOD, 2 NOT EVALUATED (inside a maintenance window; its `_check` says "maintenance"),
-3 SUSPECT, 4 FAIL, 9 MISSING (null, NaN or a sentinel). The value checks list each
+Flags: 1 GOOD, 2 NOT EVALUATED (inside a maintenance window, its `_check` saying
+"maintenance"; or judged by none of the value checks: no limits for its column, and its series
+too short or too steady for flat line and spike, `_check` null), 3 SUSPECT, 4 FAIL, 9 MISSING
+(null, NaN or a sentinel). The value checks list each
 reading once (`checks.value_flags`: range, then flat line, then spike, each leaving out what the
 earlier flagged), so the flag shown is the first and worst cause. The file is written as the
 report is (`output.write_atomic_with`): a temporary name in the same folder, renamed, so a
@@ -15,8 +17,9 @@ from pathlib import Path
 
 import polars as pl
 
-from dq_agent.checks.base import Scope, entity_key
-from dq_agent.checks.series_values import AT_ROW, value_columns
+from dq_agent.checks import flatline, spikes
+from dq_agent.checks.base import SERIES, Scope, entity_key
+from dq_agent.checks.series_values import AT_ROW, matches_any, value_columns
 from dq_agent.checks.value_flags import CHECK, FLAG, flagged_rows
 from dq_agent.config import Config
 from dq_agent.load import Dataset, load
@@ -26,6 +29,7 @@ GOOD, NOT_EVALUATED, MISSING = 1, 2, 9
 # The `_check` of a reading flagged 2: a maintenance window excused it.
 EXCUSED_CAUSE = "maintenance"
 _EXCUSED = "__excused"
+_JUDGED = "__judged"
 
 
 def flag_frame(dataset: Dataset, config: Config) -> pl.LazyFrame:
@@ -53,13 +57,24 @@ def flag_frame(dataset: Dataset, config: Config) -> pl.LazyFrame:
             {FLAG: f"{column}_flag", CHECK: f"{column}_check"}
         )
         frame = frame.join(flags, on=AT_ROW, how="left")
+        evaluated = _evaluated(dataset, scope, column, config)
+        if evaluated is None:
+            judged: pl.Expr = pl.lit(True)
+        else:
+            frame = frame.join(evaluated, on=AT_ROW, how="left")
+            judged = pl.col(_JUDGED).fill_null(False)
         missing = pl.col(f"__missing_{column}")
         frame = frame.with_columns(
             pl.when(missing)
             .then(pl.lit(MISSING, dtype=pl.Int8))
             .when(pl.col(_EXCUSED))
             .then(pl.lit(NOT_EVALUATED, dtype=pl.Int8))
-            .otherwise(pl.col(f"{column}_flag").fill_null(GOOD))
+            .when(pl.col(f"{column}_flag").is_not_null())
+            .then(pl.col(f"{column}_flag"))
+            # No value check could judge it: not "good", which would say it passed them.
+            .when(~judged)
+            .then(pl.lit(NOT_EVALUATED, dtype=pl.Int8))
+            .otherwise(pl.lit(GOOD, dtype=pl.Int8))
             .alias(f"{column}_flag"),
             # An excused reading says why it was not evaluated, as a flagged one names its check.
             pl.when(~missing & pl.col(_EXCUSED))
@@ -67,7 +82,31 @@ def flag_frame(dataset: Dataset, config: Config) -> pl.LazyFrame:
             .otherwise(pl.col(f"{column}_check"))
             .alias(f"{column}_check"),
         )
+        if evaluated is not None:
+            frame = frame.drop(_JUDGED)
     return frame.sort(AT_ROW).drop([AT_ROW, _EXCUSED, *[f"__missing_{c}" for c in columns]])
+
+
+def _evaluated(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame | None:
+    """AT_ROW and _JUDGED for the readings of `column` that flatline_check or spike_check
+    judges (their series are long and varied enough), or None when every reading is judged
+    (range_check holds the column against limits in this run)."""
+    if flatline.range_limits(column, config) is not None:
+        return None
+    selected = config.selected_checks()
+    parts = []
+    flat = config.section(flatline.FlatlineCheckConfig)
+    if flatline.TOOL in selected and not matches_any(column, flat.excluded):
+        parts.append(flatline.judged_series(dataset, scope, column, config))
+    spike = config.section(spikes.SpikeCheckConfig)
+    if spikes.TOOL in selected and not matches_any(column, spike.excluded):
+        parts.append(spikes.judged_series(dataset, scope, column, config, spike))
+    readings = flatline.checked_values(dataset, scope, column, config).select(SERIES, AT_ROW)
+    if parts:
+        readings = readings.join(pl.concat(parts).unique(), on=SERIES, how="semi")
+    else:
+        readings = readings.head(0)
+    return readings.select(AT_ROW, pl.lit(True).alias(_JUDGED))
 
 
 def write_flags(path: str, config: Config, out: Path) -> int:

@@ -13,12 +13,15 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.agent.pipeline import run_agent_inspection
-from dq_agent.checks.base import entity_key
+from dq_agent.checks.base import Scope, entity_key
 from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
+from dq_agent.engines import Engine
+from dq_agent.engines.base import entity_key_expr
 from dq_agent.errors import (
     AgentUnavailableError,
     ConfigError,
@@ -43,20 +46,24 @@ def _no_stage(_: str) -> None:
     return None
 
 
-def profile(dataset: Dataset) -> DatasetInfo:
-    """Rows, time range and number of entities, in one small query."""
-    exprs: list[pl.Expr] = [pl.len().alias("rows")]
+def profile(dataset: Dataset, engine: Engine | None = None) -> DatasetInfo:
+    """Rows, time range and number of entities, in one small query (on `engine` where the
+    data lives there)."""
     ts = dataset.roles.timestamp
-    if ts is not None:
-        exprs += [pl.col(ts).min().alias("start"), pl.col(ts).max().alias("end")]
-    key = entity_key(dataset)
-    if key is not None:
-        exprs.append(key.n_unique().alias("entities"))
-    try:
-        row = dataset.frame.select(exprs).collect().row(0, named=True)
-    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InputError(f"cannot read {dataset.path}: {first}") from exc
+    if engine is not None:
+        row = _profile_on(engine, dataset)
+    else:
+        exprs: list[pl.Expr] = [pl.len().alias("rows")]
+        if ts is not None:
+            exprs += [pl.col(ts).min().alias("start"), pl.col(ts).max().alias("end")]
+        key = entity_key(dataset)
+        if key is not None:
+            exprs.append(key.n_unique().alias("entities"))
+        try:
+            row = dataset.frame.select(exprs).collect().row(0, named=True)
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(f"cannot read {dataset.path}: {first}") from exc
     start, end = row.get("start"), row.get("end")
     return DatasetInfo(
         path=dataset.path,
@@ -70,7 +77,20 @@ def profile(dataset: Dataset) -> DatasetInfo:
         time_start=start.isoformat() if isinstance(start, datetime) else None,
         time_end=end.isoformat() if isinstance(end, datetime) else None,
         entities=int(row["entities"]) if row.get("entities") is not None else None,
+        engine="polars" if engine is None else engine.name,
     )
+
+
+def _profile_on(engine: Engine, dataset: Dataset) -> dict[str, Any]:
+    ts = dataset.roles.timestamp
+    exprs = [nw.len().cast(nw.Int64).alias("rows")]
+    if ts is not None:
+        exprs += [nw.col(ts).min().alias("start"), nw.col(ts).max().alias("end")]
+    if dataset.roles.entity:
+        exprs.append(entity_key_expr(dataset.roles.entity).n_unique().alias("entities"))
+    query = engine.rows(dataset, Scope()).select(*exprs)
+    row: dict[str, Any] = engine.collect([query], dataset)[0].row(0, named=True)
+    return row
 
 
 @dataclass(frozen=True)
@@ -112,9 +132,12 @@ def inspect_dataset(
     question: str | None = None,
     trace: Trace | None = None,
     on_stage: StageCallback = _no_stage,
+    engine: Engine | None = None,
 ) -> Inspection:
     """Inspect a loaded dataset (a file's, or a caller's frame, `dq_agent.api`): the one path
-    from loaded data to an Inspection. `started`: when the run began (before loading)."""
+    from loaded data to an Inspection. `started`: when the run began (before loading).
+    `engine`: where the data lives when not in Polars (a caller's Spark DataFrame): every
+    check runs there and nothing is read into memory (the caller has refused what cannot)."""
     started = started or RunStart.now()
     started_at, clock = started.at, started.clock
     timing = config.section(DelayCheckConfig)
@@ -125,15 +148,17 @@ def inspect_dataset(
         timing.as_of = started_at.isoformat(timespec="seconds")
     timings: dict[str, float] = {}
 
-    info = profile(dataset)
+    info = profile(dataset, engine)
     timings["load_seconds"] = time.perf_counter() - clock
     if info.rows == 0:
         raise InputError(f"{dataset.path} has no data rows: nothing to check")
 
-    # Where the data lives for the run: read into memory once, shared by every check.
-    dataset = resident(dataset)
-    dataset, maintenance = _maintenance(dataset, config)
-    tools = register_detection_tools(dataset, config)
+    maintenance: list[dict[str, Any]] = []
+    if engine is None:
+        # Where the data lives for the run: read into memory once, shared by every check.
+        dataset = resident(dataset)
+        dataset, maintenance = _maintenance(dataset, config)
+    tools = register_detection_tools(dataset, config, engine)
     checks_started = time.perf_counter()
     outcome = None
     agent = AgentInfo(status="disabled", model=None, mode="none")

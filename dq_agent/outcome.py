@@ -28,11 +28,14 @@ class DatasetInfo:
     dtypes: dict[str, str] = field(default_factory=dict)
     inferred: list[dict[str, str]] = field(default_factory=list)
     """What loading guessed (`loading.notes.Inference.to_dict`): role, value, reason, setting."""
+    engine: str = "polars"
+    """Where every check of the run ran (`dq_agent.engines`): "spark" for a Spark DataFrame."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "format": self.file_format,
+            "engine": self.engine,
             "files": self.files,
             "rows": self.rows,
             "columns": list(self.columns),

@@ -22,8 +22,10 @@ import polars as pl
 
 from dq_agent.catalogue import CATALOGUE, CHECK_NAMES
 from dq_agent.checks.base import CheckPlan, Scope, entity_key, missing_column_message, run_plans
+from dq_agent.checks.portable import on_engine
 from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
+from dq_agent.engines import Engine
 from dq_agent.errors import ToolArgumentError, ToolRegistrationError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
@@ -161,9 +163,13 @@ def no_arguments() -> dict[str, Any]:
     return {"type": "object", "properties": {}, "required": []}
 
 
-def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
+def register_detection_tools(
+    dataset: Dataset, config: Config, engine: Engine | None = None
+) -> list[Tool]:
     """The catalogue's detection tools selected by `config` (`run.checks`, default all) bound to
-    `dataset` and `config`, in report order."""
+    `dataset` and `config`, in report order. With `engine` (a caller's Spark DataFrame), each
+    runs on that engine: only ported checks can (`portable.is_portable`; `dq_agent.api` refuses
+    the others before this)."""
     selected = config.selected_checks()
     tools: list[Tool] = []
     # Windows need a time to fall in: without a timestamp column the inspection refuses them.
@@ -180,7 +186,7 @@ def register_detection_tools(dataset: Dataset, config: Config) -> list[Tool]:
                 no_arguments(),
                 dataset,
                 config,
-                spec.plan,
+                spec.plan if engine is None else on_engine(spec.plan, engine),
                 excusal if spec.excused else None,
             )
             tool.plan()  # building the plan validates the tool against this dataset; nothing is collected

@@ -311,22 +311,6 @@ def test_agent_settings_use_the_model_and_fall_back_when_it_cannot_be_used() -> 
         dq_agent.inspect(frame, agent="qwen")  # type: ignore[arg-type]
 
 
-class _SparkLikeFrame:
-    """What the API sees of a PySpark DataFrame: an object of a pyspark module."""
-
-
-_SparkLikeFrame.__module__ = "pyspark.sql.dataframe"
-
-
-def test_a_spark_frame_is_refused_not_collected() -> None:
-    with pytest.raises(InputError, match="needs the Spark engine") as raised:
-        dq_agent.inspect(_SparkLikeFrame())
-    assert "toArrow()" in raised.value.message
-    assert "a Polars DataFrame or LazyFrame, a pyarrow Table or a DuckDB relation" in (
-        raised.value.message
-    )
-
-
 @pytest.mark.parametrize(
     "data", [{"timestamp": [1, 2]}, [1, 2, 3], "sample_data/sensors.parquet", pa.array([1, 2])]
 )

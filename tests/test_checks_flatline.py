@@ -260,6 +260,54 @@ def test_a_setpoint_shared_by_the_fleet_is_constant_not_a_rest_level(tmp_path: P
     assert (result.metrics["stuck_runs"], result.metrics["rest_readings"]) == (0, 0)
 
 
+def test_a_micro_batch_is_not_evaluated(tmp_path: Path) -> None:
+    # Three readings per device: no run of min_readings (10) can fit.
+    rows = [[minute(i), d, 21.5 - i, 40.0 + i] for d in ("a", "b") for i in range(3)]
+    path = write_csv(tmp_path / "batch.csv", ["timestamp", "device_id", "temp", "flow"], rows)
+    result = run_check(plan_flatline_check, path)
+    assert result.status is Status.SKIPPED
+    assert result.summary == (
+        "not evaluated: no device has the 10 readings a stuck run needs in a column (the most: "
+        "3; flatline_check.min_readings, or min_duration_seconds)"
+    )
+    assert result.metrics["columns"]["flow"]["judged_series"] == 0
+    assert result.metrics["columns"]["flow"]["longest_series"] == 3
+    # A duration makes two readings enough: the same batch is judged.
+    config = Config()
+    config.flatline_check.min_duration_seconds = 3600
+    judged = run_check(plan_flatline_check, path, config)
+    assert judged.status is Status.PASS, judged.summary
+    assert judged.metrics["columns"]["flow"]["judged_series"] == 2
+
+
+def test_only_a_setpoint_is_not_evaluated(tmp_path: Path) -> None:
+    rows = [[minute(i), d, 65.0] for d in ("a", "b") for i in range(MINUTES)]
+    path = write_csv(tmp_path / "sp.csv", ["timestamp", "device_id", "setpoint_c"], rows)
+    result = run_check(plan_flatline_check, path)
+    assert result.status is Status.SKIPPED
+    assert result.summary == (
+        "not evaluated: setpoint_c never varies (a setpoint or a constant: not called stuck; "
+        "flatline_check.flag_constant_columns judges it)"
+    )
+    assert result.metrics["constant_columns"] == ["setpoint_c"]
+    config = Config()
+    config.flatline_check.flag_constant_columns = True
+    flagged = run_check(plan_flatline_check, path, config)
+    assert flagged.status is Status.FAIL
+    assert flagged.metrics["stuck_readings"] == 2 * MINUTES
+
+
+def test_every_column_excluded_is_not_evaluated(tmp_path: Path) -> None:
+    config = _config()
+    config.flatline_check.excluded = ["*"]
+    result = run_check(plan_flatline_check, _fleet(tmp_path), config)
+    assert result.status is Status.SKIPPED
+    assert result.summary == (
+        "not evaluated: every value column is excluded (flatline_check.excluded: temp, rh, "
+        "setpoint, valve)"
+    )
+
+
 def test_sensors_frozen_at_an_ordinary_value_make_no_rest_level(tmp_path: Path) -> None:
     """Four of eight devices freeze for 40 readings at 20.5, a value every device passes
     through now and then (read to 0.1). The frozen runs are stuck, not a level the fleet

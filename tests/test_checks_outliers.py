@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from dq_agent.checks import outliers
 from dq_agent.checks.base import Scope
 from dq_agent.checks.evidence import ROBUST_T_SCALE, STD_T_SCALE, z_tail
 from dq_agent.checks.outliers import MAD_TO_SIGMA, plan_outlier_check
@@ -220,13 +221,45 @@ def test_all_groups_small_are_still_checked_by_the_fleet(tmp_path: Path) -> None
     assert result.status is Status.FAIL
 
 
-def test_nothing_checkable_warns(tmp_path: Path) -> None:
+def test_one_reading_per_device_is_not_evaluated(tmp_path: Path) -> None:
     rows = [[minute(i), f"d{i}", 1.0 + i] for i in range(6)]
     path = write_csv(tmp_path / "single.csv", ["timestamp", "device_id", "temp"], rows)
     result = run_check(plan_outlier_check, path)
-    assert result.status is Status.WARN
-    assert result.summary.startswith("no value could be checked for outliers: no group had 4")
+    assert result.status is Status.SKIPPED
+    assert result.summary.startswith(
+        "not evaluated: no device has 4 or more values with any spread in a column (6 values: "
+        "6 groups too small to check); a device is judged from 4 readings"
+    )
     assert result.metrics["columns"]["temp"]["groups_too_small"] == 6
+    assert result.metrics["total_checked_values"] == 0
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3])
+def test_a_micro_batch_is_not_evaluated(tmp_path: Path, rows: int) -> None:
+    values = [21.5, 21.7, 35.0][:rows]
+    lines = [[minute(i), "pump-1", v, 40.0 + i] for i, v in enumerate(values)]
+    header = ["timestamp", "device_id", "temp", "flow"]
+    result = run_check(plan_outlier_check, write_csv(tmp_path / "batch.csv", header, lines))
+    assert result.status is Status.SKIPPED, result.summary
+    assert result.summary == (
+        f"not evaluated: no device has 4 or more values with any spread in a column "
+        f"({2 * rows} values: 2 groups too small to check); a device is judged from 4 readings "
+        "beside other devices, or 30 on its own spread (outlier_check.min_group_size): a "
+        "longer stretch of data can be judged"
+    )
+    assert result.findings == []
+    assert result.metrics["columns"]["temp"]["skipped_values"] == rows
+
+
+def test_only_constant_groups_are_not_evaluated_without_advice_to_wait(tmp_path: Path) -> None:
+    rows = [[minute(i), "a", 65.0] for i in range(40)]
+    path = write_csv(tmp_path / "setpoint.csv", ["timestamp", "device_id", "setpoint_c"], rows)
+    result = run_check(plan_outlier_check, path)
+    assert result.status is Status.SKIPPED
+    assert result.summary == (
+        "not evaluated: no device has 4 or more values with any spread in a column "
+        "(40 values: 1 zero-variance group)"
+    )
 
 
 def _contaminated(tmp_path: Path) -> Path:
@@ -416,7 +449,11 @@ def test_twenty_clean_gaussian_files_all_pass(tmp_path: Path, rows: int) -> None
     assert [r.status for r in results] == [Status.PASS] * 20
     # Some of them hold values beyond 3 sigma, as normal data does: counted, and not a finding.
     assert sum(r.metrics["total_outliers"] for r in results) > 0
-    assert all("consistent with chance" in r.summary for r in results)
+    assert all(
+        "within chance (clean data shows about" in r.summary
+        or "fewer than clean data shows by chance (about" in r.summary
+        for r in results
+    )
 
 
 @pytest.mark.parametrize(
@@ -668,3 +705,30 @@ def test_state_series_of_a_long_layout_are_not_checked_for_outliers(tmp_path: Pa
     path = write_parquet(tmp_path / "melted.parquet", frame)
     value = run_with(plan_outlier_check, path, alone()).metrics["columns"]["value"]
     assert (value["state_groups"], value["groups_checked"], value["outlier_count"]) == (3, 3, 0)
+
+
+def test_the_summary_says_the_chance_expectation_as_a_person_would(tmp_path: Path) -> None:
+    # 6,000 clean Gaussian readings: clean data under the null model (Student t) shows about
+    # 66 beyond 3 robust sigmas; these show 12, which is fewer, and said so, not "consistent".
+    rng = random.Random(5)
+    rows = [
+        [minute(i), d, round(20 + rng.gauss(0, 0.5), 3)]
+        for d in ("a", "b", "c")
+        for i in range(2000)
+    ]
+    path = write_csv(tmp_path / "g.csv", ["timestamp", "device_id", "temp"], rows)
+    result = run_check(plan_outlier_check, path)
+    assert result.status is Status.PASS
+    assert result.metrics["columns"]["temp"]["expected_outliers"] == pytest.approx(66.07, abs=0.01)
+    assert result.summary == (
+        "12 outliers in 6,000 values (robust z > 3 per device_id): fewer than clean data shows "
+        "by chance (about 66)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("expected", "said"),
+    [(0.04, "about 0.04"), (0.27, "about 0.3"), (9.4, "about 9"), (1095.8, "about 1,100")],
+)
+def test_expected_counts_are_rounded_to_what_they_can_mean(expected: float, said: str) -> None:
+    assert outliers._about(expected) == said

@@ -324,3 +324,41 @@ def test_out_of_range_readings_of_a_tag_are_left_out_of_the_later_checks(tmp_pat
     assert (value["suspect_count"], value["runs"]) == (3, 1)
     assert value["tags_without_limits"] == ["Flow"]
     assert "no limits for 1 tag of Value (Flow" in result.summary
+
+
+def test_no_limits_is_not_evaluated_rather_than_passed(tmp_path: Path) -> None:
+    # temp_c and flow have no unit with physical bounds and no configured limits.
+    rows = [[minute(i), "a", 20.0 + i / 10, 5.0 - i] for i in range(10)]
+    path = write_csv(tmp_path / "plain.csv", ["timestamp", "device_id", "temp_c", "flow"], rows)
+    result = run_check(plan_range_check, path)
+    assert result.status is Status.SKIPPED
+    assert result.summary == (
+        "not evaluated: no validity limits for temp_c, flow; set range_check.limits (min, max, "
+        "suspect_min, suspect_max by column name or pattern) to check them"
+    )
+    assert result.metrics["columns_without_limits"] == ["temp_c", "flow"]
+    assert (result.metrics["columns_checked"], result.metrics["out_of_range_count"]) == (0, 0)
+    # The same file with limits is checked: the negative flow fails.
+    checked = run_check(plan_range_check, path, _config(flow={"min": 0.0}))
+    assert checked.status is Status.FAIL
+    assert checked.metrics["columns"]["flow"]["fail_count"] == 4
+
+
+def test_limits_on_a_column_without_readings_are_not_evaluated(tmp_path: Path) -> None:
+    rows = [[minute(i), "a", -999, 20.0 + i] for i in range(10)]  # -999: missing, every row
+    header = ["timestamp", "device_id", "rel_humidity", "temp_c"]
+    result = run_check(plan_range_check, write_csv(tmp_path / "empty_rh.csv", header, rows))
+    assert result.status is Status.SKIPPED
+    assert result.summary == (
+        "not evaluated: the columns with limits (rel_humidity) have no readings; no limits for "
+        "temp_c (set range_check.limits)"
+    )
+    assert result.metrics["columns"]["rel_humidity"]["checked_values"] == 0
+
+
+def test_no_value_column_is_not_evaluated(tmp_path: Path) -> None:
+    rows = [[minute(i), "a", "on"] for i in range(10)]
+    path = write_csv(tmp_path / "text.csv", ["timestamp", "device_id", "mode"], rows)
+    result = run_check(plan_range_check, path)
+    assert result.status is Status.SKIPPED
+    assert result.summary.startswith("not evaluated: no numeric value column")

@@ -141,7 +141,10 @@ def test_without_a_timestamp_rows_are_reported(tmp_path: Path) -> None:
 @pytest.mark.parametrize("size", [10, 1_000, 30_000])
 def test_clean_series_pass_at_every_size(tmp_path: Path, kind: str, size: int) -> None:
     result = run_check(plan_spike_check, clean_fleet(tmp_path, kind, size))
-    assert result.status is Status.PASS, result.summary
+    # 10 readings a device are too few for a spread of changes (min_series_readings 20):
+    # nothing was judged, and the result says so rather than passing.
+    expected = Status.SKIPPED if size < 20 else Status.PASS
+    assert result.status is expected, result.summary
 
 
 def test_readings_without_a_time_are_nobody_s_neighbour(tmp_path: Path) -> None:
@@ -269,3 +272,48 @@ def test_a_spike_right_after_an_excursion_is_its_own_and_its_neighbours_stay_goo
     ]
     assert result.metrics["step_count"] == 0
     assert _spike_flags(path, Config()) == [100, 101, 102, 104]
+
+
+def test_a_micro_batch_is_not_evaluated_unless_a_max_rate_judges_it(tmp_path: Path) -> None:
+    rows = [[minute(i), d, v] for d in ("a", "b") for i, v in enumerate([20.0, 20.1, 35.0])]
+    path = write_csv(tmp_path / "batch.csv", HEADER, rows)
+    result = run_check(plan_spike_check, path)
+    assert result.status is Status.SKIPPED
+    assert result.summary == (
+        "not evaluated: no device has the 20 readings its spread of changes needs in a column "
+        "(the most: 3; spike_check.min_series_readings), and no spike_check.max_rate is set for "
+        "these columns"
+    )
+    assert result.metrics["columns"]["temp"]["judged_series"] == 0
+    config = Config()
+    config.spike_check.max_rate = {"temp": 1.0}
+    config.spike_check.rate_unit = "minute"
+    rated = run_check(plan_spike_check, path, config)
+    # 20.1 to 35 in a minute on both devices: a step each (nothing after it to return on).
+    assert rated.status is Status.FAIL, rated.summary
+    assert (rated.metrics["step_count"], rated.metrics["columns"]["temp"]["judged_series"]) == (
+        2,
+        2,
+    )
+
+
+def test_devices_too_short_for_a_spread_are_said(tmp_path: Path) -> None:
+    a = _noise(1)
+    rows = [[minute(i), "a", a[i]] for i in range(MINUTES)]
+    rows += [[minute(i), "b", 20.0 + i / 10] for i in range(5)]
+    result = run_check(plan_spike_check, write_csv(tmp_path / "short.csv", HEADER, rows))
+    assert result.status is Status.PASS, result.summary
+    assert result.summary == (
+        "no spikes or steps in 1 column; 1 series with fewer than 20 readings not judged "
+        "(spike_check.min_series_readings, or a max_rate)"
+    )
+    assert result.metrics["series_not_judged"] == 1
+
+
+def test_one_reading_a_device_is_not_evaluated_even_under_a_max_rate(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "one.csv", HEADER, [[minute(0), d, 20.0] for d in ("a", "b")])
+    config = Config()
+    config.spike_check.max_rate = {"temp": 1.0}
+    result = run_check(plan_spike_check, path, config)
+    assert result.status is Status.SKIPPED
+    assert result.summary == "not evaluated: no device has two readings in a column to compare"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import decimal
 import json
+import random
 from datetime import datetime, time, timedelta
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import polars as pl
 import pytest
 
 from dq_agent.checks.base import Scope
+from dq_agent.checks.flatline import plan_flatline_check
 from dq_agent.checks.structure import format_family, plan_structure_check
 from dq_agent.checks.structure_report import dtype_matches, normalise_offset
 from dq_agent.config import Config, resolve
@@ -276,14 +278,80 @@ def test_constant_columns(tmp_path: Path) -> None:
     result = run_check(plan_structure_check, path)
     # sparse has one value in one row: not constant "over more than one row".
     assert result.metrics["constant_columns"] == ["firmware", "gain"]
-    assert result.status is Status.WARN
+    # A value column that never varies is a note (a setpoint or a constant), not a problem; a
+    # constant label (firmware) is listed in the metrics only: normal in one file.
+    assert result.status is Status.PASS
     (finding,) = result.findings
-    # Only the sensor that never varies is a problem; a constant label (firmware) is listed in
-    # the metrics but is normal in one file.
+    assert finding.severity is Status.PASS
+    assert finding.what == (
+        "1 value column never varies (one value throughout: a setpoint or a constant): gain"
+    )
     assert finding.examples == [{"column": "gain", "value": "1.0"}]
+    assert result.summary == (
+        "no structural problems in 6 columns, 6 rows (noted: gain never varies)"
+    )
     # Within one device its key column is constant by construction: not reported.
     on_a = run_check(plan_structure_check, path, scope=Scope(entity="a"))
     assert on_a.metrics["constant_columns"] == ["firmware", "gain"]
+
+
+def _plant_export(tmp_path: Path, stuck_pump: int | None = None) -> Path:
+    """Six pumps every 5 minutes for a day: flow and outlet temperature vary, the setpoint is
+    65.0 throughout (a float), and the historian's Quality code is 192 (good) throughout."""
+    rng = random.Random(7)
+    per_pump = 288
+    frames = []
+    for pump in range(6):
+        temps = [round(62.0 + rng.gauss(0, 0.4), 2) for _ in range(per_pump)]
+        if pump == stuck_pump:
+            temps[100:160] = [temps[100]] * 60
+        frames.append(
+            pl.DataFrame(
+                {
+                    "timestamp": [T0 + timedelta(minutes=5 * i) for i in range(per_pump)],
+                    "pump_id": f"PUMP-{pump:03d}",
+                    "flow_m3h": [round(50.0 + rng.gauss(0, 1.5), 2) for _ in range(per_pump)],
+                    "outlet_temp_c": temps,
+                    "setpoint_c": [65.0] * per_pump,
+                    "Quality": pl.Series([192] * per_pump, dtype=pl.Int32),
+                }
+            )
+        )
+    path = tmp_path / "plant.parquet"
+    pl.concat(frames).write_parquet(path)
+    return path
+
+
+def test_a_setpoint_column_is_a_note_here_as_in_flatline_check(tmp_path: Path) -> None:
+    path = _plant_export(tmp_path)
+    dataset = load(str(path), Config())
+    # The Quality code is no reading; the setpoint is one that never varies.
+    assert dataset.roles.values == ["flow_m3h", "outlet_temp_c", "setpoint_c"]
+    structure = run_check(plan_structure_check, path)
+    assert structure.status is Status.PASS, structure.summary
+    assert structure.summary == (
+        "no structural problems in 6 columns, 1,728 rows (noted: setpoint_c never varies)"
+    )
+    (note,) = structure.findings
+    assert (note.severity, note.column) == (Status.PASS, "setpoint_c")
+    assert structure.metrics["constant_columns"] == ["setpoint_c"]
+    flat = run_check(plan_flatline_check, path)
+    assert flat.status is Status.PASS, flat.summary
+    assert flat.summary == "no stuck runs in 3 columns; setpoint_c never varies (not called stuck)"
+    assert flat.metrics["constant_columns"] == ["setpoint_c"]
+
+
+def test_a_reading_constant_on_one_pump_is_flatline_check_s_finding(tmp_path: Path) -> None:
+    # PUMP-002's outlet temperature holds one value for 60 readings while the others vary: a
+    # stuck sensor, not a constant column.
+    path = _plant_export(tmp_path, stuck_pump=2)
+    structure = run_check(plan_structure_check, path)
+    assert structure.status is Status.PASS, structure.summary
+    assert structure.metrics["constant_columns"] == ["setpoint_c"]
+    flat = run_check(plan_flatline_check, path)
+    assert flat.status is Status.FAIL, flat.summary
+    (finding,) = flat.findings
+    assert (finding.column, finding.entity, finding.count) == ("outlet_temp_c", "PUMP-002", 60)
 
 
 def test_clean_parquet_passes(clean_parquet: Path) -> None:

@@ -1,7 +1,8 @@
 """The ported checks give the same results on every engine (`dq_agent.engines`).
 
-Each case runs a check three ways: as the runner does on Polars (`run_plans`, the production
-path), and through each engine's own execution (`run_portable`). Integer counts, text and
+Each case runs a check on every engine: as the runner does on Polars (`run_plans`, the production
+path), and through each engine's own execution (`run_portable`). The Spark cases are marked
+`spark` (`-m "not spark"` leaves them out) and share one local session, started once. Integer counts, text and
 times must be identical, floats within 1e-9 relative; the cases' exact counts are asserted too,
 so an engine that agrees with a wrong production result still fails.
 """
@@ -28,9 +29,10 @@ from dq_agent.load import Dataset, load
 from dq_agent.maintenance import Excusal, Window, materialise
 from dq_agent.result import CheckResult
 from tests.fixtures_checks import T0, iso_minute, minute, write_csv, write_parquet
+from tests.spark_support import session_or_skip
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_data"
-ENGINE_NAMES = ("polars", "duckdb")
+ENGINE_NAMES = ("polars", "duckdb", pytest.param("spark", marks=pytest.mark.spark))
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +47,19 @@ def engines() -> Iterator[dict[str, Engine]]:
     yield found
 
 
+@pytest.fixture(scope="session")
+def spark_engine() -> Engine:
+    from dq_agent.engines.spark import SparkEngine
+
+    return SparkEngine(session_or_skip())
+
+
 @pytest.fixture(params=ENGINE_NAMES)
 def engine(request: pytest.FixtureRequest, engines: dict[str, Engine]) -> Engine:
     name: str = request.param
+    if name == "spark":
+        spark: Engine = request.getfixturevalue("spark_engine")
+        return spark
     if name not in engines:
         pytest.skip(f"the {name} engine is not installed")
     return engines[name]

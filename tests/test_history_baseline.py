@@ -380,3 +380,23 @@ def test_excused_readings_as_usual_add_nothing(store: HistoryStore, data_path: s
         "pressure missing rate 4.8% vs baseline 0.1%"
     ]
     assert "excused" not in section["message"]
+
+
+def test_a_check_that_evaluated_nothing_is_left_out_of_the_comparison(
+    store: HistoryStore, data_path: str
+) -> None:
+    """Today's micro-batch could not judge outliers: its zeros are no figures to compare."""
+    record_week(store, data_path)
+    today = make_inspection(data_path, pressure_outliers=0.0)
+    today.checks["outlier_check"] = CheckResult(
+        "outlier_check",
+        Status.SKIPPED,
+        "not evaluated: no device has 4 or more values with any spread in a column",
+        {"columns": {"pressure": {"outlier_rate": 0.0, "outlier_count": 0}}},
+    )
+    section = compare_with_baseline(today, store)
+    assert [m["tool"] for m in section["metrics"] if m["tool"] == "outlier_check"] == []
+    assert section["findings"] == []
+    # The same zero from a check that did evaluate is compared (and is no jump upwards).
+    evaluated = compare_with_baseline(make_inspection(data_path, pressure_outliers=0.0), store)
+    assert [m["tool"] for m in evaluated["metrics"]].count("outlier_check") == 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +135,19 @@ def test_cli_refuses_up_front_with_exit_3(parquet_file: Path) -> None:
     assert json.loads(result.stdout)["dataset"]["rows"] == 2000
 
 
+# A child's peak RSS (ru_maxrss) starts at its parent's size when forked, and a test process
+# grows to hundreds of MB: the measured run is forked from this small launcher instead, which
+# prints its exit code and its own peak RSS (wait4: this one child's usage) in KB.
+_LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 @pytest.mark.slow
 def test_estimate_covers_the_measured_peak_rss(tmp_path: Path) -> None:
     """The estimate bounds the real peak RSS of a run in a fresh process; this fails when the
@@ -152,13 +164,18 @@ def test_estimate_covers_the_measured_peak_rss(tmp_path: Path) -> None:
     report, errors = tmp_path / "report.json", tmp_path / "stderr.txt"
     command = [sys.executable, "-m", "dq_agent.cli", "inspect", str(path), "--no-agent", "-q"]
     with errors.open("wb") as stderr:
-        process = subprocess.Popen(
-            [*command, "-f", "json", "-o", str(report)], cwd=ROOT, env=ENV, stderr=stderr
+        launched = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, *command, "-f", "json", "-o", str(report)],
+            cwd=ROOT,
+            env=ENV,
+            stderr=stderr,
+            stdout=subprocess.PIPE,
+            check=True,
+            text=True,
         )
-        # wait4 gives the resource usage of this one child, whatever else the test run started.
-        _, status, usage = os.wait4(process.pid, 0)
-    assert os.waitstatus_to_exitcode(status) in (0, 1), errors.read_text()
+    code, peak_kb = (int(part) for part in launched.stdout.split())
+    assert code in (0, 1), errors.read_text()
     assert json.loads(report.read_text())["dataset"]["rows"] == rows
-    peak = usage.ru_maxrss * 1024
+    peak = peak_kb * 1024
     estimate, _ = estimate_peak_bytes([path], "parquet")
     assert peak <= estimate, f"measured {format_size(peak)}, estimated {format_size(estimate)}"

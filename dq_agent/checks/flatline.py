@@ -17,8 +17,9 @@ The group is the column in the wide layout and the measured quantity in a long l
 states (integer codes, as the loader leaves out of the wide layout's values) and series named
 by `excluded` are not checked.
 
-A rest level is a value at least REST_RUNS other long runs of the group sit at (a pump's 0.0
-while off, a valve pinned at 100 %): a run there is normal operation unless it is also far
+A rest level is a value at least REST_RUNS other long runs of the group sit at, each as long
+as usual there (a pump's 0.0 while off, a valve pinned at 100 %; several sensors frozen at an
+ordinary value make none): a run there is normal operation unless it is also far
 longer than the level's other runs allow (its own chance of staying, from their steps, gives
 fewer than `chance` runs as long), as a pump off for days where it is usually off for hours.
 
@@ -56,6 +57,7 @@ from dq_agent.checks.series_values import (
     TIME,
     X,
     matches_any,
+    ordered_values,
     same_series,
     shared,
     value_columns,
@@ -99,7 +101,6 @@ _LEVEL_LONG = "__level_long"
 _LEVEL_STAYS = "__level_stays"
 _LEVEL_USUAL = "__level_usual"
 _USUAL = "__usual"
-_JUDGED_AT = "__judged_at"
 MIN_OTHER_RUNS = 20
 """A device's own share of repeating runs counts when it has this many other runs."""
 MIN_OUTSIDE_PAIRS = 20
@@ -139,46 +140,54 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
     limits = range_limits(dataset, column, config)
 
     def build() -> pl.LazyFrame:
-        values = leveled_values(dataset, scope, column, limits)
+        # Without limits nothing else reads the column's levels: no copy of them is made.
+        if limits is None:
+            values = ordered_values(dataset, scope, column)
+        else:
+            values = leveled_values(dataset, scope, column, limits)
+            values = values.filter(pl.col(LEVEL) == GOOD).drop(LEVEL)
         if dataset.roles.timestamp is not None:
             values = values.filter(pl.col(TIME).is_not_null())
-        if limits is not None:
-            values = values.filter(pl.col(LEVEL) == GOOD)
-        return values.drop(POSITION, LEVEL).with_columns(pl.int_range(pl.len()).alias(POSITION))
+        return values.drop(POSITION).with_columns(pl.int_range(pl.len()).alias(POSITION))
 
     return shared(dataset, ("checked", scope, column, limits, tuple(dataset.sentinels)), build)
 
 
-def stuck_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with whether each reading is in a stuck run (STUCK): what the later
-    checks read. The readings of runs at a rest level are left out: a pump off is neither
-    stuck, nor a jump to and from 0 for spike_check, nor an outlier of its running readings."""
-    return _with_run_flags(dataset, scope, column, config).filter(~pl.col(AT_REST)).drop(AT_REST)
+def stuck_readings(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """The readings of `checked_values` in stuck runs."""
+    return checked_values(dataset, scope, column, config).join(
+        _positions(dataset, scope, column, config, STUCK), on=POSITION, how="semi"
+    )
 
 
 def rest_rows(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """AT_ROW of the readings in runs at a rest level (normal operation, not stuck)."""
-    return _with_run_flags(dataset, scope, column, config).filter(pl.col(AT_REST)).select(AT_ROW)
-
-
-def _with_run_flags(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`checked_values` with STUCK and AT_REST per reading, from the few judged runs: each
-    reading finds the last judged run starting at or before it (a merge of two sorted
-    position columns, not a join of every reading) and lies in it when within its length."""
-    runs = judged_runs(dataset, scope, column, config).select(
-        pl.col(_RUN_AT).alias(_JUDGED_AT), RUN_LENGTH, STUCK, AT_REST
-    )
-    inside = pl.col(POSITION) < pl.col(_JUDGED_AT) + pl.col(RUN_LENGTH)
     return (
         checked_values(dataset, scope, column, config)
-        .with_columns(pl.col(POSITION).set_sorted())
-        .join_asof(runs, left_on=POSITION, right_on=_JUDGED_AT, strategy="backward")
-        .with_columns(
-            (inside & pl.col(STUCK)).fill_null(False).alias(STUCK),
-            (inside & pl.col(AT_REST)).fill_null(False).alias(AT_REST),
-        )
-        .drop(_JUDGED_AT, RUN_LENGTH)
+        .join(_positions(dataset, scope, column, config, AT_REST), on=POSITION, how="semi")
+        .select(AT_ROW)
     )
+
+
+def running_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`checked_values` without the readings of stuck runs and of runs at a rest level: what
+    the later checks judge. A pump off is neither stuck, nor a jump to and from 0 for
+    spike_check, nor an outlier of its running readings."""
+    return checked_values(dataset, scope, column, config).join(
+        _positions(dataset, scope, column, config, None), on=POSITION, how="anti"
+    )
+
+
+def _positions(
+    dataset: Dataset, scope: Scope, column: str, config: Config, flag: str | None
+) -> pl.LazyFrame:
+    """POSITION of each reading in the judged runs with `flag` (STUCK, AT_REST; None: both),
+    from the few runs: a semi or anti join against these finds their readings in one pass."""
+    runs = judged_runs(dataset, scope, column, config)
+    if flag is not None:
+        runs = runs.filter(pl.col(flag))
+    start = pl.col(_RUN_AT)
+    return runs.select(pl.int_ranges(start, start + pl.col(RUN_LENGTH)).explode().alias(POSITION))
 
 
 def judged_runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
@@ -410,7 +419,7 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
         values = checked_values(dataset, scope, column, config)
         runs = judged_runs(dataset, scope, column, config)
         series = series_stats(dataset, scope, column, config)
-        queries += [_stats(values, runs, series), runs.filter(pl.col(STUCK))]
+        queries += [_stats(values, runs, series, settings), runs.filter(pl.col(STUCK))]
     # Which exclusions name a series (a tag of a long layout), to say those naming nothing.
     queries.append(series_matches(dataset, settings.excluded))
     has_time = dataset.roles.timestamp is not None
@@ -430,7 +439,7 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
 
     engines: list[Engine] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
-    stuck = {c: stuck_values(dataset, scope, c, config).filter(pl.col(STUCK)) for c in checked}
+    stuck = {c: stuck_readings(dataset, scope, c, config) for c in checked}
     return with_reading_events(plan, dataset, stuck, "stuck")
 
 
@@ -449,7 +458,9 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame) -> pl.LazyFrame:
+def _stats(
+    values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig
+) -> pl.LazyFrame:
     kept = ~pl.col(_SKIPPED)
     constant = pl.col(_GROUP_KEY).filter(pl.col(CONSTANT)).unique()
     readings = runs.select(
@@ -470,10 +481,39 @@ def _stats(values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame) -> pl
                 pl.col(_GROUP_KEY).filter(kept).n_unique().alias("groups"),
                 pl.col(STATE).sum().alias("state_series"),
                 pl.col(EXCLUDED).sum().alias("excluded_series"),
+                # The series that could hold a stuck run at all: none means nothing was judged.
+                _can_hold_a_run(settings).sum().alias("judged_series"),
+                (pl.col(_PAIRS_N) + 1).filter(_varying(settings)).max().alias("longest_series"),
             ),
             how="cross",
         )
     )
+
+
+def judged_series(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """SERIES of the column's series flatline_check judges (for the flag file's "not
+    evaluated"): not a state, not excluded, varying (unless `flag_constant_columns`), and
+    with enough readings to hold a stuck run."""
+    settings = config.section(FlatlineCheckConfig)
+    stats = series_stats(dataset, scope, column, config)
+    return stats.filter(_can_hold_a_run(settings)).select(SERIES)
+
+
+def _varying(settings: FlatlineCheckConfig) -> pl.Expr:
+    kept = ~pl.col(_SKIPPED)
+    return kept if settings.flag_constant_columns else kept & ~pl.col(CONSTANT)
+
+
+def _can_hold_a_run(settings: FlatlineCheckConfig) -> pl.Expr:
+    return _varying(settings) & (pl.col(_PAIRS_N) + 1 >= shortest_run(settings))
+
+
+def shortest_run(settings: FlatlineCheckConfig) -> int:
+    """The fewest readings a stuck run can have: `min_readings`, or 2 when a duration is set
+    (two readings far apart can last `min_duration_seconds`)."""
+    if settings.min_duration_seconds is not None:
+        return min(settings.min_readings, 2)
+    return settings.min_readings
 
 
 def _result(
@@ -515,6 +555,8 @@ def _result(
             "state_series": int(stats["state_series"]),
             "excluded_series": int(stats["excluded_series"]),
             "constant_series": groups,
+            "judged_series": int(stats["judged_series"]),
+            "longest_series": _count(stats["longest_series"]),
         }
         severity = Status.FAIL if status is Status.FAIL else Status.WARN
         findings += [
@@ -540,9 +582,51 @@ def _result(
             0, sum(m["stuck_runs"] for m in per_column.values()) - MAX_FINDINGS
         ),
     }
+    if not any(m["judged_series"] for m in per_column.values()):
+        # No series could hold a stuck run: not a pass (README "Not evaluated").
+        return CheckResult(TOOL, Status.SKIPPED, _not_evaluated(metrics, settings), metrics)
     return CheckResult(
         TOOL, worst_status(statuses), _summary(metrics), metrics, findings[:MAX_FINDINGS]
     )
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _not_evaluated(metrics: dict[str, Any], settings: FlatlineCheckConfig) -> str:
+    """Why no series was judged, and what makes one judgeable."""
+    if not metrics["columns"]:
+        if metrics["excluded_columns"]:
+            return (
+                "not evaluated: every value column is excluded (flatline_check.excluded: "
+                f"{', '.join(metrics['excluded_columns'][:MAX_NAMES])})"
+            )
+        return (
+            "not evaluated: no numeric value column to check for stuck sensors (set "
+            "columns.values if the readings are there)"
+        )
+    reasons = []
+    constant = [*metrics["constant_columns"], *metrics["constant_series"]]
+    if constant:
+        reasons.append(
+            f"{', '.join(constant[:MAX_NAMES])} never varies (a setpoint or a constant: not "
+            "called stuck; flatline_check.flag_constant_columns judges it)"
+        )
+    if metrics["state_series"]:
+        reasons.append(f"{metrics['state_series']:,} series of states (integer codes)")
+    if metrics["excluded_series"]:
+        reasons.append(f"{metrics['excluded_series']:,} series excluded (flatline_check.excluded)")
+    longest = max((m["longest_series"] or 0 for m in metrics["columns"].values()), default=0)
+    need = shortest_run(settings)
+    if longest and longest < need:
+        reasons.append(
+            f"no device has the {need} readings a stuck run needs in a column (the most: "
+            f"{longest}; flatline_check.min_readings, or min_duration_seconds)"
+        )
+    if not reasons:
+        reasons.append("no readings to judge")
+    return "not evaluated: " + "; ".join(reasons)
 
 
 def _run(row: dict[str, Any], has_time: bool) -> dict[str, Any]:
@@ -608,7 +692,7 @@ def _summary(metrics: dict[str, Any]) -> str:
         )
     note = "".join(f"; {n}" for n in notes)
     if not metrics["stuck_runs"]:
-        return f"no stuck runs in {len(metrics['columns'])} columns" + note
+        return f"no stuck runs in {plural(len(metrics['columns']), 'column')}" + note
     affected = [(c, m) for c, m in metrics["columns"].items() if m["stuck_runs"]]
     shown = ", ".join(f"{c} {m['stuck_runs']}" for c, m in affected[:3])
     return (

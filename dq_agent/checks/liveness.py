@@ -53,6 +53,7 @@ FLEET_DEVICES = 5
 FLEET_SIGMAS = 4.0
 _ENTITY = "__entity"
 _STEP = "__step"
+_FIRST_ROW = "__first_row"
 
 
 @dataclass
@@ -75,28 +76,34 @@ def plan_liveness_check(dataset: Dataset, config: Config, scope: Scope) -> Check
             TOOL, [], lambda frames: CheckResult(TOOL, Status.SKIPPED, summary, _empty())
         )
     scope.check_column(dataset)
-    key = entity_key(dataset)
-    entity = key.gather(pl.col(ORDER)) if key is not None else pl.lit(None, dtype=pl.String)
     time = pl.col(TIME_IN_ORDER)
     step = pl.when(pl.col(SERIES) == pl.col(SERIES).shift()).then(time - time.shift())
+    rows = series_rows(dataset, scope)
     per_device = (
-        series_rows(dataset, scope)
-        .select(
+        rows.select(
             pl.col(SERIES),
+            pl.col(ORDER),
             time,
             step.dt.total_seconds(fractional=True).alias(_STEP),
-            entity.alias(_ENTITY),
         )
         .filter(pl.col(TIME_IN_ORDER).is_not_null())
         .group_by(SERIES)
         .agg(
-            pl.col(_ENTITY).first(),
+            pl.col(ORDER).first().alias(_FIRST_ROW),
             pl.len().alias("rows"),
             pl.col(TIME_IN_ORDER).min().alias("first"),
             pl.col(TIME_IN_ORDER).max().alias("last"),
             pl.col(_STEP).filter(pl.col(_STEP) > 0).median().alias("step"),
         )
     )
+    key = entity_key(dataset)
+    if key is None:
+        per_device = per_device.with_columns(pl.lit(None, dtype=pl.String).alias(_ENTITY))
+    else:
+        # Each device's name from one of its rows: not every row's name gathered into order.
+        names = rows.select(key.alias(_ENTITY)).with_row_index(_FIRST_ROW)
+        per_device = names.join(per_device, on=_FIRST_ROW, how="inner")
+    per_device = per_device.drop(_FIRST_ROW)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return _result(frames[0], settings, scope.excused)

@@ -28,6 +28,7 @@ that keeps only the outliers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -341,7 +342,10 @@ def _values(dataset: Dataset, scope: Scope, columns: Sequence[str], config: Conf
             pl.col(_step(i)).fill_null(False).cum_sum().alias(_segment(i)),
         )
     )
-    rows = _on_one_level(rows, len(columns), config.section(OutlierCheckConfig).min_group_size)
+    stepping = [i for i, name in enumerate(columns) if _can_step(name, config)]
+    rows = _on_one_level(
+        rows, len(columns), stepping, config.section(OutlierCheckConfig).min_group_size
+    )
     return (
         rows
         # Distances from the mean of the two readings before and of the two after: columns of
@@ -395,9 +399,9 @@ def _rest(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.LazyF
 def _steps(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.LazyFrame:
     """AT_ROW of the first reading after each step that spike_check reports (a jump that does
     not come back), when spike_check runs and checks the column."""
-    settings = config.section(spikes.SpikeCheckConfig)
-    if spikes.TOOL not in config.selected_checks() or matches_any(name, settings.excluded):
+    if not _can_step(name, config):
         return pl.LazyFrame(schema={AT_ROW: pl.Int64})
+    settings = config.section(spikes.SpikeCheckConfig)
     return (
         spikes.jump_values(dataset, scope, name, config, settings)
         .filter(pl.col(spikes.JUMP) & pl.col(spikes.WIDTH).is_null() & ~pl.col(spikes.COVERED))
@@ -405,19 +409,34 @@ def _steps(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.Lazy
     )
 
 
-def _on_one_level(rows: pl.LazyFrame, count: int, min_readings: int) -> pl.LazyFrame:
+def _can_step(name: str, config: Config) -> bool:
+    """Whether spike_check runs and checks the column: only then can it report a step."""
+    settings = config.section(spikes.SpikeCheckConfig)
+    return spikes.TOOL in config.selected_checks() and not matches_any(name, settings.excluded)
+
+
+def _on_one_level(
+    rows: pl.LazyFrame, count: int, stepping: Sequence[int], min_readings: int
+) -> pl.LazyFrame:
     """Each reading's level (`_level`): the median of its segment between the persisting
     steps spike_check found, on a series with such a step, when the segment holds at least
     `min_readings` readings (a level that lasts); null elsewhere. A few readings between a step
-    up and one back are an excursion, judged against the series as before."""
+    up and one back are an excursion, judged against the series as before. Only the columns
+    in `stepping` can have a step: the others' windows are not computed."""
+    none = [
+        pl.lit(None, dtype=pl.Float64).alias(_level(i)) for i in range(count) if i not in stepping
+    ]
     return rows.with_columns(
-        pl.when(
-            pl.col(_step(i)).any().over(SERIES)
-            & (pl.col(_x(i)).count().over(SERIES, _segment(i)) >= min_readings)
-        )
-        .then(pl.col(_x(i)).median().over(SERIES, _segment(i)))
-        .alias(_level(i))
-        for i in range(count)
+        *none,
+        *(
+            pl.when(
+                pl.col(_step(i)).any().over(SERIES)
+                & (pl.col(_x(i)).count().over(SERIES, _segment(i)) >= min_readings)
+            )
+            .then(pl.col(_x(i)).median().over(SERIES, _segment(i)))
+            .alias(_level(i))
+            for i in stepping
+        ),
     ).drop(*[c for i in range(count) for c in (_segment(i), _step(i))])
 
 
@@ -903,11 +922,9 @@ def _result(
         columns=columns_metrics,
     )
     if total_checked == 0:
-        summary = (
-            f"no value could be checked for outliers: no group had {MIN_FLEET_GROUP} or more "
-            f"clean values with any spread ({_skipped_groups_text(columns_metrics)})"
-        )
-        return CheckResult(TOOL, Status.WARN, summary, metrics)
+        # Too few readings per device (a micro-batch), or none that vary: not a pass, and no
+        # problem of the data either (README "Not evaluated").
+        return CheckResult(TOOL, Status.SKIPPED, _not_evaluated(columns_metrics, settings), metrics)
     shown = [f for _, _, f in findings[:MAX_FINDINGS]]
     if any(f.severity is Status.FAIL for f in shown):
         status = Status.FAIL
@@ -1060,15 +1077,47 @@ def _summary(dataset: Dataset, columns: dict[str, dict[str, Any]], metrics: dict
     significant = metrics["significant_groups"]
     if significant:
         verdict = f"{plural(significant, 'group')} beyond chance"
+    elif total >= expected - 2 * math.sqrt(expected):
+        # As many as clean data shows, give or take two Poisson sigmas: 0 where about 1 is
+        # expected is chance too; 0 where 1,100 are is said.
+        verdict = f"within chance (clean data shows {_about(expected)})"
     else:
-        verdict = f"consistent with chance (clean data gives about {expected:.1f})"
-    text = f"{plural(total, 'outlier')} in {checked:,} values ({rule}{per}): {verdict}"
+        verdict = f"fewer than clean data shows by chance ({_about(expected)})"
+    found = plural(total, "outlier") if total else "no outliers"
+    text = f"{found} in {checked:,} values ({rule}{per}): {verdict}"
     fleet = sum(c["groups_fleet_spread"] for c in columns.values())
     if fleet:
         own = sum(c["groups_own_spread"] for c in columns.values())
         text += f"; {own:,} groups judged on their own spread, {fleet:,} on the fleet's"
     skipped = _skipped_groups_text(columns)
     return f"{text}; {skipped}" if skipped else text
+
+
+def _about(expected: float) -> str:
+    """An expected count as a person says it: whole from 1 to 10, then two significant
+    figures (1,100 rather than 1095.8), one below 1."""
+    if expected < 1:
+        return f"about {expected:.1g}"
+    if expected < 10:
+        return f"about {expected:.0f}"
+    digits = len(str(int(expected))) - 2
+    return f"about {round(expected, -digits):,.0f}"
+
+
+def _not_evaluated(columns: dict[str, dict[str, Any]], settings: OutlierCheckConfig) -> str:
+    """Why no value was judged, and what would make one judgeable."""
+    values = sum(c["skipped_values"] for c in columns.values())
+    text = (
+        f"not evaluated: no device has {MIN_FLEET_GROUP} or more values with any spread in a "
+        f"column ({plural(values, 'value')}: {_skipped_groups_text(columns)})"
+    )
+    if any(c["groups_too_small"] for c in columns.values()):
+        text += (
+            f"; a device is judged from {MIN_FLEET_GROUP} readings beside other devices, or "
+            f"{settings.min_group_size} on its own spread (outlier_check.min_group_size): "
+            "a longer stretch of data can be judged"
+        )
+    return text
 
 
 def _skipped_groups_text(columns: dict[str, dict[str, Any]]) -> str:

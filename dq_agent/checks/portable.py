@@ -4,13 +4,16 @@ A ported check is a `PortableBuild`: given an engine, a dataset, its config and 
 returns a `PortablePlan` whose queries are Narwhals lazy frames over the engine's rows, and a
 `finish` that turns their results (Polars DataFrames in the dataset's dtypes, whatever the
 engine) into a `CheckResult`. `on_polars` makes it the `CheckPlan` the runner collects with
-every other check's queries (the production path); `run_portable` runs it on any engine.
+every other check's queries (the production path); `run_portable` runs it on any engine, and
+`on_engine` makes that a plan function too (a caller's Spark DataFrame: `dq_agent.inspect`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -19,6 +22,7 @@ import polars as pl
 
 from dq_agent.checks.base import CheckPlan, Scope
 from dq_agent.checks.base import Engine as _PolarsEngines
+from dq_agent.checks.spec import PlanFunction
 from dq_agent.engines import POLARS, Engine
 from dq_agent.engines.base import Frame, normalised
 from dq_agent.load import Dataset
@@ -43,6 +47,10 @@ class PortablePlan:
 
 PortableBuild = Callable[[Engine, Dataset, "Config", Scope], PortablePlan]
 
+# Each ported check's build, by the plan function `on_polars` made of it (a catalogue entry's
+# `plan`): how a run on another engine finds it.
+_BUILDS: dict[PlanFunction, PortableBuild] = {}
+
 
 def on_polars(build: PortableBuild) -> Callable[[Dataset, Config, Scope], CheckPlan]:
     """The check's plan function on the Polars engine: its queries as Polars queries, which
@@ -62,7 +70,32 @@ def on_polars(build: PortableBuild) -> Callable[[Dataset, Config, Scope], CheckP
     # where check names are spelled, tracebacks).
     plan.__module__ = build.__module__
     plan.__qualname__ = plan.__name__ = build.__name__.replace("build_", "plan_", 1)
+    _BUILDS[plan] = build
     return plan
+
+
+def is_portable(plan: PlanFunction) -> bool:
+    """Whether the check whose plan function this is runs on every engine (`on_polars`)."""
+    return plan in _BUILDS
+
+
+def on_engine(plan: PlanFunction, engine: Engine) -> PlanFunction:
+    """A ported check's plan function (`is_portable`) running on `engine`: its plan has no
+    Polars query; its finish collects the check's queries on the engine and finishes them, so
+    the runner, the tools and their timing take it as they take every check."""
+    build = _BUILDS[plan]
+
+    def on(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+        with _building(engine):
+            portable = build(engine, dataset, config, scope)
+
+        def finish(_: list[pl.DataFrame]) -> CheckResult:
+            return portable.finish(engine.collect(portable.queries, dataset))
+
+        return CheckPlan(portable.tool, [], finish)
+
+    on.__module__, on.__qualname__, on.__name__ = plan.__module__, plan.__qualname__, plan.__name__
+    return on
 
 
 def run_portable(
@@ -70,7 +103,8 @@ def run_portable(
 ) -> CheckResult:
     """Plan, collect and finish one check on `engine`; its time is all of that."""
     started = time.perf_counter()
-    portable = build(engine, dataset, config, scope)
+    with _building(engine):
+        portable = build(engine, dataset, config, scope)
     result = portable.finish(engine.collect(portable.queries, dataset))
     return replace(result, duration_seconds=time.perf_counter() - started)
 
@@ -90,8 +124,26 @@ def missing(schema: nw.Schema, column: str, sentinels: Sequence[float]) -> nw.Ex
     return out.fill_null(True)
 
 
+# Engines that refuse a sum of booleans (Spark: "requires the NUMERIC type"): each flag is cast
+# to Int64 first there. Elsewhere the booleans are summed and the sum cast: casting every flag
+# first took 2.6 times as long on Polars.
+_CAST_FLAGS_FIRST = frozenset({"spark"})
+_cast_flags: ContextVar[bool] = ContextVar("cast_flags", default=False)
+
+
+@contextmanager
+def _building(engine: Engine) -> Iterator[None]:
+    """While a check builds its queries for `engine`, `count` writes them for that engine (the
+    checks call it without the engine: the rule is the engine's, not the check's)."""
+    token = _cast_flags.set(engine.name in _CAST_FLAGS_FIRST)
+    try:
+        yield
+    finally:
+        _cast_flags.reset(token)
+
+
 def count(flag: nw.Expr) -> nw.Expr:
-    """How many rows `flag` holds for (a null flag is not counted), as Int64 on every engine.
-    The booleans are summed, and the sum cast: casting every flag first took 2.6 times as long
-    on Polars (Spark refuses a sum of booleans: its engine will need the cast first)."""
+    """How many rows `flag` holds for (a null flag is not counted), as Int64 on every engine."""
+    if _cast_flags.get():
+        return flag.fill_null(False).cast(nw.Int64).sum().cast(nw.Int64)
     return flag.fill_null(False).sum().cast(nw.Int64)

@@ -398,6 +398,10 @@ def _result(
         ]
     )
     shown, metrics["findings_left_out"] = left_out(findings, MAX_FINDINGS)
+    if not any(m["checked_values"] for m in per_column.values()):
+        # No reading was held against a limit: not a pass (README "Not evaluated").
+        summary = _not_evaluated(per_column, unchecked) + _notes(metrics)
+        return CheckResult(TOOL, Status.SKIPPED, summary, metrics)
     summary = _summary(per_column, unchecked) + _notes(metrics)
     return CheckResult(TOOL, status, summary, metrics, shown)
 
@@ -478,18 +482,33 @@ def _bounds(limits: Limits) -> str:
     return ", ".join(parts)
 
 
-def _summary(per_column: dict[str, dict[str, Any]], unchecked: Sequence[str]) -> str:
-    unset = (
-        f"; no limits for {', '.join(unchecked[:5])}{' ...' if len(unchecked) > 5 else ''} "
-        "(set range_check.limits)"
-        if unchecked
-        else ""
+def _not_evaluated(per_column: dict[str, dict[str, Any]], unchecked: Sequence[str]) -> str:
+    if per_column:
+        return (
+            f"not evaluated: the columns with limits ({_names(list(per_column))}) have no "
+            "readings"
+            + (f"; no limits for {_names(unchecked)} (set range_check.limits)" if unchecked else "")
+        )
+    if not unchecked:
+        return (
+            "not evaluated: no numeric value column to hold against limits (set columns.values "
+            "if the readings are there)"
+        )
+    return (
+        f"not evaluated: no validity limits for {_names(unchecked)}; set range_check.limits "
+        "(min, max, suspect_min, suspect_max by column name or pattern) to check them"
     )
-    if not per_column:
-        return "no value column has validity limits" + unset
+
+
+def _names(columns: Sequence[str]) -> str:
+    return ", ".join(columns[:5]) + (" ..." if len(columns) > 5 else "")
+
+
+def _summary(per_column: dict[str, dict[str, Any]], unchecked: Sequence[str]) -> str:
+    unset = f"; no limits for {_names(unchecked)} (set range_check.limits)" if unchecked else ""
     affected = [(c, m) for c, m in per_column.items() if m["out_of_range_count"]]
     if not affected:
-        return f"all readings within limits in {len(per_column)} columns" + unset
+        return f"all readings within limits in {plural(len(per_column), 'column')}" + unset
     shown = ", ".join(
         f"{c} "
         + " and ".join(

@@ -130,18 +130,6 @@ def with_reading_events(
     return events.with_events(plan, events.bounded(parts), "in-memory")
 
 
-def with_per_series(rows: pl.LazyFrame, per_series: pl.LazyFrame) -> pl.LazyFrame:
-    """`rows` with the columns of `per_series` (one row per SERIES) beside each of its rows.
-    Only the series number goes through the join; the result is put beside `rows`, so the
-    wide frame is not copied by it."""
-    beside = (
-        rows.select(SERIES)
-        .join(per_series, on=SERIES, how="left", maintain_order="left")
-        .drop(SERIES)
-    )
-    return pl.concat([rows, beside], how="horizontal")
-
-
 def same_series(lag: int = 1) -> pl.Expr:
     """True where the reading `lag` places back (forward for a negative lag) is on the same
     device; false at the ends."""

@@ -41,11 +41,10 @@ from dq_agent.checks import flatline
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
 from dq_agent.checks.evidence import MAD_TO_SIGMA, ROBUST_T_SCALE, t_tail
 from dq_agent.checks.flatline import (
-    STUCK,
     FlatlineCheckConfig,
     checked_values,
     range_limits,
-    stuck_values,
+    running_values,
 )
 from dq_agent.checks.series_values import (
     AT_ROW,
@@ -58,7 +57,6 @@ from dq_agent.checks.series_values import (
     settings_for,
     shared,
     value_columns,
-    with_per_series,
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -87,7 +85,6 @@ _USUAL = "__usual"
 _MAD = "__mad"
 _FLOOR = "__floor"
 _MULTIPLE = "__multiple"
-_TOTAL = "__total"
 COVERED = "__covered"
 _JUMPED = "__jumped"
 _LANDED = "__landed"
@@ -146,8 +143,7 @@ def spike_input(dataset: Dataset, scope: Scope, column: str, config: Config) -> 
     if _stuck_key(column, config) is None:
         return checked_values(dataset, scope, column, config)
     return (
-        stuck_values(dataset, scope, column, config)
-        .filter(~pl.col(STUCK))
+        running_values(dataset, scope, column, config)
         .select(SERIES, ENTITY, TIME, AT_ROW, X)
         .with_columns(pl.int_range(pl.len()).alias(POSITION))
     )
@@ -166,19 +162,26 @@ def _jumps(
 ) -> pl.LazyFrame:
     d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
     has_time = dataset.roles.timestamp is not None
-    # Per device: a group-by joined back on the (sorted, integer) series number, cheaper than
-    # the same statistics as windows.
+    # Per device: windows over the series number, whose rows are contiguous and sorted (a
+    # fast path: five times cheaper than a group-by joined back).
     per_device = [
-        pl.col(_D).median().alias(_MEDIAN),
-        pl.col(_D).count().alias(_N),
+        pl.col(_D).median().over(SERIES).alias(_MEDIAN),
+        pl.col(_D).count().over(SERIES).alias(_N),
         # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
-        (ROUNDING * pl.col(X).abs().max()).alias(_ROUNDING),
-        *([_seconds().median().alias(_USUAL)] if has_time else []),
+        (ROUNDING * pl.col(X).abs().max()).over(SERIES).alias(_ROUNDING),
+        *(
+            [pl.when(same_series()).then(_seconds()).median().over(SERIES).alias(_USUAL)]
+            if has_time
+            else []
+        ),
+        # The chance is for the whole column: a fleet of 5,000 short series must not make five
+        # chance jumps where one device of 100,000 readings makes none.
+        _multiple(pl.col(_D).count(), settings).alias(_MULTIPLE),
     ]
     dev = (pl.col(_D) - pl.col(_MEDIAN)).abs()
     spreads = [
-        pl.col(_DEV).median().alias(_MAD),
-        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().alias(_FLOOR),
+        pl.col(_DEV).median().over(SERIES).alias(_MAD),
+        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().over(SERIES).alias(_FLOOR),
     ]
     spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR))
     multiple = pl.col(_MULTIPLE)
@@ -218,18 +221,13 @@ def _jumps(
         earlier = pl.col(WIDTH).shift(j)
         inside = (earlier > j) | ((earlier == j) & pl.col(WIDTH).is_null())
         covered = covered | (inside & _beside(j)).fill_null(False)
-    changes = values.with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
-    per_series = changes.group_by(SERIES).agg(per_device)
-    # The chance is for the whole column: a fleet of 5,000 short series must not make five
-    # chance jumps where one device of 100,000 readings makes none.
-    per_series = (
-        per_series.with_columns(pl.col(_N).sum().alias(_TOTAL))
-        .with_columns(_multiple(settings).alias(_MULTIPLE))
-        .drop(_TOTAL)
+    changes = (
+        values.with_columns(pl.col(SERIES).set_sorted())
+        .with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
+        .with_columns(per_device)
+        .with_columns(dev.alias(_DEV))
+        .with_columns(spreads)
     )
-    changes = with_per_series(changes, per_series)
-    changes = changes.with_columns(dev.alias(_DEV))
-    changes = with_per_series(changes, changes.group_by(SERIES).agg(spreads))
     context = _context(settings)
     return (
         changes.with_columns(spread.alias(_SCALE))
@@ -279,16 +277,16 @@ def max_width(settings: SpikeCheckConfig) -> int:
     return max(settings.return_within, settings.excursion_within)
 
 
-def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
+def _multiple(total: pl.Expr, settings: SpikeCheckConfig) -> pl.Expr:
     """The multiple of its spread a device's change must exceed: at least `sigma`, and enough
     that n changes from the null model (Student t, 10 degrees of freedom, as for
     outliers: real sensors have heavier tails than the normal) makes fewer than `chance` chance
-    jumps in the column (n its changes over every device). Evaluated on the per-device table
-    (a few hundred rows), from a grid of n."""
+    jumps in the column (n, `total`: its changes over every device). Evaluated once on that
+    count (an aggregate), from a grid of n."""
     expr: pl.Expr = pl.lit(_multiple_for(10.0**_MAX_LOG_N, settings.chance, settings.sigma))
     for upper in reversed(_N_GRID):
         expr = (
-            pl.when(pl.col(_TOTAL) <= upper)
+            pl.when(total <= upper)
             .then(pl.lit(_multiple_for(upper, settings.chance, settings.sigma)))
             .otherwise(expr)
         )
@@ -359,12 +357,16 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
         values = spike_input(dataset, scope, column, config)
-        queries += [_stats(values, settings), _events(jumps, settings)]
+        rated = _rated(dataset, column, settings)
+        queries += [_stats(values, settings, rated), _events(jumps, settings)]
     has_time = dataset.roles.timestamp is not None
+    # Columns a configured max_rate judges on any two readings, however short the series.
+    rated_columns = {c for c in checked if _rated(dataset, c, settings)}
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         pairs = zip(frames[::2], frames[1::2], strict=True)
-        return _result(dict(zip(checked, pairs, strict=True)), columns, settings, has_time)
+        frames_by_column = dict(zip(checked, pairs, strict=True))
+        return _result(frames_by_column, columns, settings, has_time, rated_columns)
 
     engines: list[Engine] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
@@ -395,11 +397,40 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(values: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
+def judged_series(
+    dataset: Dataset, scope: Scope, column: str, config: Config, settings: SpikeCheckConfig
+) -> pl.LazyFrame:
+    """SERIES of the column's series spike_check judges (for the flag file's "not evaluated"):
+    long enough for a spread of their own, or any two readings under a max_rate."""
+    least = least_readings(settings, _rated(dataset, column, settings))
+    return (
+        spike_input(dataset, scope, column, config)
+        .group_by(SERIES)
+        .agg(pl.len().alias("readings"))
+        .filter(pl.col("readings") >= least)
+        .select(SERIES)
+    )
+
+
+def least_readings(settings: SpikeCheckConfig, rated: bool) -> int:
+    """The fewest readings of a series spike_check judges: `min_series_readings` for a spread
+    of its changes; 2 under a configured max_rate."""
+    return 2 if rated else settings.min_series_readings
+
+
+def _rated(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> bool:
+    """A configured max_rate judges the column (it needs the time between readings)."""
+    has_time = dataset.roles.timestamp is not None
+    return has_time and settings_for(column, settings.max_rate) is not None
+
+
+def _stats(values: pl.LazyFrame, settings: SpikeCheckConfig, rated: bool) -> pl.LazyFrame:
     per_series = values.group_by(SERIES).agg(pl.len().alias("readings"))
     short = per_series.select(
         (pl.col("readings") < settings.min_series_readings).sum().alias("short_series"),
         pl.len().alias("series"),
+        (pl.col("readings") >= least_readings(settings, rated)).sum().alias("judged_series"),
+        pl.col("readings").max().alias("longest_series"),
     )
     return values.select(pl.len().alias("values")).join(short, how="cross")
 
@@ -438,6 +469,7 @@ def _result(
     columns: Sequence[str],
     settings: SpikeCheckConfig,
     has_time: bool,
+    rated: set[str],
 ) -> CheckResult:
     per_column: dict[str, dict[str, Any]] = {}
     findings: list[Finding] = []
@@ -458,6 +490,11 @@ def _result(
             "spike_readings": spike_readings,
             "step_count": steps.height,
             "series_too_short": int(stats["short_series"]),
+            # A series is judged by its own spread when long enough; by max_rate when set.
+            "judged_series": int(stats["judged_series"]),
+            "longest_series": None
+            if stats["longest_series"] is None
+            else int(stats["longest_series"]),
         }
         severity = Status.FAIL if status is Status.FAIL else Status.WARN
         ordered = events.with_columns(pl.col(_D).abs().alias("__size")).sort(
@@ -473,14 +510,46 @@ def _result(
         "spike_readings": sum(m["spike_readings"] for m in per_column.values()),
         "step_count": sum(m["step_count"] for m in per_column.values()),
         "excluded_columns": [c for c in columns if c not in per_column],
+        # Devices too short for a spread of their own, in columns without a max_rate.
+        "series_not_judged": sum(
+            m["series_too_short"] for c, m in per_column.items() if c not in rated
+        ),
         "columns": per_column,
     }
     # One finding per spike or step; each column lists at most MAX_FINDINGS of its jumps.
     metrics["findings_left_out"] = max(
         0, metrics["spike_count"] + metrics["step_count"] - MAX_FINDINGS
     )
+    if not any(m["judged_series"] for m in per_column.values()):
+        # No change was judged: not a pass (README "Not evaluated").
+        reason = _not_evaluated(metrics, settings, bool(rated & set(per_column)))
+        return CheckResult(TOOL, Status.SKIPPED, reason, metrics)
     return CheckResult(
-        TOOL, worst_status(statuses), _summary(metrics), metrics, findings[:MAX_FINDINGS]
+        TOOL, worst_status(statuses), _summary(metrics, settings), metrics, findings[:MAX_FINDINGS]
+    )
+
+
+def _not_evaluated(metrics: dict[str, Any], settings: SpikeCheckConfig, rated: bool) -> str:
+    """Why no change was judged, and what makes one judgeable."""
+    if not metrics["columns"]:
+        if metrics["excluded_columns"]:
+            return (
+                "not evaluated: every value column is excluded (spike_check.excluded: "
+                f"{', '.join(metrics['excluded_columns'][:5])})"
+            )
+        return (
+            "not evaluated: no numeric value column to check for spikes (set columns.values "
+            "if the readings are there)"
+        )
+    longest = max((m["longest_series"] or 0 for m in metrics["columns"].values()), default=0)
+    if not longest:
+        return "not evaluated: no readings left to judge (missing, out of range or stuck)"
+    if rated:
+        return "not evaluated: no device has two readings in a column to compare"
+    return (
+        f"not evaluated: no device has the {settings.min_series_readings} readings its spread of "
+        f"changes needs in a column (the most: {longest}; spike_check.min_series_readings), and "
+        "no spike_check.max_rate is set for these columns"
     )
 
 
@@ -517,11 +586,16 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
     )
 
 
-def _summary(metrics: dict[str, Any]) -> str:
-    if not metrics["columns"]:
-        return "no numeric value column to check for spikes"
+def _summary(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
+    short = metrics["series_not_judged"]
+    note = (
+        f"; {short:,} series with fewer than {settings.min_series_readings} readings not judged "
+        "(spike_check.min_series_readings, or a max_rate)"
+        if short
+        else ""
+    )
     if not metrics["spike_count"] and not metrics["step_count"]:
-        return f"no spikes or steps in {len(metrics['columns'])} columns"
+        return f"no spikes or steps in {plural(len(metrics['columns']), 'column')}" + note
     readings = metrics["spike_readings"]
     # A spike's readings are worth saying only when some spike is wider than one reading.
     wide = f" ({plural(readings, 'reading')})" if readings != metrics["spike_count"] else ""
@@ -534,4 +608,5 @@ def _summary(metrics: dict[str, Any]) -> str:
             if m["spike_count"] or m["step_count"]
         )
         + ")"
+        + note
     )

@@ -357,21 +357,30 @@ class StructureReport:
                 constant[name] = shown_value(counts[f"const_value_{i}"])
         self.metrics["constant_columns"] = list(constant)
         # A code, label or flag with one value in this file (a long file's only `variable`, an
-        # alarm that never fired) is normal; a sensor column that never varies is not.
+        # alarm that never fired) is normal and not listed. A value column that never varies is
+        # a fact worth a note, not a problem: most often a setpoint or a configured constant,
+        # which nothing in the file tells apart from a dead channel. flatline_check says the
+        # same of it ("never varies, not called stuck"); a device stuck while the others vary
+        # is flatline_check's finding.
         values = set(self.dataset.roles.values)
         constant = {name: value for name, value in constant.items() if name in values}
         if constant:
-            names = ", ".join(constant)
+            names = ", ".join(list(constant)[:MAX_EXAMPLES]) + (
+                f" and {len(constant) - MAX_EXAMPLES} more" if len(constant) > MAX_EXAMPLES else ""
+            )
+            verb = "never varies" if len(constant) == 1 else "never vary"
             self._flag(
                 Finding(
-                    what=f"{plural(len(constant), 'constant column')} (one value only): {names}",
+                    what=f"{plural(len(constant), 'value column')} {verb} (one value "
+                    f"throughout: a setpoint or a constant): {names}",
                     count=len(constant),
+                    severity=Status.PASS,
                     column=next(iter(constant)) if len(constant) == 1 else None,
                     examples=[
                         {"column": c, "value": v} for c, v in list(constant.items())[:MAX_EXAMPLES]
                     ],
                 ),
-                f"constant columns {names}",
+                f"{names} {verb}",
             )
 
     def add_timestamps(self, groups: pl.DataFrame, is_text: bool) -> None:

@@ -52,9 +52,7 @@ def flagging_checks(
     flat = config.section(flatline.FlatlineCheckConfig)
     if flatline.TOOL in selected and not matches_any(column, flat.excluded):
         parts.append(
-            flatline.stuck_values(dataset, scope, column, config)
-            .filter(pl.col(flatline.STUCK))
-            .select(
+            flatline.stuck_readings(dataset, scope, column, config).select(
                 pl.col(AT_ROW),
                 pl.lit(ranges.FAIL, dtype=pl.Int8).alias(FLAG),
                 pl.lit(flatline.TOOL).alias(CHECK),

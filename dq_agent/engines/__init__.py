@@ -5,8 +5,8 @@ supplies what Narwhals leaves to the backend: the scoped rows of a dataset on th
 (`Engine.rows`), the rows a check keeps with their position in series order
 (`Engine.in_series`, a window function), and the execution of a list of queries, whose results
 come back as Polars DataFrames in the dataset's own dtypes (`Engine.collect`). `polars` is the production path;
-`duckdb` needs the optional extra (`pip install 'dq-agent[duckdb]'`) and is imported only when
-asked for. docs/ARCHITECTURE.md ("Engines") lists each strategy and what it costs.
+`duckdb` and `spark` need their optional extras (`pip install 'dq-agent[duckdb]'`,
+`'dq-agent[spark]'`) and are imported only when asked for. docs/ARCHITECTURE.md ("Engines") lists each strategy and what it costs.
 """
 
 from __future__ import annotations

@@ -95,3 +95,10 @@ def normalised(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
         elif target is None and isinstance(dtype, pl.Datetime) and dtype.time_unit != "us":
             casts.append(pl.col(name).cast(pl.Datetime("us", dtype.time_zone)))
     return frame.with_columns(casts) if casts else frame
+
+
+def entity_key_expr(keys: Sequence[str]) -> nw.Expr:
+    """`checks.base.entity_key` in Narwhals: the key columns as text, joined by '/'."""
+    if len(keys) == 1:
+        return nw.col(keys[0]).cast(nw.String)
+    return nw.concat_str([nw.col(k).cast(nw.String) for k in keys], separator="/")

@@ -1,10 +1,13 @@
-"""A caller's own data as loading's input: a Polars DataFrame or LazyFrame, a pyarrow Table or
-a DuckDB relation (handed over as Arrow), never a file.
+"""A caller's own data as loading's input: a Polars DataFrame or LazyFrame, a pyarrow Table, a
+DuckDB relation (handed over as Arrow) or a PySpark DataFrame, never a file.
 
 What only a file has is absent, not invented: no bytes were read (so no encoding or BOM facts),
 no reader numbered the rows (so no file order), no file names. The inspection says so
-(`not_evaluated_notes`; delay_check's `out_of_order_basis`). A PySpark DataFrame is refused: collecting it to the driver is what the
-Spark engine is meant to avoid, and that engine does not exist yet.
+(`not_evaluated_notes`; delay_check's `out_of_order_basis`).
+
+A PySpark DataFrame is never collected: loading finds its roles and formats from its first
+`SPARK_SAMPLE_ROWS` rows (`spark_input`), and its checks run on the whole frame in the caller's
+own session (`engines.spark`, `dq_agent.api`).
 
 The libraries are recognised by the module of the object's type, so none of them is imported
 to find out what the caller passed.
@@ -12,7 +15,7 @@ to find out what the caller passed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -21,16 +24,22 @@ from dq_agent.errors import InputError
 from dq_agent.loading.notes import LoadNote
 from dq_agent.result import Status
 
-SUPPORTED = "a Polars DataFrame or LazyFrame, a pyarrow Table or a DuckDB relation"
+SUPPORTED = (
+    "a Polars DataFrame or LazyFrame, a pyarrow Table, a DuckDB relation or a PySpark DataFrame"
+)
 # The `format` of the report for each kind of frame (`DatasetInfo.file_format`).
-POLARS, POLARS_LAZY, ARROW, DUCKDB = "polars", "polars-lazy", "arrow", "duckdb"
-FRAME_FORMATS = frozenset({POLARS, POLARS_LAZY, ARROW, DUCKDB})
+POLARS, POLARS_LAZY, ARROW, DUCKDB, SPARK = "polars", "polars-lazy", "arrow", "duckdb", "spark"
+FRAME_FORMATS = frozenset({POLARS, POLARS_LAZY, ARROW, DUCKDB, SPARK})
 _LABELS = {
     POLARS: "Polars DataFrame",
     POLARS_LAZY: "Polars LazyFrame",
     ARROW: "pyarrow Table",
     DUCKDB: "DuckDB table or relation",
+    SPARK: "PySpark DataFrame",
 }
+SPARK_SAMPLE_ROWS = 100_000
+"""The rows of a Spark DataFrame loading reads to find its roles and formats (role detection
+looks at whole columns: on Spark, at these rows only)."""
 
 
 @dataclass(frozen=True)
@@ -60,13 +69,8 @@ def frame_input(data: object, name: str | None = None) -> FrameInput:
         )
     if isinstance(data, pl.LazyFrame):
         return FrameInput(_name(name, POLARS_LAZY), POLARS_LAZY, data, False)
-    if module == "pyspark":
-        raise InputError(
-            "a PySpark DataFrame needs the Spark engine, which dq-agent does not have yet: "
-            "it would have to be collected to the driver. For data that fits in memory, pass "
-            "`frame.toArrow()` (Spark 4) or `pl.from_pandas(frame.toPandas())`; supported now: "
-            f"{SUPPORTED}"
-        )
+    if is_spark(data):
+        return spark_input(data, _name(name, SPARK))
     if module == "pyarrow" and type(data).__name__ == "Table":
         return arrow_input(data, _name(name, ARROW), ARROW)
     if module == "duckdb" and hasattr(data, "arrow"):
@@ -82,6 +86,24 @@ def frame_input(data: object, name: str | None = None) -> FrameInput:
     raise InputError(
         f"cannot inspect a {type(data).__module__}.{type(data).__qualname__}: pass {SUPPORTED}"
     )
+
+
+def is_spark(data: object) -> bool:
+    """Whether `data` is a PySpark DataFrame (classic or Spark Connect), without importing it."""
+    return type(data).__module__.split(".")[0] == "pyspark" and hasattr(data, "sparkSession")
+
+
+def spark_input(frame: Any, name: str) -> FrameInput:
+    """A Spark DataFrame's first `SPARK_SAMPLE_ROWS` rows, as Arrow: what loading finds the
+    roles and formats from. Only these rows reach the driver; the checks read the whole frame
+    where it is (`engines.spark.SparkEngine.adopt`)."""
+    try:
+        table = frame.limit(SPARK_SAMPLE_ROWS).toArrow()
+    except Exception as exc:  # Spark's errors share no base class (classic, Connect)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot read {name}: {first}") from exc
+    # No memory budget: the frame is not brought into memory.
+    return replace(arrow_input(table, name, SPARK), data_bytes=None)
 
 
 def arrow_input(table: Any, name: str, kind: str) -> FrameInput:

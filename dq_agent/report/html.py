@@ -16,7 +16,13 @@ from dq_agent.report.findings import group_findings, multi_day, place, repeated_
 from dq_agent.report.grid import GLYPHS, LEVEL_WORDS, build_grid
 from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
-from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
+from dq_agent.report.labels import (
+    SOURCE_LABELS,
+    audit_line,
+    dimension_name,
+    inferred_line,
+    verdict_note,
+)
 from dq_agent.report.picture import places_text, span_text
 from dq_agent.report.svg import LEVEL_COLOURS, fleet_bars, heatmap, sparkline, text
 from dq_agent.report.text import compact_times, format_example
@@ -63,7 +69,7 @@ def render_html(inspection: Inspection, trend: Trend | None = None) -> str:
         "<header>",
         f"<h1>Data-quality report: {text(info.path, 300)}</h1>",
         f'<p><span class="verdict v-{verdict}">{verdict.upper()}</span> '
-        '<span class="dim">computed by code from the check results</span></p>',
+        f'<span class="dim">{text(verdict_note(inspection), 600)}</span></p>',
         f"<p>{_facts(inspection)}</p>",
         f'<p class="dim mono">{_roles(inspection)}</p>',
         *_guessed(inspection),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dq_agent.catalogue import CHECK_NAMES, label_of
 from dq_agent.outcome import Inspection
-from dq_agent.result import Source
+from dq_agent.result import Source, Status
 
 SOURCE_LABELS = {
     Source.AGENT: "agent",
@@ -32,6 +32,18 @@ def audit_line(inspection: Inspection) -> str:
         f"expected {len(audit.expected_tools)}, called by the model {len(audit.called_tools)}, "
         f"backfilled: {backfilled}{not_run}"
     )
+
+
+def verdict_note(inspection: Inspection) -> str:
+    """What the verdict leaves unsaid: "computed by code", and the checks that evaluated
+    nothing (SKIPPED counts as a pass in the verdict, so a PASS must say what it did not see)."""
+    skipped = [
+        dimension_name(name)
+        for name, result in inspection.checks.items()
+        if result.status is Status.SKIPPED
+    ]
+    note = "computed by code from the check results"
+    return f"{note}; not evaluated: {', '.join(skipped)}" if skipped else note
 
 
 def inferred_line(inferred: list[dict[str, str]]) -> str:

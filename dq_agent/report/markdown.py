@@ -10,7 +10,13 @@ from dq_agent.report.findings import group_findings, multi_day, place, repeated_
 from dq_agent.report.grid import build_grid
 from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import Repeated, build_incidents, collapse
-from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
+from dq_agent.report.labels import (
+    SOURCE_LABELS,
+    audit_line,
+    dimension_name,
+    inferred_line,
+    verdict_note,
+)
 from dq_agent.report.picture import Picture, places_text, span_text
 from dq_agent.report.text import format_example, one_line, safe
 from dq_agent.report.timeline import build_timeline
@@ -31,7 +37,7 @@ def render_markdown(inspection: Inspection) -> str:
     lines = [
         f"# Data-quality report: {md(info.path)}",
         "",
-        f"**Verdict: {str(inspection.verdict).upper()}** (computed by code from the check results)",
+        f"**Verdict: {str(inspection.verdict).upper()}** ({md(verdict_note(inspection))})",
         "",
         f"- Rows: {info.rows:,}; columns: {len(info.columns)}"
         + (f"; entities: {info.entities:,}" if info.entities is not None else ""),

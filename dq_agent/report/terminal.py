@@ -29,7 +29,13 @@ from dq_agent.report.findings import (
 from dq_agent.report.grid import build_grid
 from dq_agent.report.health_text import maintenance_text, worst_devices
 from dq_agent.report.incidents import build_incidents, collapse
-from dq_agent.report.labels import SOURCE_LABELS, audit_line, dimension_name, inferred_line
+from dq_agent.report.labels import (
+    SOURCE_LABELS,
+    audit_line,
+    dimension_name,
+    inferred_line,
+    verdict_note,
+)
 from dq_agent.report.picture import Picture, incident_lines
 from dq_agent.report.text import compact_times, format_example, one_line, safe
 from dq_agent.report.timeline import build_timeline
@@ -341,7 +347,7 @@ def build_report(inspection: Inspection, trend: Trend | None = None) -> Renderab
     verdict = str(inspection.verdict)
     footer = Text("Verdict: ", style="bold")
     footer.append(f" {verdict.upper()} ", style=VERDICT_STYLES[verdict])
-    footer.append("  (computed by code from the check results)", style="dim")
+    footer.append(f"  ({verdict_note(inspection)})", style="dim")
     timings = inspection.timings
     footer.append(
         f" · {timings.get('total_seconds', 0):.2f} s (load {timings.get('load_seconds', 0):.2f}, "

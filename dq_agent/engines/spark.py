@@ -1,0 +1,245 @@
+"""The Spark engine (optional extra `spark`).
+
+A file's dataset is read by dq-agent's own loader, as for every engine (the same dialect, role
+and type decisions); its normalised frame is then handed over as Parquet, written once into the
+run's temporary folder with the file order as a column (`FILE_ROW`: a Spark frame has no order
+of its own), and read by the session (keyed by the frame; the file is removed with it). A
+caller's own Spark DataFrame (`dq_agent.inspect`) is adopted as it is (`SparkEngine.adopt`):
+nothing is collected to the driver but the queries' small results.
+
+Each query is collected on its own to Polars through Arrow and normalised
+(`engines.base.normalised`: an unsigned 64-bit column comes back as Decimal(20, 0), durations
+as the integer microseconds Parquet holds them in). The session's time zone must be UTC, as
+the loader's timestamps are: the shared local session (`local_session`) sets it, and a
+caller's session is refused without it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import shutil
+import tempfile
+import weakref
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import narwhals as nw
+import polars as pl
+
+from dq_agent.checks.base import FILE_ROW, ROW, Scope, entity_key
+from dq_agent.engines.base import Frame, entity_key_expr, in_series, normalised
+from dq_agent.errors import ConfigError, InputError
+from dq_agent.load import Dataset
+from dq_agent.maintenance import EXCUSED, Excusal
+
+INSTALL = "the Spark engine needs pyspark and Java 17 or newer: pip install 'dq-agent[spark]'"
+_SESSION_ZONE = "spark.sql.session.timeZone"
+_LOCAL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    _SESSION_ZONE: "UTC",
+    # Parquet's TIME (a time of day) is refused without it.
+    "spark.sql.timeType.enabled": "true",
+    # The default 200 shuffle partitions cost more in task start-up than they save on one
+    # machine. 8 rather than one per core: null_check at 1M rows on 2 cores took 7.0-11.6 s with
+    # 8 and 14.3-16.6 s with 2 (load 9 to 11); the Spark tests 2m39s and 2m28s (noise).
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+_LOCAL: list[Any] = []
+
+
+def local_session() -> Any:
+    """The one local SparkSession of this process (started on first use: several seconds, a
+    JVM), with its time zone UTC. Raises ConfigError when pyspark or Java is missing."""
+    if _LOCAL:
+        return _LOCAL[0]
+    try:
+        from pyspark.errors import PySparkRuntimeError
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise ConfigError(INSTALL) from exc
+    builder = SparkSession.builder.master("local[*]").appName("dq-agent")
+    for key, value in _LOCAL_CONF.items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        # Without Java: "[JAVA_GATEWAY_EXITED] Java gateway process exited ...".
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{INSTALL} ({first})") from exc
+    session.sparkContext.setLogLevel("ERROR")
+    _LOCAL.append(session)
+    return session
+
+
+class SparkEngine:
+    name = "spark"
+
+    def __init__(self, session: Any = None) -> None:
+        self.session = session if session is not None else local_session()
+        zone = self.session.conf.get(_SESSION_ZONE)
+        if zone not in ("UTC", "Etc/UTC", "GMT", "Z", "+00:00"):
+            # Spark renders a timestamp's wall-clock time in the session's zone when it is
+            # compared with a literal or returned: every time would move by the zone's offset.
+            raise ConfigError(
+                f"the Spark session's time zone is {zone}: dq-agent reads timestamps as UTC; "
+                f"set spark.conf.set('{_SESSION_ZONE}', 'UTC') first"
+            )
+        self._frames: dict[tuple[int, Excusal | None], Any] = {}
+        self._adopted: dict[int, Any] = {}
+        self._names = itertools.count()
+        self._folder: Path | None = None
+
+    def adopt(self, dataset: Dataset, frame: Any, timezone: str = "UTC") -> None:
+        """Run `dataset`'s queries on `frame`, the caller's Spark DataFrame whose first rows it
+        was loaded from (`loading.frames.spark_input`), instead of handing its Polars frame
+        over. Loading's normalisation is Polars code: a column it changed (numbers or times
+        written as text, epoch numbers, local times) would differ on Spark, so it is refused,
+        naming what to cast in Spark first (InputError)."""
+        from pyspark.sql import functions as F
+
+        frame = _utc_times(frame, dataset, timezone)
+        have = pl.from_arrow(frame.limit(0).toArrow())
+        assert isinstance(have, pl.DataFrame)
+        differ = [
+            f"{name} ({have.schema.get(name)} in Spark, {dtype} for the checks)"
+            for name, dtype in dataset.frame.collect_schema().items()
+            if have.schema.get(name) != dtype
+        ]
+        if differ or dataset.time_parts:
+            what = "; ".join(differ) or f"{' and '.join(dataset.time_parts)} read as one time"
+            raise InputError(
+                f"loading reads some columns of {dataset.path} differently from Spark, and the "
+                f"checks run on Spark: {what}. Cast them in Spark first (numbers as double, "
+                "times with to_timestamp in UTC), or set the roles in the config"
+            )
+        # The frame's own order (partition by partition, as read) numbered: positions in
+        # findings are positions in the caller's frame. The ids are increasing, not
+        # consecutive, so a scope always numbers its rows with a window (`rows`).
+        self._adopted[id(dataset.frame)] = frame.withColumn(
+            FILE_ROW, F.monotonically_increasing_id()
+        )
+
+    def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
+        adopted = id(dataset.frame) in self._adopted
+        frame: Frame = nw.from_native(self._frame(dataset, scope.excused))
+        keys = dataset.roles.entity
+        if scope.entity is not None and keys:
+            frame = frame.filter(entity_key_expr(keys) == scope.entity)
+        ts = dataset.roles.timestamp
+        if ts is not None:
+            # As `Scope.filter`: the bounds' wall-clock time read as UTC.
+            if scope.start is not None:
+                frame = frame.filter(nw.col(ts) >= nw.lit(_utc(scope.start)))
+            if scope.end is not None:
+                frame = frame.filter(nw.col(ts) <= nw.lit(_utc(scope.end)))
+            if scope.excused is not None:
+                frame = frame.filter(~nw.col(scope.excused.column or EXCUSED))
+        if index:
+            # A handed-over frame's file row is the row's index when nothing is left out.
+            if scope.filters_rows() or adopted:
+                frame = frame.with_row_index(ROW, order_by=FILE_ROW)
+                frame = frame.with_columns(nw.col(ROW).cast(nw.Int64))
+            else:
+                frame = frame.with_columns(nw.col(FILE_ROW).alias(ROW))
+        return frame.drop(FILE_ROW)
+
+    def in_series(
+        self,
+        dataset: Dataset,
+        scope: Scope,
+        keep: nw.Expr,
+        columns: Sequence[str],
+        position: str,
+    ) -> Frame:
+        return in_series(self, dataset, scope, keep, columns, position)
+
+    def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
+        schema = dataset.frame.collect_schema()
+        return [normalised(query.collect("polars").to_native(), schema) for query in queries]
+
+    def _frame(self, dataset: Dataset, excusal: Excusal | None) -> Any:
+        """The dataset's rows as a Spark DataFrame: the caller's (`adopt`), else its Polars
+        frame handed over as Parquet on first use. Maintenance windows the inspection has not
+        computed into the frame (`maintenance.materialise`) are computed by Polars, into a
+        column of the file."""
+        adopted = self._adopted.get(id(dataset.frame))
+        ts = dataset.roles.timestamp
+        computed = excusal is not None and excusal.column is None and ts is not None
+        if adopted is not None:
+            if computed:
+                raise InputError(
+                    "maintenance windows on a Spark DataFrame are not supported yet: their "
+                    "mask is computed by Polars; compute it into a boolean column and name it"
+                )
+            return adopted
+        key = (id(dataset.frame), excusal if computed else None)
+        frame = self._frames.get(key)
+        if frame is not None:
+            return frame
+        handed = dataset.frame.with_row_index(FILE_ROW).with_columns(
+            pl.col(FILE_ROW).cast(pl.Int64)
+        )
+        if computed and excusal is not None and ts is not None:
+            handed = handed.with_columns(excusal.expression(ts, entity_key(dataset)).alias(EXCUSED))
+        durations = [n for n, t in handed.collect_schema().items() if isinstance(t, pl.Duration)]
+        handed = handed.with_columns(pl.col(durations).cast(pl.Duration("us")))
+        path = self._folder_path() / f"frame_{next(self._names)}.parquet"
+        handed.sink_parquet(path)
+        frame = _with_intervals(self.session.read.parquet(str(path)), durations)
+        self._frames[key] = frame
+        # The file holds a copy of the data: remove it when the frame goes.
+        weakref.finalize(dataset.frame, self._drop, key, path).atexit = False
+        return frame
+
+    def _folder_path(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="dq-agent-spark-"))
+            atexit.register(shutil.rmtree, self._folder, ignore_errors=True)
+        return self._folder
+
+    def _drop(self, key: tuple[int, Excusal | None], path: Path) -> None:
+        self._frames.pop(key, None)
+        path.unlink(missing_ok=True)
+
+
+def _utc_times(frame: Any, dataset: Dataset, timezone: str) -> Any:
+    """The timestamp and ingest columns' date-times without a zone (TIMESTAMP_NTZ) read as
+    UTC, as loading reads naive times by default. In another zone (`columns.timezone`) loading
+    resolves them with Polars code (the repeated hour of a fall-back): refused on Spark."""
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    times = (dataset.roles.timestamp, dataset.roles.ingest_time)
+    naive = [
+        f.name
+        for f in frame.schema.fields
+        if isinstance(f.dataType, TimestampNTZType) and f.name in times
+    ]
+    if not naive:
+        return frame
+    if timezone != "UTC":
+        raise InputError(
+            f"{', '.join(naive)} on Spark: date-times without a zone read in {timezone} are "
+            "not supported yet; convert them to UTC timestamps in Spark (to_utc_timestamp)"
+        )
+    return frame.withColumns({n: frame[n].cast(TimestampType()) for n in naive})
+
+
+def _with_intervals(frame: Any, durations: Sequence[str]) -> Any:
+    """Parquet has no duration type: it holds a duration as its integer microseconds, which
+    Spark reads as a number, and a check would then take it for a measurement. The difference
+    of two timestamps is Spark's exact day-time interval."""
+    from pyspark.sql import functions as F
+
+    if not durations:
+        return frame
+    zero = F.timestamp_micros(F.lit(0))
+    return frame.withColumns({n: F.timestamp_micros(F.col(n)) - zero for n in durations})
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC)
