@@ -23,7 +23,8 @@ class Engine(Protocol):
         """The rows of `dataset.frame` within `scope` (`Scope.filter`'s rows). With `index`,
         column `ROW` numbers them from 0 in file order within the scope. When the scope leaves
         rows out (`Scope.filters_rows`), column `FILE_ROW` holds each row's index in the file,
-        for `in_series` to carry (a table has no row order of its own)."""
+        for `in_series` to carry (a table has no row order of its own; Polars and DuckDB keep
+        it, the Spark engine does not yet, and nothing narrows a scope there)."""
         ...
 
     def in_series(
