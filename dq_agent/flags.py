@@ -91,7 +91,7 @@ def _evaluated(dataset: Dataset, scope: Scope, column: str, config: Config) -> p
     """AT_ROW and _JUDGED for the readings of `column` that flatline_check or spike_check
     judges (their series are long and varied enough), or None when every reading is judged
     (range_check holds the column against limits in this run)."""
-    if flatline.range_limits(column, config) is not None:
+    if flatline.range_limits(dataset, column, config) is not None:
         return None
     selected = config.selected_checks()
     parts = []

@@ -94,6 +94,10 @@ class Dataset:
     columns: list[str]
     raw_dtypes: dict[str, str]
     text_numeric_columns: list[str] = field(default_factory=list)
+    units: dict[str, str] = field(default_factory=dict)
+    """Per value column read from text, the unit its values were written with ("-5.00 K":
+    "K"), when they carry one unit: the numbers keep no unit once read (range_check's
+    defaults use it)."""
     header_names: list[str] = field(default_factory=list)
     has_bom: bool | None = False
     """None: not evaluated (no bytes were read: a caller's frame, a DuckDB table)."""
@@ -324,6 +328,7 @@ def _dataset(
         columns=list(schema.names()),
         raw_dtypes={name: str(dtype) for name, dtype in schema.items()},
         text_numeric_columns=detection.text_numeric,
+        units=dict(detection.units),
         header_names=read.header_names or list(schema.names()),
         has_bom=read.has_bom,
         sentinels=list(config.reading().sentinels),

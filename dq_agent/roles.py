@@ -71,6 +71,8 @@ class Detection:
     """A date column and a time column read together as the timestamp column."""
     plain_numbers: set[str] = field(default_factory=set)
     """Text number columns whose sample shows no unit or thousands separator: a cast reads them."""
+    units: dict[str, str] = field(default_factory=dict)
+    """The unit a text value column writes its numbers with ("-5.00 K": K), when it is one."""
     epoch_unit: str | None = None
     """The unit of a numeric timestamp column, when all its values are plausible in one."""
     inferred: list[Inference] = field(default_factory=list)
@@ -198,6 +200,7 @@ def detect_roles(
     check_order_column(schema, timestamp, config)
     notes += unreadable_time_columns(sample, schema, names, {timestamp, ingest, *time_parts}, tz)
     plain: set[str] = set()
+    units: dict[str, str] = {}
     values, text_numeric = find_values(
         sample,
         schema,
@@ -210,6 +213,7 @@ def detect_roles(
         inferred,
         notes,
         plain,
+        units,
     )
     if guess is not None and len(values) == 1 and any(VARIABLE_NAME.match(c) for c in entity):
         inferred.append(
@@ -223,6 +227,7 @@ def detect_roles(
     epoch = epoch_columns(schema, stats).get(timestamp) if timestamp is not None else None
     return Detection(
         plain_numbers=plain,
+        units={n: u for n, u in units.items() if n in values},
         epoch_unit=epoch,
         roles=Roles(timestamp=timestamp, entity=entity, values=values, ingest_time=ingest),
         text_numeric=text_numeric,

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from dq_agent.checks.base import Scope
-from dq_agent.checks.ranges import limits_for, plan_range_check, unit_limits
+from dq_agent.checks.range_limits import unit_default
+from dq_agent.checks.ranges import column_range, plan_range_check, unit_limits
+from dq_agent.checks.series_values import AT_ROW
+from dq_agent.checks.value_flags import flagged_rows
 from dq_agent.config import Config, resolve
 from dq_agent.errors import ConfigError
+from dq_agent.load import load
 from dq_agent.result import Status
 from tests.fixtures_checks import iso_minute, minute, run_check, write_csv, write_parquet
 from tests.fixtures_series import CLEAN_KINDS, clean_fleet
@@ -50,7 +55,7 @@ def test_counts_runs_and_worst_values_per_device(tmp_path: Path) -> None:
     assert (humidity["suspect_count"], humidity["fail_count"], humidity["runs"]) == (5, 0, 3)
     assert humidity["devices_affected"] == 2
     assert humidity["checked_values"] == 79  # the -999 is missing, not checked
-    assert humidity["limits"]["source"] == "unit default: percentage 0-100"
+    assert humidity["limits"]["source"] == "unit default: relative humidity 0-100 %"
     temp = metrics["columns"]["temp_c"]
     assert (temp["fail_count"], temp["suspect_count"], temp["runs"]) == (1, 1, 1)
     assert temp["limits"] == {
@@ -88,7 +93,7 @@ def test_configured_limits_replace_and_defaults_fill(tmp_path: Path) -> None:
     humidity = result.metrics["columns"]["rel_humidity"]
     # -3..-5 are now within the suspect band; 104 is still above the unit default 100.
     assert humidity["suspect_count"] == 1
-    assert humidity["limits"]["source"] == "config and unit default: percentage 0-100"
+    assert humidity["limits"]["source"] == "config and unit default: relative humidity 0-100 %"
     pressure = result.metrics["columns"]["pressure"]
     assert (pressure["fail_count"], pressure["devices_affected"]) == (40, 1)
 
@@ -114,7 +119,7 @@ def test_an_entity_scope_reports_rows_of_the_file(tmp_path: Path) -> None:
     [
         ("humidity", (0.0, 100.0)),
         ("RH_1", (0.0, 100.0)),
-        ("valve_pct", (0.0, 100.0)),
+        ("valve_pct", (0.0, 100.0)),  # only when the data keeps to it: see below
         ("load %", (0.0, 100.0)),
         ("abs_pressure", (0.0, None)),
         ("pressure_abs_hpa", (0.0, None)),
@@ -146,13 +151,18 @@ def test_unit_defaults_only_for_unmistakable_names(
     assert got == expected
 
 
-def test_exact_names_win_over_patterns_and_excluded_columns_are_unchecked() -> None:
+def test_exact_names_win_over_patterns_and_excluded_columns_are_unchecked(
+    tmp_path: Path,
+) -> None:
+    frame = pl.DataFrame({"temp": [1.0, 2.0], "tank": [1.0, 2.0], "humidity": [1.0, 2.0]})
+    path = write_parquet(tmp_path / "t.parquet", frame)
     config = _config(**{"t*": {"max": 1.0}, "temp": {"max": 2.0}})
-    settings = config.range_check
-    assert limits_for("temp", settings).max == 2.0  # type: ignore[union-attr]
-    assert limits_for("tank", settings).max == 1.0  # type: ignore[union-attr]
-    settings.excluded = ["hum*"]
-    assert limits_for("humidity", settings) is None
+    dataset = load(str(path), config)
+    assert column_range(dataset, "temp", config).limits.max == 2.0  # type: ignore[union-attr]
+    assert column_range(dataset, "tank", config).limits.max == 1.0  # type: ignore[union-attr]
+    assert column_range(dataset, "humidity", config) is not None
+    config.range_check.excluded = ["hum*"]
+    assert column_range(dataset, "humidity", config) is None
 
 
 def test_bad_limits_are_config_errors(tmp_path: Path) -> None:
@@ -186,6 +196,135 @@ def test_a_kelvin_header_makes_readings_below_zero_suspect(tmp_path: Path) -> No
     assert set(columns) == {"Temperature (K)", "T_K"}
     assert [columns[c]["suspect_count"] for c in ("Temperature (K)", "T_K")] == [2, 2]
     assert [columns[c]["fail_count"] for c in ("Temperature (K)", "T_K")] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("name", "unit", "source", "conditional"),
+    [
+        ("Humidity_RH", None, "unit default: relative humidity 0-100 %", False),
+        ("rel_humidity", "%", "unit default: relative humidity 0-100 %", False),
+        ("valve_pct", None, "unit default: percentage 0-100 (the data keeps to it)", True),
+        (
+            "level",
+            "%",
+            "unit default: percentage 0-100 (the data keeps to it) (unit % read from the values)",
+            True,
+        ),
+        ("temperature", "K", "unit default: Kelvin >= 0 (unit K read from the values)", False),
+        ("temperature", "k", None, False),  # a lower-case k may be thousands
+        ("temperature", "°C", None, False),
+        ("line_pressure", "bar", None, False),  # gauge or absolute: not said
+    ],
+)
+def test_a_unit_default_from_the_name_or_the_values_unit(
+    name: str, unit: str | None, source: str | None, conditional: bool
+) -> None:
+    default = unit_default(name, unit)
+    assert (default.limits.source if default else None) == source
+    assert (default.conditional if default else False) is conditional
+
+
+def _percent_file(tmp_path: Path, outside: int, rows: int = 500) -> Path:
+    """One device's `load_pct`: `outside` of `rows` readings at 120 %, the rest 40-60 %."""
+    values = [120.0 if i < outside else 40.0 + (i % 21) for i in range(rows)]
+    frame = pl.DataFrame(
+        {
+            "timestamp": [datetime(2024, 1, 1) + timedelta(minutes=i) for i in range(rows)],
+            "device_id": "a",
+            "load_pct": values,
+        }
+    )
+    return write_parquet(tmp_path / f"pct{outside}.parquet", frame)
+
+
+@pytest.mark.parametrize(
+    ("outside", "applied"),
+    [(0, True), (5, True), (6, False), (250, False)],  # 5 of 500 is the 1 % share
+)
+def test_a_percentage_default_applies_only_when_the_data_keeps_to_0_100(
+    tmp_path: Path, outside: int, applied: bool
+) -> None:
+    result = run_check(plan_range_check, _percent_file(tmp_path, outside))
+    metrics = result.metrics
+    if applied:
+        assert metrics["columns"]["load_pct"]["suspect_count"] == outside
+        assert metrics["defaults_not_applied"] == []
+        assert result.status is (Status.WARN if outside else Status.PASS)
+    else:
+        assert metrics["columns_without_limits"] == ["load_pct"]
+        (skipped,) = metrics["defaults_not_applied"]
+        assert skipped["share_outside"] == outside / 500
+        assert skipped["setting"] == "range_check.limits.load_pct"
+        assert "0-100 % default is not applied to load_pct" in result.summary
+        # No other column has limits: nothing was held against one.
+        assert result.status is Status.SKIPPED
+
+
+def test_the_share_is_a_setting_and_configured_limits_still_apply(tmp_path: Path) -> None:
+    config = Config()
+    config.range_check.percent_outside_share = 0.02
+    result = run_check(plan_range_check, _percent_file(tmp_path, 6), config)
+    assert result.metrics["columns"]["load_pct"]["suspect_count"] == 6
+    # Not applied, the default fills nothing: the configured max alone is checked.
+    config = _config(load_pct={"max": 125.0})
+    result = run_check(plan_range_check, _percent_file(tmp_path, 250), config)
+    assert result.metrics["columns"]["load_pct"]["limits"]["source"] == "config"
+    assert result.metrics["out_of_range_count"] == 0
+
+
+def test_humidity_keeps_its_default_however_much_lies_outside(tmp_path: Path) -> None:
+    frame = pl.DataFrame({"humidity": [-5.0] * 50 + [50.0] * 50})
+    result = run_check(plan_range_check, write_parquet(tmp_path / "h.parquet", frame))
+    assert result.metrics["columns"]["humidity"]["suspect_count"] == 50
+
+
+def test_kelvin_read_from_the_values_unit(tmp_path: Path) -> None:
+    # "-5.00 K": the loader reads numbers and keeps the unit per column (Dataset.units).
+    below = {4: "-5.00 K", 5: "-1.00 K"}
+    rows = [[minute(i), "a", below.get(i, f"{290 + i % 3}.00 K")] for i in range(20)]
+    path = write_csv(tmp_path / "k.csv", ["timestamp", "device_id", "temperature"], rows)
+    config = Config()
+    assert load(str(path), config).units == {"temperature": "K"}
+    result = run_check(plan_range_check, path, config)
+    temperature = result.metrics["columns"]["temperature"]
+    assert temperature["suspect_count"] == 2
+    assert temperature["limits"]["source"] == (
+        "unit default: Kelvin >= 0 (unit K read from the values)"
+    )
+    assert "(suspect below 0, unit default, unit K read from the values)" in (
+        result.findings[0].what
+    )
+
+
+def test_percent_outside_share_is_checked_and_named(tmp_path: Path) -> None:
+    path = tmp_path / "dq.yaml"
+    path.write_text("range_check:\n  percent_outside_share: 1.5\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"range_check\.percent_outside_share") as raised:
+        resolve(path)
+    assert str(path) in str(raised.value)
+    path.write_text("range_check:\n  percent_outside: 0.1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="percent_outside") as raised:
+        resolve(path)
+    assert str(path) in str(raised.value)
+
+
+def test_out_of_range_readings_of_a_tag_are_left_out_of_the_later_checks(tmp_path: Path) -> None:
+    # A long layout: tag Humidity_RH has -3 at minutes 5-7 (its 0-100 default); tag Flow has
+    # no limits, and its negative readings are usual. The flag file lists exactly those three readings, by range_check.
+    rows = [
+        ["Humidity_RH", minute(i), -3.0 if 5 <= i <= 7 else 40.0 + i % 4] for i in range(30)
+    ] + [["Flow", minute(i), -2.0 + (i % 5) / 2] for i in range(30)]
+    path = write_csv(tmp_path / "long.csv", ["TagName", "ts", "Value"], rows)
+    config = Config()
+    dataset = load(str(path), config)
+    flagged = flagged_rows(dataset, Scope(), "Value", config).collect()
+    assert sorted(flagged.get_column(AT_ROW).to_list()) == [5, 6, 7]
+    assert set(flagged.get_column("check").to_list()) == {"range_check"}
+    result = run_check(plan_range_check, path, config)
+    value = result.metrics["columns"]["Value"]
+    assert (value["suspect_count"], value["runs"]) == (3, 1)
+    assert value["tags_without_limits"] == ["Flow"]
+    assert "no limits for 1 tag of Value (Flow" in result.summary
 
 
 def test_no_limits_is_not_evaluated_rather_than_passed(tmp_path: Path) -> None:

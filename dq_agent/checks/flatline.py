@@ -42,7 +42,8 @@ import polars as pl
 
 from dq_agent.checks import ranges
 from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
-from dq_agent.checks.ranges import GOOD, LEVEL, RangeCheckConfig, leveled_values, limits_for
+from dq_agent.checks.range_limits import ColumnRange
+from dq_agent.checks.ranges import GOOD, LEVEL, leveled_values
 from dq_agent.checks.series_kinds import (
     EXCLUDED,
     GROUP,
@@ -129,18 +130,18 @@ class FlatlineCheckConfig:
     fail_at: float | None = setting(0.01, rule=non_negative)
 
 
-def range_limits(column: str, config: Config) -> ranges.Limits | None:
+def range_limits(dataset: Dataset, column: str, config: Config) -> ColumnRange | None:
     """The column's limits when range_check runs in this run (`run.checks`), else None: a
     check left out of the run leaves nothing out of the others."""
     if ranges.TOOL not in config.selected_checks():
         return None
-    return limits_for(column, config.section(RangeCheckConfig))
+    return ranges.column_range(dataset, column, config)
 
 
 def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """The column's readings in series order, without missing ones, those out of range and
     those without a time (they cannot be placed in the series)."""
-    limits = range_limits(column, config)
+    limits = range_limits(dataset, column, config)
 
     def build() -> pl.LazyFrame:
         # Without limits nothing else reads the column's levels: no copy of them is made.
@@ -221,7 +222,13 @@ def series_stats(dataset: Dataset, scope: Scope, column: str, config: Config) ->
 
 def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[Any, ...]:
     tolerance = config.section(FlatlineCheckConfig).tolerance
-    return (scope, column, range_limits(column, config), tuple(dataset.sentinels), tolerance)
+    return (
+        scope,
+        column,
+        range_limits(dataset, column, config),
+        tuple(dataset.sentinels),
+        tolerance,
+    )
 
 
 def _repeats(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:

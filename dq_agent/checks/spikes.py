@@ -130,7 +130,7 @@ def jump_values(
         "jumps",
         scope,
         column,
-        range_limits(column, config),
+        range_limits(dataset, column, config),
         tuple(dataset.sentinels),
         _stuck_key(column, config),
         repr(settings),

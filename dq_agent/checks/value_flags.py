@@ -42,7 +42,7 @@ def flagging_checks(
     caller then needs no pass over the rows to find none."""
     selected = config.selected_checks()
     parts: list[pl.LazyFrame] = []
-    limits = flatline.range_limits(column, config)
+    limits = flatline.range_limits(dataset, column, config)
     if limits is not None:
         parts.append(
             ranges.leveled_values(dataset, scope, column, limits)

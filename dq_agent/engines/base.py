@@ -21,7 +21,10 @@ class Engine(Protocol):
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         """The rows of `dataset.frame` within `scope` (`Scope.filter`'s rows). With `index`,
-        column `ROW` numbers them from 0 in file order within the scope."""
+        column `ROW` numbers them from 0 in file order within the scope. When the scope leaves
+        rows out (`Scope.filters_rows`), column `FILE_ROW` holds each row's index in the file,
+        for `in_series` to carry (a table has no row order of its own; Polars and DuckDB keep
+        it, the Spark engine does not yet, and nothing narrows a scope there)."""
         ...
 
     def in_series(

@@ -36,9 +36,10 @@ def find_values(
     inferred: list[Inference],
     notes: list[LoadNote],
     plain: set[str],
+    units: dict[str, str],
 ) -> tuple[list[str], list[str]]:
     """The value columns and, among them, the text columns that hold numbers (those a plain
-    cast reads are added to `plain`)."""
+    cast reads are added to `plain`; the one unit their numbers are written with, to `units`)."""
     min_share = config.reading().text_numeric_min_share
     text_numeric: list[str] = []
     for n in names:
@@ -47,6 +48,9 @@ def find_values(
         described = number_text(sample, n, decimal_comma)
         if described.share >= min_share:
             text_numeric.append(n)
+            if len(described.units) == 1:
+                # "-5.00 K": the unit is gone once the numbers are read; range_check needs it.
+                units[n] = described.units[0]
             if described.units or described.thousands:
                 inferred.append(
                     Inference("numbers as text", n, described.describe(), "columns.values")
