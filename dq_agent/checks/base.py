@@ -144,6 +144,10 @@ class SharedStep:
 
 
 _MATERIALISING: ContextVar[SharedStep | None] = ContextVar("materialising", default=None)
+_TOGETHER: ContextVar[dict[tuple[Any, ...], pl.LazyFrame] | None] = ContextVar(
+    "together", default=None
+)
+_BUILDING: ContextVar[bool] = ContextVar("building", default=False)
 
 
 @contextmanager
@@ -179,20 +183,68 @@ def shared_node(
     node = _SHARED.get(full)
     if node is not None and (step is None or full in _NODES_MATERIALISED):
         return node
+    pending = _TOGETHER.get()
+    if step is not None and pending is not None and materialise is None and not _BUILDING.get():
+        # Asked for within `together`: built now (the nodes it reads materialised at once),
+        # computed with the others at the end of the block.
+        if full not in pending:
+            pending[full] = _building(build)
+        return pending[full]
     if step is None:
         node = build().cache()
     else:
         # Nodes it reads are materialised within and counted there: not counted twice.
         before, started = step.seconds, time.perf_counter()
-        node = materialise() if materialise else build().collect(engine="in-memory").lazy()
+        node = materialise() if materialise else _building(build).collect(engine="in-memory").lazy()
         step.seconds = before + time.perf_counter() - started
-        step.nodes += 1
-        step.keys.append(full)
-        _NODES_MATERIALISED.add(full)
+        _keep(dataset, step, full, node)
+        return node
     _SHARED[full] = node
     # The node holds the frame's data: forget it when the frame itself goes.
     weakref.finalize(dataset.frame, _forget, full)
     return node
+
+
+def _keep(dataset: Dataset, step: SharedStep, full: tuple[Any, ...], node: pl.LazyFrame) -> None:
+    step.nodes += 1
+    step.keys.append(full)
+    _NODES_MATERIALISED.add(full)
+    _SHARED[full] = node
+    weakref.finalize(dataset.frame, _forget, full)
+
+
+def _building(build: Callable[[], pl.LazyFrame]) -> pl.LazyFrame:
+    """`build()`, with the shared nodes it asks for materialised at once (not deferred)."""
+    token = _BUILDING.set(True)
+    try:
+        return build()
+    finally:
+        _BUILDING.reset(token)
+
+
+@contextmanager
+def together(dataset: Dataset) -> Iterator[None]:
+    """While materialising, the shared nodes asked for within this block (one per column of a
+    check, say) are computed together at its end, in one `collect_all` that runs them on all
+    cores at once: most of their work (shifts, fills, windows over sorted series) runs on one
+    core each. Ask for them again after the block to read them. Outside `materialising`, a
+    no-op."""
+    step = _MATERIALISING.get()
+    if step is None:
+        yield
+        return
+    pending: dict[tuple[Any, ...], pl.LazyFrame] = {}
+    token = _TOGETHER.set(pending)
+    try:
+        yield
+    finally:
+        _TOGETHER.reset(token)
+    if pending:
+        before, started = step.seconds, time.perf_counter()
+        frames = pl.collect_all(list(pending.values()), engine="in-memory")
+        step.seconds = before + time.perf_counter() - started
+        for full, frame in zip(pending, frames, strict=True):
+            _keep(dataset, step, full, frame.lazy())
 
 
 def _forget(key: tuple[Any, ...]) -> None:

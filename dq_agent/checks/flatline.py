@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.checks import ranges
-from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
+from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural, together
 from dq_agent.checks.range_limits import ColumnRange
 from dq_agent.checks.ranges import GOOD, LEVEL, leveled_values
 from dq_agent.checks.series_kinds import (
@@ -424,6 +424,13 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
     columns = value_columns(dataset, scope)
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
     queries: list[pl.LazyFrame] = []
+    # Each column's series statistics, then its judged runs, computed for all columns at once.
+    with together(dataset):
+        for column in checked:
+            series_stats(dataset, scope, column, config)
+    with together(dataset):
+        for column in checked:
+            judged_runs(dataset, scope, column, config)
     for column in checked:
         values = checked_values(dataset, scope, column, config)
         runs = judged_runs(dataset, scope, column, config)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.checks import flatline
-from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural
+from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural, together
 from dq_agent.checks.evidence import MAD_EFFICIENCY, MAD_TO_SIGMA, ROBUST_T_SCALE, z_tail
 from dq_agent.checks.flatline import (
     FlatlineCheckConfig,
@@ -411,6 +411,10 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     columns = value_columns(dataset, scope)
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
     queries: list[pl.LazyFrame] = []
+    # Each column's jumps, computed for all columns at once.
+    with together(dataset):
+        for column in checked:
+            jump_values(dataset, scope, column, config, settings)
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
         values = spike_input(dataset, scope, column, config)
