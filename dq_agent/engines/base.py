@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import ROW, Scope
+from dq_agent.checks.base import FILE_ROW, ROW, Scope
 from dq_agent.load import Dataset
+from dq_agent.maintenance import EXCUSED
 
 Frame = nw.LazyFrame[Any]
 _NO_TIME = "__no_time"
@@ -103,3 +105,60 @@ def entity_key_expr(keys: Sequence[str]) -> nw.Expr:
     if len(keys) == 1:
         return nw.col(keys[0]).cast(nw.String)
     return nw.concat_str([nw.col(k).cast(nw.String) for k in keys], separator="/")
+
+
+class TableEngine:
+    """What the engines that read a table of their own (DuckDB, Spark) share: the scope's
+    filters on that table (`scoped`), the series order as a Narwhals window and collecting
+    into Polars in the dataset's dtypes."""
+
+    name: str
+
+    def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
+        raise NotImplementedError
+
+    def in_series(
+        self,
+        dataset: Dataset,
+        scope: Scope,
+        keep: nw.Expr,
+        columns: Sequence[str],
+        position: str,
+    ) -> Frame:
+        return in_series(self, dataset, scope, keep, columns, position)
+
+    def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
+        schema = dataset.frame.collect_schema()
+        return [normalised(query.collect("polars").to_native(), schema) for query in queries]
+
+
+def scoped(
+    frame: Frame, dataset: Dataset, scope: Scope, *, index: bool, renumber: bool = False
+) -> Frame:
+    """`frame` (the dataset's rows with their FILE_ROW, on an engine's table) within `scope`,
+    as `Scope.filter` keeps them: the entity, the bounds' wall-clock time read as UTC, outside
+    the maintenance windows (the inspection's mask column, else the one computed into the
+    table). With `index`, ROW numbers them in file order: the file row itself when the scope
+    keeps every row and the engine's FILE_ROW is consecutive (not `renumber`)."""
+    keys = dataset.roles.entity
+    if scope.entity is not None and keys:
+        frame = frame.filter(entity_key_expr(keys) == scope.entity)
+    ts = dataset.roles.timestamp
+    if ts is not None:
+        if scope.start is not None:
+            frame = frame.filter(nw.col(ts) >= nw.lit(_utc(scope.start)))
+        if scope.end is not None:
+            frame = frame.filter(nw.col(ts) <= nw.lit(_utc(scope.end)))
+        if scope.excused is not None:
+            frame = frame.filter(~nw.col(scope.excused.column or EXCUSED))
+    if index:
+        if scope.filters_rows() or renumber:
+            frame = frame.with_row_index(ROW, order_by=FILE_ROW)
+            frame = frame.with_columns(nw.col(ROW).cast(nw.Int64))
+        else:
+            frame = frame.with_columns(nw.col(FILE_ROW).alias(ROW))
+    return frame
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC)

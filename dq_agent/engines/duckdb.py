@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import FILE_ROW, ROW, Scope, entity_key
-from dq_agent.engines.base import Frame, in_series, normalised
+from dq_agent.checks.base import FILE_ROW, Scope, entity_key
+from dq_agent.engines.base import Frame, TableEngine, scoped
 from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
 
 
-class DuckDBEngine:
+class DuckDBEngine(TableEngine):
     name = "duckdb"
 
     def __init__(self, connection: Any = None) -> None:
@@ -42,41 +40,8 @@ class DuckDBEngine:
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         frame = nw.from_native(self.connection.table(self._table(dataset, scope.excused)))
-        keys = dataset.roles.entity
-        if scope.entity is not None and keys:
-            frame = frame.filter(_entity_key(keys) == scope.entity)
-        ts = dataset.roles.timestamp
-        if ts is not None:
-            # As `Scope.filter`: the bounds' wall-clock time read as UTC.
-            if scope.start is not None:
-                frame = frame.filter(nw.col(ts) >= nw.lit(_utc(scope.start)))
-            if scope.end is not None:
-                frame = frame.filter(nw.col(ts) <= nw.lit(_utc(scope.end)))
-            if scope.excused is not None:
-                # The inspection's mask column, else the one computed into the table.
-                frame = frame.filter(~nw.col(scope.excused.column or EXCUSED))
-        if index:
-            # Without a narrowing, the file row is the row's index in the scope: no window.
-            if scope.filters_rows():
-                frame = frame.with_row_index(ROW, order_by=FILE_ROW)
-            else:
-                frame = frame.with_columns(nw.col(FILE_ROW).alias(ROW))
-        # Kept: a check whose scope leaves rows out names readings by their row in the file.
-        return frame
-
-    def in_series(
-        self,
-        dataset: Dataset,
-        scope: Scope,
-        keep: nw.Expr,
-        columns: Sequence[str],
-        position: str,
-    ) -> Frame:
-        return in_series(self, dataset, scope, keep, columns, position)
-
-    def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
-        schema = dataset.frame.collect_schema()
-        return [normalised(query.collect("polars").to_native(), schema) for query in queries]
+        # FILE_ROW kept: a check whose scope leaves rows out names readings by their file row.
+        return scoped(frame, dataset, scope, index=index)
 
     def _table(self, dataset: Dataset, excusal: Excusal | None) -> str:
         """The dataset's frame as a DuckDB table, created on first use. Maintenance windows the
@@ -106,14 +71,3 @@ class DuckDBEngine:
         name = self._tables.pop(key, None)
         if name is not None:
             self.connection.execute(f'DROP TABLE IF EXISTS "{name}"')
-
-
-def _entity_key(keys: Sequence[str]) -> nw.Expr:
-    """`checks.base.entity_key` in Narwhals: the key columns as text, joined by '/'."""
-    if len(keys) == 1:
-        return nw.col(keys[0]).cast(nw.String)
-    return nw.concat_str([nw.col(k).cast(nw.String) for k in keys], separator="/")
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC)

@@ -22,15 +22,14 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import FILE_ROW, ROW, Scope, entity_key
-from dq_agent.engines.base import Frame, entity_key_expr, in_series, normalised
+from dq_agent.checks.base import FILE_ROW, Scope, entity_key
+from dq_agent.engines.base import Frame, TableEngine, scoped
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
@@ -76,7 +75,7 @@ def local_session() -> Any:
     return session
 
 
-class SparkEngine:
+class SparkEngine(TableEngine):
     name = "spark"
 
     def __init__(self, session: Any = None) -> None:
@@ -125,42 +124,10 @@ class SparkEngine:
         )
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
-        adopted = id(dataset.frame) in self._adopted
         frame: Frame = nw.from_native(self._frame(dataset, scope.excused))
-        keys = dataset.roles.entity
-        if scope.entity is not None and keys:
-            frame = frame.filter(entity_key_expr(keys) == scope.entity)
-        ts = dataset.roles.timestamp
-        if ts is not None:
-            # As `Scope.filter`: the bounds' wall-clock time read as UTC.
-            if scope.start is not None:
-                frame = frame.filter(nw.col(ts) >= nw.lit(_utc(scope.start)))
-            if scope.end is not None:
-                frame = frame.filter(nw.col(ts) <= nw.lit(_utc(scope.end)))
-            if scope.excused is not None:
-                frame = frame.filter(~nw.col(scope.excused.column or EXCUSED))
-        if index:
-            # A handed-over frame's file row is the row's index when nothing is left out.
-            if scope.filters_rows() or adopted:
-                frame = frame.with_row_index(ROW, order_by=FILE_ROW)
-                frame = frame.with_columns(nw.col(ROW).cast(nw.Int64))
-            else:
-                frame = frame.with_columns(nw.col(FILE_ROW).alias(ROW))
-        return frame.drop(FILE_ROW)
-
-    def in_series(
-        self,
-        dataset: Dataset,
-        scope: Scope,
-        keep: nw.Expr,
-        columns: Sequence[str],
-        position: str,
-    ) -> Frame:
-        return in_series(self, dataset, scope, keep, columns, position)
-
-    def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
-        schema = dataset.frame.collect_schema()
-        return [normalised(query.collect("polars").to_native(), schema) for query in queries]
+        # An adopted frame's FILE_ROW ids increase but are not consecutive: always renumbered.
+        adopted = id(dataset.frame) in self._adopted
+        return scoped(frame, dataset, scope, index=index, renumber=adopted).drop(FILE_ROW)
 
     def _frame(self, dataset: Dataset, excusal: Excusal | None) -> Any:
         """The dataset's rows as a Spark DataFrame: the caller's (`adopt`), else its Polars
@@ -239,7 +206,3 @@ def _with_intervals(frame: Any, durations: Sequence[str]) -> Any:
         return frame
     zero = F.timestamp_micros(F.lit(0))
     return frame.withColumns({n: F.timestamp_micros(F.col(n)) - zero for n in durations})
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC)
