@@ -61,3 +61,16 @@ def as_tool(name: str, plan: PlanFunction, dataset: Dataset, config: Config) -> 
         **({"entity": {}} if dataset.roles.entity else {}),
     }
     return Tool(name, name, {"type": "object", "properties": properties}, dataset, config, plan)
+
+
+def minutes_parquet(path: Path, minutes: dict[str, list[int]]) -> Path:
+    """One reading per listed minute (from T0) per device, in time order."""
+    rows = [(T0 + timedelta(minutes=m), device) for device, ms in minutes.items() for m in ms]
+    pl.DataFrame(
+        {
+            "timestamp": [t for t, _ in rows],
+            "device_id": [d for _, d in rows],
+            "value": [float(i % 13) for i in range(len(rows))],
+        }
+    ).with_columns(pl.col("timestamp").dt.replace_time_zone("UTC")).write_parquet(path)
+    return path

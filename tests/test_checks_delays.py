@@ -18,7 +18,15 @@ from dq_agent.checks.structure import plan_structure_check
 from dq_agent.config import Config
 from dq_agent.load import load
 from dq_agent.result import OBSERVATION_MAX_CHARS, Status, metric_keys
-from tests.fixtures_checks import NAB_DIR, T0, as_tool, minute, run_check, write_csv
+from tests.fixtures_checks import (
+    NAB_DIR,
+    T0,
+    as_tool,
+    minute,
+    minutes_parquet,
+    run_check,
+    write_csv,
+)
 from tests.fixtures_timing import (
     A_GAP_SECONDS,
     A_GAPS,
@@ -540,19 +548,6 @@ def test_step_tail_bounds() -> None:
     assert bound([1.0]) is None
 
 
-def _fleet_parquet(path: Path, minutes: dict[str, list[int]]) -> Path:
-    """One reading per listed minute (from T0) per device, in time order."""
-    rows = [(T0 + timedelta(minutes=m), device) for device, ms in minutes.items() for m in ms]
-    pl.DataFrame(
-        {
-            "timestamp": [t for t, _ in rows],
-            "device_id": [d for _, d in rows],
-            "value": [float(i % 13) for i in range(len(rows))],
-        }
-    ).with_columns(pl.col("timestamp").dt.replace_time_zone("UTC")).write_parquet(path)
-    return path
-
-
 def test_hundreds_of_gaps_in_a_large_fleet_are_all_found(tmp_path: Path) -> None:
     # 50 devices x 1,000 minutes, 3 gaps each of 4 to 60 minutes: 150 gaps, more than the
     # longest steps a tail is fitted on; fitted on those alone, they hid each other.
@@ -564,7 +559,9 @@ def test_hundreds_of_gaps_in_a_large_fleet_are_all_found(tmp_path: Path) -> None
             missing |= set(range(start, start + rng.randint(3, 30)))
         minutes[f"d{d:02d}"] = [m for m in range(1000) if m not in missing]
     gaps = sum(1 for ms in minutes.values() for a, b in pairwise(ms) if b - a > 3)
-    result = run_check(plan_delay_check, _fleet_parquet(tmp_path / "f.parquet", minutes), _config())
+    result = run_check(
+        plan_delay_check, minutes_parquet(tmp_path / "f.parquet", minutes), _config()
+    )
     assert gaps == 150
     assert result.metrics["gap_count"] == 150
     assert result.metrics["irregular_entities"] == 0
@@ -584,7 +581,9 @@ def test_a_regular_logger_that_often_loses_a_reading_has_no_gaps(tmp_path: Path)
                 m += 1
         minutes[f"d{d:02d}"] = kept
     longest = max(b - a for ms in minutes.values() for a, b in pairwise(ms))
-    result = run_check(plan_delay_check, _fleet_parquet(tmp_path / "c.parquet", minutes), _config())
+    result = run_check(
+        plan_delay_check, minutes_parquet(tmp_path / "c.parquet", minutes), _config()
+    )
     assert longest >= 3
     assert result.metrics["gap_count"] == 0
 
@@ -597,6 +596,6 @@ def test_a_device_silent_for_hours_in_a_fleet_is_stopped_whatever_the_span(tmp_p
     minutes["d07"] = list(range(span - 180))
     config = _config()
     config.delay_check.as_of = iso_at(span)
-    result = run_check(plan_delay_check, _fleet_parquet(tmp_path / "s.parquet", minutes), config)
+    result = run_check(plan_delay_check, minutes_parquet(tmp_path / "s.parquet", minutes), config)
     assert result.metrics["stopped_entities"] == 1
     assert result.metrics["gap_count"] == 0

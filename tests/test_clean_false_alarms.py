@@ -18,21 +18,8 @@ from dq_agent.checks.outliers import plan_outlier_check
 from dq_agent.checks.spikes import plan_spike_check
 from dq_agent.config import Config
 from dq_agent.load import load
-from tests.fixtures_checks import T0, run_check
+from tests.fixtures_checks import T0, minutes_parquet, run_check
 from tests.fixtures_timing import iso_at
-
-
-def _minutes_parquet(path: Path, minutes: dict[str, list[int]]) -> Path:
-    """One reading per listed minute (from T0) per device, in time order."""
-    rows = [(T0 + timedelta(minutes=m), device) for device, ms in minutes.items() for m in ms]
-    pl.DataFrame(
-        {
-            "timestamp": [t for t, _ in rows],
-            "device_id": [d for _, d in rows],
-            "value": [float(i % 13) for i in range(len(rows))],
-        }
-    ).with_columns(pl.col("timestamp").dt.replace_time_zone("UTC")).write_parquet(path)
-    return path
 
 
 def _lossy_fleet(extra: dict[str, tuple[int, int]]) -> dict[str, list[int]]:
@@ -73,12 +60,12 @@ def test_a_logger_losing_under_1_percent_of_readings_has_no_chance_gaps(tmp_path
     config.delay_check.as_of = iso_at(24 * 60)
     clean = _lossy_fleet({})
     assert _steps(clean) == {1: 19_650, 2: 160, 3: 2, 4: 1}
-    result = run_check(plan_delay_check, _minutes_parquet(tmp_path / "c.parquet", clean), config)
+    result = run_check(plan_delay_check, minutes_parquet(tmp_path / "c.parquet", clean), config)
     assert (result.metrics["gap_count"], result.status.value) == (0, "pass")
 
     outage = _lossy_fleet({"d05": (500, 9)})
     assert max(_steps(outage)) == 10
-    result = run_check(plan_delay_check, _minutes_parquet(tmp_path / "o.parquet", outage), config)
+    result = run_check(plan_delay_check, minutes_parquet(tmp_path / "o.parquet", outage), config)
     assert result.metrics["gap_count"] == 1
     assert result.findings[0].entity == "d05"
 

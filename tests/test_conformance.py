@@ -99,20 +99,33 @@ def _comparable(result: CheckResult) -> dict[str, Any]:
     return out
 
 
+def run_both(
+    check: tuple[Any, Any],
+    engine: Engine,
+    data: Path | Dataset,
+    config: Config | None = None,
+    scope: Scope | None = None,
+) -> CheckResult:
+    """A ported check (its production plan and its portable build) on `engine`, after checking
+    it equals the production path's result."""
+    plan, build = check
+    config = config or Config()
+    scope = scope or Scope()
+    dataset = load(str(data), config) if isinstance(data, Path) else data
+    (production,) = run_plans([plan(dataset, config, scope)])
+    result = run_portable(build, engine, dataset, config, scope)
+    assert _same(_comparable(production), _comparable(result)) == []
+    return result
+
+
 def _run(
     engine: Engine,
     data: Path | Dataset,
     config: Config | None = None,
     scope: Scope | None = None,
 ) -> CheckResult:
-    """null_check on `engine`, after checking it equals the production path's result."""
-    config = config or Config()
-    scope = scope or Scope()
-    dataset = load(str(data), config) if isinstance(data, Path) else data
-    (production,) = run_plans([plan_null_check(dataset, config, scope)])
-    result = run_portable(build_null_check, engine, dataset, config, scope)
-    assert _same(_comparable(production), _comparable(result)) == []
-    return result
+    """null_check on `engine`, compared with the production path (`run_both`)."""
+    return run_both((plan_null_check, build_null_check), engine, data, config, scope)
 
 
 def _columns(result: CheckResult, *keys: str) -> dict[str, tuple[Any, ...]]:

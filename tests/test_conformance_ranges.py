@@ -15,8 +15,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from dq_agent.checks.base import Scope, entity_key, run_plans
-from dq_agent.checks.portable import run_portable
+from dq_agent.checks.base import Scope, entity_key
 from dq_agent.checks.ranges import build_range_check, plan_range_check
 from dq_agent.config import Config
 from dq_agent.engines import Engine
@@ -24,7 +23,7 @@ from dq_agent.load import Dataset, load
 from dq_agent.maintenance import Excusal, Window, materialise
 from dq_agent.result import CheckResult
 from tests.fixtures_checks import T0, iso_minute, minute, write_csv, write_parquet
-from tests.test_conformance import SAMPLE_DIR, _comparable, _same
+from tests.test_conformance import SAMPLE_DIR, run_both
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
 from tests.test_conformance import spark_engine as spark_engine
@@ -36,14 +35,8 @@ def _run(
     config: Config | None = None,
     scope: Scope | None = None,
 ) -> CheckResult:
-    """range_check on `engine`, after checking it equals the production path's result."""
-    config = config or Config()
-    scope = scope or Scope()
-    dataset = load(str(data), config) if isinstance(data, Path) else data
-    (production,) = run_plans([plan_range_check(dataset, config, scope)])
-    result = run_portable(build_range_check, engine, dataset, config, scope)
-    assert _same(_comparable(production), _comparable(result)) == []
-    return result
+    """range_check on `engine`, compared with the production path (`run_both`)."""
+    return run_both((plan_range_check, build_range_check), engine, data, config, scope)
 
 
 def _file_rows_on(engine: Engine) -> None:
