@@ -23,6 +23,13 @@ shared nodes stay in memory while the checks run):
     10M       209 MB          7.20-7.41 GB
     10M       209 MB          7.79 GB                              (2026-12-02: rest levels,
     400k      6.9 MB          0.65 GB                               excursions; the slow test)
+    1M       20.9 MB          0.88 GB                              (2026-12-02 02:52: the
+    10M       209 MB          5.77 GB                               sensor series made lean)
+
+The 400k figure included the test process's own size, inherited at fork: the test now measures
+from a small launcher. The factors were not lowered: they now overstate the peak (10M: 9.8 GB
+estimated, 5.77 GB measured), which refuses some runs that would fit, never admits one that
+would not.
 
 The constants below bound every measurement by 15% or more (runs vary by about 10%). They
 depend on the checks: `test_estimate_covers_the_measured_peak_rss` fails when the checks
