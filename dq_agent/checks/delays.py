@@ -34,6 +34,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import (
@@ -44,24 +45,30 @@ from dq_agent.checks.base import (
     SERIES_START,
     TIME_IN_ORDER,
     CheckPlan,
-    Engine,
     Scope,
     entity_key,
     series_rows,
 )
+from dq_agent.checks.delays_portable import FILE_INDEX, KEY, GenericQueries, generic_queries
 from dq_agent.checks.delays_report import (
     BOUND,
     ENTITY,
     EXPECTED,
     FILE,
+    FLEET_SERIES,
     INGEST,
     IRREGULAR,
     LATENCY,
+    LOST_ONE,
     MAX_EXAMPLES,
     OUT_OF_ORDER_TS,
     PREV,
     PREV_IN_FILE,
+    SHORT_SERIES_STEPS,
+    SMALL_TAIL,
     STEP,
+    TAIL_MAX,
+    TAIL_TRIM,
     TOOL,
     TS,
     DelayCheckConfig,
@@ -76,9 +83,14 @@ from dq_agent.checks.events import (
     grain,
     point_events,
     span_events,
+    time_grain,
     with_events,
+    with_table,
 )
+from dq_agent.checks.portable import PolarsMode, PortablePlan, on_polars
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
+from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.errors import InputError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
 from dq_agent.result import CheckResult
@@ -95,30 +107,56 @@ _GID = "__series_id"
 _TIMED = "__timed"
 
 LONGEST_GAPS_KEPT = 10
-# The step tail: series with fewer positive steps than this are scaled by the fleet's typical
-# step too (their own median is noisy), and the tail is fitted on the longest eighth of all
-# steps (of few steps, up to half of them and SMALL_TAIL), at most TAIL_MAX of them.
-SHORT_SERIES_STEPS = 30
-FLEET_SERIES = 20
-TAIL_MAX, SMALL_TAIL, TAIL_TRIM = 200, 10, 3
-# A regular logger's step between these many typical steps has lost exactly one reading
-# (steps come in whole intervals): how often that happens is its chance to lose one (`_regular`).
-LOST_ONE = (1.5, 2.5)
 
 
-def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+def build_delay_check(
+    engine: Engine, dataset: Dataset, config: Config, scope: Scope
+) -> PortablePlan:
     timestamp = dataset.roles.timestamp
     if timestamp is None:
         reason = (
             "no timestamp column (set columns.timestamp to name one): delay_check does not apply"
         )
-        return CheckPlan(TOOL, [], lambda frames: skipped(reason))
+        return PortablePlan(TOOL, [], lambda frames: skipped(reason))
     scope.check_column(dataset)
     settings = config.section(DelayCheckConfig)
     as_of = parse_as_of(settings.as_of)
-    has_ingest = dataset.roles.ingest_time is not None
     future_limit = as_of + timedelta(seconds=settings.future_tolerance_seconds)
+    naive = naive_source(dataset.raw_dtypes.get(timestamp, ""), config.columns.timezone)
+    if isinstance(engine, PolarsEngine):
+        plan = _polars_plan(dataset, scope, timestamp, settings, as_of, future_limit, naive)
+        return PortablePlan(
+            TOOL, [nw.from_native(q) for q in plan.queries], plan.finish, plan.engine
+        )
+    basis = order_basis(dataset)
+    generic = generic_queries(engine, dataset, scope, settings, future_limit, basis is not None)
 
+    def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        try:
+            return _generic_finish(frames, generic, dataset, scope, settings, as_of, naive)
+        finally:
+            for release in generic.release:
+                release()
+
+    return PortablePlan(TOOL, generic.queries, finish)
+
+
+plan_delay_check = on_polars(build_delay_check)
+
+
+def _polars_plan(
+    dataset: Dataset,
+    scope: Scope,
+    timestamp: str,
+    settings: DelayCheckConfig,
+    as_of: datetime,
+    future_limit: datetime,
+    naive: bool,
+) -> CheckPlan:
+    """The Polars engine's strategy: the queries over the series order the checks share
+    (`base.series_rows`), computed once per run with the other checks' (docs/ARCHITECTURE.md,
+    "Engines", says what the generic queries would cost here)."""
+    has_ingest = dataset.roles.ingest_time is not None
     rows = _timing_frame(dataset, scope, timestamp)
     series = series_rows(dataset, scope)
     timed = _timed(dataset, scope, timestamp)
@@ -131,7 +169,7 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     )
     # The series order is a window with gathers: in memory, not copied into a stream. The
     # figures taken row by row stream: less is held at once.
-    queries: list[tuple[pl.LazyFrame, Engine]] = [
+    queries: list[tuple[pl.LazyFrame, PolarsMode]] = [
         (
             _overall_query(rows, future_limit, settings.late_threshold_seconds, has_ingest),
             "streaming",
@@ -148,8 +186,6 @@ def plan_delay_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     ]
     if has_ingest:
         queries.append((_late_query(rows, settings.late_threshold_seconds), "streaming"))
-
-    naive = naive_source(dataset.raw_dtypes.get(timestamp, ""), config.columns.timezone)
 
     basis = order_basis(dataset)
 
@@ -717,4 +753,131 @@ def _late_query(rows: pl.LazyFrame, late_threshold: float) -> pl.LazyFrame:
         .sort([LATENCY, FILE_ROW], descending=[True, False])
         .head(MAX_EXAMPLES)
         .select(FILE_ROW, ENTITY, TS, INGEST, LATENCY)
+    )
+
+
+def _generic_finish(
+    frames: list[pl.DataFrame],
+    generic: GenericQueries,
+    dataset: Dataset,
+    scope: Scope,
+    settings: DelayCheckConfig,
+    as_of: datetime,
+    naive: bool,
+) -> CheckResult:
+    """The result from the generic queries' small frames (`delays_portable`): put together
+    with the Polars helpers of the production path, into the frames `DelayFinisher` reads,
+    and the event table."""
+    overall, series, gaps, future = frames[:4]
+    per = series.with_row_index(_GID, offset=1)
+    if per.get_column(KEY).n_unique() < per.height:
+        raise InputError(
+            f"entities of {', '.join(dataset.roles.entity)} whose values joined by '/' are "
+            "the same text are different series: delay_check on this engine tells series "
+            "apart by that text; rename the values or run on Polars"
+        )
+    ids = per.lazy().select(KEY, _GID)
+    names = per.lazy().select(_GID, ENTITY)
+    gap_rows = gaps.lazy().join(ids, on=KEY, how="inner")
+    excused = scope.excused
+    if excused is not None:
+        # The queries kept the steps beyond the bound before the windows' time came off: the
+        # time the windows cover comes off here, and the bound is applied again.
+        covered = excused.overlap_seconds(pl.col(ENTITY), pl.col(PREV), pl.col(TS))
+        gap_rows = gap_rows.with_columns((pl.col(STEP) - covered).alias(STEP)).filter(
+            pl.col(STEP) > pl.col(BOUND)
+        )
+    # In time order within each series, as the Polars queries give them: of equal longest gaps
+    # an entity's first in time is named.
+    gap_rows = gap_rows.select(_GID, STEP, PREV, TS, EXPECTED).sort(_GID, TS)
+    backward = _generic_backward(
+        frames[generic.backward] if generic.backward is not None else None, ids, dataset
+    )
+    per_series = per.lazy().select(_GID, "rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND)
+    late = frames[generic.late] if generic.late is not None else None
+    queries = [
+        overall.lazy(),
+        _heard_through_windows(_per_entity_query(per_series, gap_rows, backward, names), excused),
+        _longest_gaps_query(gap_rows, names),
+        _out_of_order_query(backward, names),
+        future.lazy()
+        .sort([TS, FILE_ROW], descending=[True, False])
+        .head(MAX_EXAMPLES)
+        .select(FILE_ROW, ENTITY, TS),
+    ]
+    if late is not None:
+        queries.append(
+            late.lazy()
+            .sort([LATENCY, FILE_ROW], descending=[True, False])
+            .head(MAX_EXAMPLES)
+            .select(FILE_ROW, ENTITY, TS, INGEST, LATENCY)
+        )
+    ts = dataset.roles.timestamp
+    assert ts is not None and generic.bounds is not None
+    bounds = frames[generic.bounds]
+    grains = time_grain(
+        bounds.select(pl.concat([pl.col("__low"), pl.col("__high")]).alias(ts)).lazy(), ts
+    )
+    events = [
+        span_events(
+            gap_rows.join(names, on=_GID, how="left").select(
+                ENTITY, pl.col(PREV).alias(START), pl.col(TS).alias(END)
+            ),
+            "gap",
+        ),
+        point_events(
+            backward.join(names, on=_GID, how="left").select(
+                ENTITY, pl.col(OUT_OF_ORDER_TS).alias(START)
+            ),
+            grains,
+            "out_of_order",
+            None,
+        ),
+        point_events(future.lazy().select(ENTITY, pl.col(TS).alias(START)), grains, "future", None),
+    ]
+    if late is not None:
+        events.append(
+            point_events(late.lazy().select(ENTITY, pl.col(TS).alias(START)), grains, "late", None)
+        )
+    *collected, table = pl.collect_all([*queries, bounded(events)])
+    has_ingest = late is not None
+    result = DelayFinisher(
+        settings, as_of, has_ingest, collected, naive, order_basis(dataset)
+    ).result()
+    return with_table(result, table)
+
+
+def _generic_backward(
+    rows: pl.DataFrame | None, ids: pl.LazyFrame, dataset: Dataset
+) -> pl.LazyFrame:
+    """The generic query's rows out of order with their series number and file name."""
+    columns = [_GID, FILE_ROW, OUT_OF_ORDER_TS, PREV_IN_FILE, FILE]
+    if rows is None:
+        # No order to judge: no rows, and the result says "not evaluated", never 0.
+        return pl.LazyFrame(
+            schema={
+                _GID: pl.UInt32,
+                FILE_ROW: pl.Int64,
+                OUT_OF_ORDER_TS: pl.Datetime("us", "UTC"),
+                PREV_IN_FILE: pl.Datetime("us", "UTC"),
+                FILE: pl.String,
+            }
+        )
+    file_name = pl.lit(None, dtype=pl.String)
+    if len(dataset.files) > 1:
+        names = pl.Series([str(f) for f in dataset.files], dtype=pl.String)
+        starts = pl.Series(
+            [sum(dataset.file_rows[:i]) for i in range(len(dataset.files))], dtype=pl.Int64
+        )
+        index = pl.col(FILE_INDEX)
+        file_name = pl.format(
+            "{}: row {}",
+            pl.lit(names).gather(index),
+            pl.col(FILE_ROW) - pl.lit(starts).gather(index),
+        )
+    return (
+        rows.lazy()
+        .join(ids, on=KEY, how="inner")
+        .with_columns(file_name.alias(FILE))
+        .select(columns)
     )

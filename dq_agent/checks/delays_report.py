@@ -66,6 +66,15 @@ IRREGULAR = "__irregular"
 BOUND = "__bound"
 
 MAX_GAP_FINDINGS = 10
+# The step tail: series with fewer positive steps than this are scaled by the fleet's typical
+# step too (their own median is noisy), and the tail is fitted on the longest eighth of all
+# steps (of few steps, up to half of them and SMALL_TAIL), at most TAIL_MAX of them.
+SHORT_SERIES_STEPS = 30
+FLEET_SERIES = 20
+TAIL_MAX, SMALL_TAIL, TAIL_TRIM = 200, 10, 3
+# A regular logger's step between these many typical steps has lost exactly one reading
+# (steps come in whole intervals): how often that happens is its chance to lose one (`_regular`).
+LOST_ONE = (1.5, 2.5)
 # With this many entities or more, a stopped one must also lag beyond the fleet's own spread
 # of ends: more than this many robust sigmas above the median lag.
 STOPPED_MIN_FLEET = 5

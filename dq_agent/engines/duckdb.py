@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import narwhals as nw
@@ -71,3 +72,32 @@ class DuckDBEngine(TableEngine):
         name = self._tables.pop(key, None)
         if name is not None:
             self.connection.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+def with_epoch_micros(frame: Frame, columns: dict[str, str]) -> Frame:
+    """`frame` with each named timestamp column's microseconds since the epoch as a column of
+    its own (`epoch_us`: Narwhals casts a timestamp to an integer in no exact way here)."""
+    if not columns:
+        return frame
+    added = ", ".join(f'epoch_us("{source}") AS "{name}"' for name, source in columns.items())
+    result: Frame = nw.from_native(frame.to_native().select(f"*, {added}"))
+    return result
+
+
+_STEPS = itertools.count()
+
+
+def materialised(engine: DuckDBEngine, frame: Frame) -> tuple[Frame, Callable[[], None]]:
+    """`frame` computed now into a temporary table, for a check whose queries read it several
+    times (DuckDB runs each query on its own: a shared step would be computed once per
+    reference), and what drops the table when the check is done with it."""
+    name = f"dq_step_{next(_STEPS)}"
+    connection = engine.connection
+    frame.to_native().create_view(f"{name}_view")
+    connection.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{name}_view"')
+    connection.execute(f'DROP VIEW "{name}_view"')
+
+    def drop() -> None:
+        connection.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+    return nw.from_native(connection.table(name)), drop

@@ -58,3 +58,14 @@ class PolarsEngine:
 
 
 POLARS = PolarsEngine()
+
+
+def with_epoch_micros(frame: Frame, columns: dict[str, str]) -> Frame:
+    """`frame` with each named timestamp column's microseconds since the epoch (Int64) as a
+    column of its own, `columns` mapping the new name to the timestamp column."""
+    native: pl.LazyFrame = frame.to_native()
+    return nw.from_native(
+        native.with_columns(
+            pl.col(source).dt.epoch("us").alias(name) for name, source in columns.items()
+        )
+    )

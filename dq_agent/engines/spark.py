@@ -21,7 +21,7 @@ import itertools
 import shutil
 import tempfile
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +206,24 @@ def _with_intervals(frame: Any, durations: Sequence[str]) -> Any:
         return frame
     zero = F.timestamp_micros(F.lit(0))
     return frame.withColumns({n: F.timestamp_micros(F.col(n)) - zero for n in durations})
+
+
+def with_epoch_micros(frame: Frame, columns: dict[str, str]) -> Frame:
+    """`frame` with each named timestamp column's microseconds since the epoch as a column of
+    its own (`unix_micros`: Narwhals has no duration-to-number on Spark)."""
+    from pyspark.sql import functions as F
+
+    native = frame.to_native()
+    added = native.withColumns(
+        {name: F.unix_micros(F.col(source)) for name, source in columns.items()}
+    )
+    result: Frame = nw.from_native(added)
+    return result
+
+
+def materialised(frame: Frame) -> tuple[Frame, Callable[[], None]]:
+    """`frame` cached by the session when first computed, for a check whose queries read it
+    several times (each query is a job of its own: a shared step would be computed once per
+    reference), and what frees the cache when the check is done with it."""
+    native = frame.to_native().cache()
+    return nw.from_native(native), native.unpersist

@@ -1,0 +1,461 @@
+"""delay_check's queries over Narwhals, for the engines other than Polars (DuckDB, Spark).
+
+The same figures as the Polars queries of `delays` (whose docstrings say what each means),
+written for an engine that runs SQL-like windows: the time order within each entity from the
+engine's `in_series`, each timed row's previous one by a `shift` over the entity ordered by
+that position (a window of its own, then filtered or aggregated: no nested `over`), the file
+order (or the order column's) by a `shift` over the entity ordered by the row. Times become
+numbers only as whole microseconds since the epoch, by the engine's own function
+(`with_epoch_micros`: Narwhals casts a timestamp to an integer exactly on no engine but
+Polars, and has no duration-to-number on Spark), so every step and latency is the same
+float as on Polars. Quantiles are linear and on those floats.
+
+The step tail (`delays.step_tail`) needs order statistics of all the steps: the longest
+TAIL_MAX + 1 by a sort and a head, and for a regular logger the N/16-th and N/8-th longest,
+found without a sort of every step: a value that fills both ranks covers at least N/16 of the
+steps, so only the few values that frequent are candidates, and the count of steps longer
+than each decides.
+
+What these queries return is small (one row per series, the gaps, the rows out of order, the
+rows in the future or late): the finish in `delays` puts them together with the Polars helpers
+the production path uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import narwhals as nw
+
+from dq_agent.checks.base import FILE_ROW, ROW, Scope
+from dq_agent.checks.delays_report import (
+    BOUND,
+    ENTITY,
+    EXPECTED,
+    FLEET_SERIES,
+    INGEST,
+    IRREGULAR,
+    LATENCY,
+    LOST_ONE,
+    OUT_OF_ORDER_TS,
+    PREV,
+    PREV_IN_FILE,
+    SHORT_SERIES_STEPS,
+    SMALL_TAIL,
+    STEP,
+    TAIL_MAX,
+    TAIL_TRIM,
+    TS,
+    DelayCheckConfig,
+)
+from dq_agent.checks.portable import count, missing
+from dq_agent.engines import Engine
+from dq_agent.engines.base import Frame, entity_key_expr
+from dq_agent.load import Dataset
+
+_SERIES_COLUMNS = ("rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND)
+# Columns of the queries; the double underscore keeps them clear of real data columns.
+KEY = "__series_key"
+FILE_INDEX = "__file_index"
+_POSITION = "__position"
+_TS_US = "__ts_us"
+_INGEST_US = "__ingest_us"
+_PREV_US = "__prev_us"
+_STEP_US = "__step_us"
+_STEPS = "__steps"
+_SCALE = "__step_scale"
+_RATIO = "__step_ratio"
+_TAIL = "__tail_bound"
+_NULL_KEY = "\x00"
+_US = 1_000_000
+
+
+@dataclass(frozen=True)
+class GenericQueries:
+    """The queries, in this order: overall, per series, gaps, future rows, then (when there
+    is one) rows out of order, late rows and the data's time range."""
+
+    queries: list[Frame]
+    backward: int | None
+    late: int | None
+    bounds: int | None
+    release: list[Callable[[], None]]
+    """What frees the steps computed once for the queries (`_Steps`), once they ran."""
+
+
+def generic_queries(
+    engine: Engine,
+    dataset: Dataset,
+    scope: Scope,
+    settings: DelayCheckConfig,
+    future_limit: datetime,
+    judge_order: bool,
+) -> GenericQueries:
+    ts = dataset.roles.timestamp
+    assert ts is not None
+    roles = dataset.roles
+    entity = list(roles.entity)
+    rows = engine.rows(dataset, scope, index=True)
+    schema = rows.collect_schema()
+    present = None
+    if scope.column is not None and scope.column not in {ts, roles.ingest_time, *entity}:
+        # Only the rows with a value in the scope's value column are timed.
+        present = ~missing(schema, scope.column, dataset.sentinels)
+    at = FILE_ROW if scope.filters_rows() else ROW
+    text = entity_key_expr(entity) if entity else nw.lit(None, dtype=nw.String)
+    key = text.fill_null(_NULL_KEY) if entity else nw.lit(_NULL_KEY)
+
+    # The timing rows: the scoped rows (with a value in the scope's column), for the figures
+    # taken row by row.
+    micros = {_TS_US: ts}
+    if roles.ingest_time is not None:
+        micros[_INGEST_US] = roles.ingest_time
+    timing = _epoch_micros(engine, rows if present is None else rows.filter(present), micros)
+    columns = [nw.col(at).cast(nw.Int64).alias(FILE_ROW), text.alias(ENTITY), nw.col(ts).alias(TS)]
+    if roles.ingest_time is not None:
+        latency = (nw.col(_INGEST_US) - nw.col(_TS_US)) / _US
+        columns += [nw.col(roles.ingest_time).alias(INGEST), latency.alias(LATENCY)]
+    timing = timing.select(*columns, _TS_US)
+
+    queries = [
+        _overall(timing, future_limit, settings, roles.ingest_time is not None),
+    ]
+    steps = _Steps(engine)
+    in_time = steps.once(_in_time(engine, dataset, scope, entity, present, key, text))
+    series = steps.once(_per_series(steps, in_time, settings))
+    queries.append(series.select(KEY, _entity_text(), *_SERIES_COLUMNS))
+    queries.append(
+        in_time.filter(nw.col(_STEP_US) > 0)
+        .join(series.select(KEY, EXPECTED, BOUND), on=KEY, how="inner")
+        .filter(nw.col(STEP) > nw.col(BOUND))
+        .select(KEY, _entity_text(), STEP, PREV, TS, EXPECTED, BOUND)
+    )
+    queries.append(timing.filter(nw.col(TS) > nw.lit(future_limit)).select(FILE_ROW, ENTITY, TS))
+    backward = late = bounds = None
+    if judge_order:
+        backward = len(queries)
+        queries.append(_backward(dataset, rows, entity, present, at, key, text))
+    if roles.ingest_time is not None:
+        late = len(queries)
+        queries.append(
+            timing.filter(nw.col(LATENCY) > settings.late_threshold_seconds).select(
+                FILE_ROW, ENTITY, TS, INGEST, LATENCY
+            )
+        )
+    # The events' buckets span the whole data, not the scope (`events.grain`).
+    bounds = len(queries)
+    whole = engine.rows(dataset, Scope())
+    queries.append(whole.select(nw.col(ts).min().alias("__low"), nw.col(ts).max().alias("__high")))
+    return GenericQueries(queries, backward, late, bounds, steps.release)
+
+
+def _epoch_micros(engine: Engine, frame: Frame, columns: dict[str, str]) -> Frame:
+    """The engine's own microseconds since the epoch of timestamp columns."""
+    if engine.name == "duckdb":
+        from dq_agent.engines.duckdb import with_epoch_micros as on_duckdb
+
+        return on_duckdb(frame, columns)
+    if engine.name == "spark":
+        from dq_agent.engines.spark import with_epoch_micros as on_spark
+
+        return on_spark(frame, columns)
+    from dq_agent.engines.polars import with_epoch_micros as on_polars
+
+    return on_polars(frame, columns)
+
+
+@dataclass
+class _Steps:
+    """The steps several queries read, computed once on the engines that run each query on
+    its own (a temporary table on DuckDB, the session's cache on Spark); Polars plans them
+    lazily (its queries of one check share one `collect_all`)."""
+
+    engine: Engine
+    release: list[Callable[[], None]] = field(default_factory=list)
+
+    def once(self, frame: Frame) -> Frame:
+        if self.engine.name == "duckdb":
+            from dq_agent.engines.duckdb import DuckDBEngine
+            from dq_agent.engines.duckdb import materialised as in_table
+
+            assert isinstance(self.engine, DuckDBEngine)
+            frame, drop = in_table(self.engine, frame)
+            self.release.append(drop)
+        elif self.engine.name == "spark":
+            from dq_agent.engines.spark import materialised as cached
+
+            frame, free = cached(frame)
+            self.release.append(free)
+        return frame
+
+
+def _entity_text() -> nw.Expr:
+    """The entity as text (ENTITY) from the series key: null where no entity is named."""
+    return nw.when(nw.col(KEY) != _NULL_KEY).then(nw.col(KEY)).alias(ENTITY)
+
+
+def _overall(
+    timing: Frame, future_limit: datetime, settings: DelayCheckConfig, has_ingest: bool
+) -> Frame:
+    t = nw.col(TS)
+    exprs = [
+        nw.len().cast(nw.Int64).alias("rows"),
+        count(t.is_null()).alias("null_timestamps"),
+        count(t > nw.lit(future_limit)).alias("future_rows"),
+        t.max().alias("newest"),
+        t.min().alias("oldest"),
+    ]
+    if has_ingest:
+        latency = nw.col(LATENCY)
+        exprs += [
+            count(latency > settings.late_threshold_seconds).alias("late_rows"),
+            latency.quantile(0.5, interpolation="linear").alias("p50"),
+            latency.quantile(0.95, interpolation="linear").alias("p95"),
+            latency.max().alias("max"),
+        ]
+    return timing.select(exprs)
+
+
+def _in_time(
+    engine: Engine,
+    dataset: Dataset,
+    scope: Scope,
+    entity: list[str],
+    present: nw.Expr | None,
+    key: nw.Expr,
+    text: nw.Expr,
+) -> Frame:
+    """The timed rows in time order within each series (`Engine.in_series`), each with the
+    previous one's time (PREV) and the step from it (in microseconds and in seconds)."""
+    ts = dataset.roles.timestamp
+    assert ts is not None
+    timed = ~nw.col(ts).is_null()
+    if present is not None:
+        timed = timed & present
+    kept = engine.in_series(dataset, scope, timed, [*entity, ts], _POSITION)
+    kept = _epoch_micros(engine, kept, {_TS_US: ts})
+    previous = {
+        _PREV_US: nw.col(_TS_US).shift(1).over(*entity, order_by=_POSITION),
+        PREV: nw.col(ts).shift(1).over(*entity, order_by=_POSITION),
+    }
+    return (
+        kept.with_columns(**previous)
+        .with_columns((nw.col(_TS_US) - nw.col(_PREV_US)).alias(_STEP_US))
+        .select(
+            key.alias(KEY),
+            nw.col(ts).alias(TS),
+            PREV,
+            _STEP_US,
+            (nw.col(_STEP_US) / _US).alias(STEP),
+        )
+    )
+
+
+def _per_series(steps: _Steps, in_time: Frame, settings: DelayCheckConfig) -> Frame:
+    """`delays._per_series`: one row per series with its counts, expected interval and the
+    step beyond which a step is a gap."""
+    step_us = nw.col(_STEP_US)
+    aggregates = [
+        nw.len().cast(nw.Int64).alias("rows"),
+        nw.col(TS).max().alias("newest"),
+        count(step_us == 0).alias("duplicates"),
+    ]
+    grouped = in_time.group_by(KEY)
+    if settings.expected_interval_seconds is not None:
+        expected = settings.expected_interval_seconds
+        return grouped.agg(*aggregates).with_columns(
+            nw.lit(float(expected), dtype=nw.Float64).alias(EXPECTED),
+            nw.lit(False).alias(IRREGULAR),
+            nw.lit(settings.gap_factor * expected, dtype=nw.Float64).alias(BOUND),
+        )
+    own = nw.col(EXPECTED)
+    series = grouped.agg(
+        *aggregates,
+        nw.when(step_us > 0).then(nw.col(STEP)).median().cast(nw.Float64).alias(EXPECTED),
+        count(step_us > 0).alias(_STEPS),
+    )
+    short = nw.col(_STEPS) < SHORT_SERIES_STEPS
+    fleet = series.select(
+        nw.when(short).then(own).median().alias("__fleet"),
+        count(short).alias("__short"),
+    )
+    scale = (
+        nw.when(short & (nw.col("__short") >= FLEET_SERIES))
+        .then(nw.max_horizontal(own, nw.col("__fleet")))
+        .otherwise(own)
+    )
+    series = steps.once(series.join(fleet, how="cross").with_columns(scale.alias(_SCALE)))
+    ratios = steps.once(
+        in_time.filter(step_us > 0)
+        .join(series.select(KEY, _SCALE), on=KEY, how="inner")
+        .select((nw.col(STEP) / nw.col(_SCALE)).alias(_RATIO))
+    )
+    factor = settings.gap_factor
+    return series.join(_step_tail(ratios, settings.significance), how="cross").select(
+        KEY,
+        "rows",
+        "newest",
+        "duplicates",
+        EXPECTED,
+        (nw.col(_TAIL) > factor).fill_null(False).alias(IRREGULAR),
+        (nw.max_horizontal(nw.lit(factor), nw.col(_TAIL)) * nw.col(_SCALE)).alias(BOUND),
+    )
+
+
+def _step_tail(ratios: Frame, significance: float) -> Frame:
+    """`delays.step_tail` (its docstring says what it fits): one row, _TAIL."""
+    ratio = nw.col(_RATIO)
+    n, j, k, trim = nw.col("n"), nw.col("j"), nw.col("k"), nw.col("trim")
+    total = ratios.select(nw.len().cast(nw.Int64).alias("n"))
+    tail_k = nw.max_horizontal(n // 8, nw.min_horizontal(n // 2, nw.lit(SMALL_TAIL))).clip(
+        1, TAIL_MAX
+    )
+    # The TAIL_MAX + 1 longest, numbered from the longest (ties: equal values, any order).
+    top = (
+        ratios.sort(_RATIO, descending=True)
+        .head(TAIL_MAX + 1)
+        .with_columns((-ratio).alias("__minus"))
+        .with_row_index("j", order_by="__minus")
+        .join(total, how="cross")
+        .with_columns(tail_k.alias("k"))
+        .with_columns(nw.min_horizontal(nw.lit(TAIL_TRIM), k // 10).alias("trim"))
+        .select(
+            nw.when(j == k).then(ratio).max().alias("tie"),
+            nw.when(j == trim).then(ratio).max().alias("kept"),
+            nw.when((j > trim) & (j < k)).then(ratio).sum().fill_null(0.0).alias("__inner"),
+            k.max().alias("k"),
+            trim.max().alias("trim"),
+        )
+        .with_columns(((trim + 1) * nw.col("kept") + nw.col("__inner")).alias("censored"))
+    )
+    tie = nw.col("tie")
+    below = ratios.join(top.select("tie"), how="cross").select(
+        nw.coalesce(nw.when(ratio < tie).then(ratio).max(), tie.max()).alias("u")
+    )
+    above = ratios.join(below, how="cross").select(count(ratio > nw.col("u")).alias("above"))
+    u = nw.col("u")
+    nu = k - trim
+    scale = (nw.col("censored") - k * u) / nu
+    c = nu * ((nw.col("above").cast(nw.Float64) / significance) ** (1 / nu) - 1)
+    return (
+        top.join(below, how="cross")
+        .join(_regular(ratios, total, significance), how="cross")
+        .join(above, how="cross")
+        .select(
+            nw.when(nw.col("kept") == tie)
+            .then(tie)
+            .when(~nw.col("regular").is_null())
+            .then(nw.col("regular"))
+            .otherwise(u + c * scale)
+            .cast(nw.Float64)
+            .alias(_TAIL)
+        )
+    )
+
+
+def _regular(ratios: Frame, total: Frame, significance: float) -> Frame:
+    """`delays._regular` (its docstring says what it is): one row, `regular`.
+
+    The N/16-th and N/8-th longest steps (ranks k // 2 and k from the longest, from 0) are one
+    value v exactly when fewer than k // 2 + 1 steps are longer than v and at least k + 1 are
+    at least v: v fills k - k // 2 + 1 ranks, so it is among the few values that frequent."""
+    ratio = nw.col(_RATIO)
+    n, k = nw.col("n"), nw.col("k")
+    low, high = LOST_ONE
+    stats = ratios.select(
+        count((ratio > low) & (ratio <= high)).alias("__once"),
+    ).join(total, how="cross")
+    stats = stats.with_columns(
+        nw.max_horizontal(n // 8, nw.min_horizontal(n // 2, nw.lit(SMALL_TAIL)))
+        .clip(lower_bound=1)
+        .alias("k")
+    )
+    values = ratios.group_by(_RATIO).agg(nw.len().cast(nw.Int64).alias("__count"))
+    candidates = (
+        values.join(stats.select("k"), how="cross")
+        .filter(nw.col("__count") >= k - k // 2 + 1)
+        .select(ratio.alias("__v"), "__count", "k")
+    )
+    longer = (
+        candidates.select("__v")
+        .join(values, how="cross")
+        .filter(ratio > nw.col("__v"))
+        .group_by("__v")
+        .agg(nw.col("__count").sum().alias("__longer"))
+    )
+    longer_count = nw.col("__longer").fill_null(0)
+    tie = (
+        candidates.join(longer, on="__v", how="left")
+        .filter(
+            (longer_count <= k // 2)
+            & (longer_count + nw.col("__count") >= k + 1)
+            & (nw.col("__v") <= 1)
+        )
+        .select(nw.col("__v").max().alias("__tie"))
+    )
+    once = nw.col("__once") - 1
+    lost = once.clip(lower_bound=0).cast(nw.Float64) / n
+    reach = 1 + (nw.lit(significance) / n).log() / lost.log()
+    bound = (
+        nw.when(lost > 0).then(nw.max_horizontal(nw.col("__tie"), reach)).otherwise(nw.col("__tie"))
+    )
+    return stats.join(tie, how="cross").select(
+        nw.when((n >= 2) & ~nw.col("__tie").is_null()).then(bound).alias("regular")
+    )
+
+
+def _backward(
+    dataset: Dataset,
+    rows: Frame,
+    entity: list[str],
+    present: nw.Expr | None,
+    at: str,
+    key: nw.Expr,
+    text: nw.Expr,
+) -> Frame:
+    """`delays._backward_rows`: the timed rows earlier than the previous timed row of their
+    entity in file order (the order column's, `columns.order_by`), within one file, with the
+    index of their file (the finish names it)."""
+    ts = dataset.roles.timestamp
+    assert ts is not None
+    timed = ~nw.col(ts).is_null()
+    if present is not None:
+        timed = timed & present
+    order = [ROW]
+    if dataset.order_column is not None:
+        timed = timed & ~nw.col(dataset.order_column).is_null()
+        order = [dataset.order_column, ROW]
+    file_index = _file_index(dataset, nw.col(at))
+    same_file = nw.lit(True)
+    if len(dataset.files) > 1 and dataset.order_column is None:
+        # The order between files means nothing, unless an order column gives it.
+        same_file = nw.col(FILE_INDEX) == nw.col("__prev_file")
+    return (
+        rows.filter(timed)
+        .with_columns(file_index.alias(FILE_INDEX))
+        .with_columns(
+            nw.col(ts).shift(1).over(*entity, order_by=order).alias(PREV_IN_FILE),
+            nw.col(FILE_INDEX).shift(1).over(*entity, order_by=order).alias("__prev_file"),
+        )
+        .filter((nw.col(ts) < nw.col(PREV_IN_FILE)) & same_file)
+        .select(
+            key.alias(KEY),
+            text.alias(ENTITY),
+            nw.col(at).cast(nw.Int64).alias(FILE_ROW),
+            nw.col(ts).alias(OUT_OF_ORDER_TS),
+            PREV_IN_FILE,
+            FILE_INDEX,
+        )
+    )
+
+
+def _file_index(dataset: Dataset, row: nw.Expr) -> nw.Expr:
+    """`Dataset.file_index` in Narwhals: the index of the file row `row` came from."""
+    index: nw.Expr = nw.lit(len(dataset.file_rows) - 1 if dataset.file_rows else 0)
+    start = sum(dataset.file_rows[:-1])
+    for i in range(len(dataset.file_rows) - 2, -1, -1):
+        index = nw.when(row < start).then(nw.lit(i)).otherwise(index)
+        start -= dataset.file_rows[i]
+    return index.cast(nw.Int64)
