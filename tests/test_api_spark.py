@@ -23,7 +23,11 @@ from tests.spark_support import session_or_skip
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
 
-PORTED = {"run": {"checks": [s.name for s in CATALOGUE if is_portable(s.plan)]}}
+PORTED = {
+    "run": {"checks": [s.name for s in CATALOGUE if is_portable(s.plan)]},
+    # One reference time for freshness, so the Spark and Polars runs compare alike.
+    "delay_check": {"as_of": "2024-01-02T00:00:00Z"},
+}
 
 
 @pytest.fixture(scope="module")
