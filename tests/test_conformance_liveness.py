@@ -57,13 +57,13 @@ def _fleet(tmp_path: Path) -> Path:
     """One reading a minute over minutes 0-119, the devices in the file in this order: z starts
     at minute 40 and d at 30 (both late), a has one more row without a time, b misses minutes
     100-104 and repeats minute 10, c stops after minute 59 (delay_check's finding, not this
-    one's), n has only a row without a time (not a device here)."""
-    rows = [[minute(i), "z", 20.0] for i in range(40, 120)]
+    one's), n has only a row without a time (not a device here); z's last reading ends the file."""
+    rows = [[minute(i), "z", 20.0] for i in range(40, 119)]
     rows += [[minute(i), "d", 20.0] for i in range(30, 120)]
     rows += [[minute(i), "a", 20.0] for i in range(120)] + [[None, "a", 20.0]]
     rows += [[minute(i), "b", 20.0] for i in range(120) if not 100 <= i <= 104]
     rows += [[minute(10), "b", 21.0], [None, "n", 20.0]]
-    rows += [[minute(i), "c", 20.0] for i in range(60)]
+    rows += [[minute(i), "c", 20.0] for i in range(60)] + [[minute(119), "z", 20.0]]
     return write_csv(tmp_path / "fleet.csv", HEADER, rows)
 
 
@@ -102,13 +102,13 @@ def test_fleet_late_starts_coverage_and_order(engine: Engine, tmp_path: Path) ->
 
 
 def _irregular(tmp_path: Path) -> Path:
-    """Device p reads at 0.3 s, 0.7 s, 1.1 s ... steps alternating 0.3 and 0.5 s after a first
-    0.3 s: an even count of steps, so the median falls between 0.3 and 0.5; device q starts 40 s
-    late with steps of 0.25 s."""
+    """Device p reads at 0, 0.3, 0.8, 1.1 s ...: 200 steps alternating 0.3 and 0.5 s, the last
+    5 s, so the median falls halfway between the 100th (0.3) and the 101st (0.5), away from the
+    mean; device q starts 40 s late with steps of 0.25 s."""
     p_micros, at = [], 0
     for i in range(201):
         p_micros.append(at)
-        at += 300_000 if i % 2 == 0 else 500_000
+        at += 5_000_000 if i == 199 else 300_000 if i % 2 == 0 else 500_000
     q_micros = [40_000_000 + 250_000 * i for i in range(240)]
     base = datetime(2024, 1, 1, tzinfo=UTC)
     times = [base + timedelta(microseconds=us) for us in p_micros + q_micros]
