@@ -71,3 +71,14 @@ class DuckDBEngine(TableEngine):
         name = self._tables.pop(key, None)
         if name is not None:
             self.connection.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+def with_epoch_micros(frame: Frame, column: str, name: str) -> Frame:
+    """`frame` with column `name`: the timestamp `column` as integer microseconds since the
+    epoch, DuckDB's `epoch_us` (Narwhals has no `dt.timestamp` on DuckDB, and DuckDB refuses a
+    cast of a timestamp to an integer)."""
+    import duckdb
+
+    micros = duckdb.FunctionExpression("epoch_us", duckdb.ColumnExpression(column)).alias(name)
+    out: Frame = nw.from_native(frame.to_native().select(duckdb.StarExpression(), micros))
+    return out

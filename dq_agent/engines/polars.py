@@ -58,3 +58,9 @@ class PolarsEngine:
 
 
 POLARS = PolarsEngine()
+
+
+def with_epoch_micros(frame: Frame, column: str, name: str) -> Frame:
+    """`frame` with column `name`: the timestamp `column` as integer microseconds since the
+    epoch (`checks.portable.with_epoch_micros`)."""
+    return frame.with_columns(nw.col(column).dt.timestamp("us").alias(name))

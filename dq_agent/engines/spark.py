@@ -206,3 +206,14 @@ def _with_intervals(frame: Any, durations: Sequence[str]) -> Any:
         return frame
     zero = F.timestamp_micros(F.lit(0))
     return frame.withColumns({n: F.timestamp_micros(F.col(n)) - zero for n in durations})
+
+
+def with_epoch_micros(frame: Frame, column: str, name: str) -> Frame:
+    """`frame` with column `name`: the timestamp `column` as integer microseconds since the
+    epoch, Spark's `unix_micros` (Narwhals has no `dt.timestamp` or `dt.total_*` on Spark, and
+    Spark refuses a cast of a timestamp to an integer)."""
+    from pyspark.sql import functions as F
+
+    quoted = "`" + column.replace("`", "``") + "`"
+    out: Frame = nw.from_native(frame.to_native().withColumn(name, F.unix_micros(F.col(quoted))))
+    return out
