@@ -361,7 +361,7 @@ def _judged(
     starts = runs.select(columns).cache()
     long_runs = starts.filter(long_enough)
     if settings.min_readings <= 1:
-        long_runs = pl.concat([long_runs, singles])
+        long_runs = pl.concat([long_runs, singles.select(columns).filter(long_enough)])
     candidates = long_runs.join(series, on=SERIES, how="left")
     # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
     # (off, fully open), with its own chance of staying: all its runs, short ones too.
