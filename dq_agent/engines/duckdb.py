@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import narwhals as nw
@@ -43,6 +44,13 @@ class DuckDBEngine(TableEngine):
         # FILE_ROW kept: a check whose scope leaves rows out names readings by their file row.
         return scoped(frame, dataset, scope, index=index)
 
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        """DuckDB's `hash(a, b, ...)` (UBIGINT), which hashes a NULL and a NaN like any value."""
+        native = frame.to_native()
+        values = ", ".join(_quoted(c) for c in columns)
+        out: Frame = nw.from_native(native.project(f"*, hash({values}) AS {_quoted(name)}"))
+        return out
+
     def _table(self, dataset: Dataset, excusal: Excusal | None) -> str:
         """The dataset's frame as a DuckDB table, created on first use. Maintenance windows the
         inspection has not computed into the frame (`maintenance.materialise`) are computed
@@ -71,3 +79,7 @@ class DuckDBEngine(TableEngine):
         name = self._tables.pop(key, None)
         if name is not None:
             self.connection.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

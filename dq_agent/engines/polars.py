@@ -56,5 +56,9 @@ class PolarsEngine:
         frames = pl.collect_all([query.to_native() for query in queries])
         return [normalised(frame, schema) for frame in frames]
 
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        native: pl.LazyFrame = frame.to_native()
+        return nw.from_native(native.with_columns(pl.struct(list(columns)).hash().alias(name)))
+
 
 POLARS = PolarsEngine()
