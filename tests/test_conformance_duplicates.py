@@ -173,12 +173,21 @@ def test_null_entities_and_unreadable_times(any_engine: Engine, tmp_path: Path) 
 
 
 def test_without_a_timestamp_whole_rows_are_compared(any_engine: Engine, tmp_path: Path) -> None:
-    rows = [[1, 2, "x"], [1, 2, "x"], [1, 3, "x"], [1, 2, "x"], [None, 2, None], [None, 2, None]]
-    result = _run(any_engine, write_csv(tmp_path / "wide.csv", ["x", "y", "z"], rows))
-    assert _exact(result) == (3, 2)
+    """Whole rows hashed by each engine's own hash, NaN and nulls equal: (1, 2, x) three
+    times, (NaN, 5, null) and (null, 6, q) twice each: 4 extra copies of 3 rows."""
+    nan = float("nan")
+    frame = pl.DataFrame(
+        {
+            "x": [1.0, 1.0, 1.0, 1.0, nan, nan, None, None],
+            "y": [2, 2, 3, 2, 5, 5, 6, 6],
+            "z": ["x", "x", "x", "x", None, None, "q", "q"],
+        }
+    )
+    result = _run(any_engine, write_parquet(tmp_path / "wide.parquet", frame))
+    assert _exact(result) == (4, 3)
     assert result.metrics["key_columns"] is None
     assert result.metrics["duplicate_key_rows"] is None
-    assert result.findings[0].examples[0]["copies"] == 3
+    assert [e["copies"] for e in result.findings[0].examples] == [3, 2, 2]
 
 
 def test_nan_values_are_equal_to_each_other(engine: Engine, tmp_path: Path) -> None:

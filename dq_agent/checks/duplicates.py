@@ -185,7 +185,8 @@ def _candidates(
         hashed.group_by(_HASH).agg(nw.len().alias(_COPIES)).filter(nw.col(_COPIES) > 1)
     ).select(_HASH)
     candidates = hashed.join(repeated, on=_HASH, how="semi")
-    return candidates if ts is not None else candidates.drop(_HASH)
+    # Read by every query of the check: computed once.
+    return engine.materialised(candidates if ts is not None else candidates.drop(_HASH))
 
 
 def _series_candidates(dataset: Dataset, scope: Scope) -> pl.LazyFrame:

@@ -58,6 +58,11 @@ class Engine(Protocol):
         so a check uses it only to find candidates that it then compares by value."""
         ...
 
+    def materialised(self, frame: Frame) -> Frame:
+        """`frame` computed once for every query that reads it (Narwhals has no `cache`): for a
+        few rows that several queries of a check read, such as duplicate candidates."""
+        ...
+
 
 def in_series(
     engine: Engine,
@@ -139,6 +144,9 @@ class TableEngine:
         return [normalised(query.collect("polars").to_native(), schema) for query in queries]
 
     def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        raise NotImplementedError
+
+    def materialised(self, frame: Frame) -> Frame:
         raise NotImplementedError
 
 

@@ -60,5 +60,10 @@ class PolarsEngine:
         native: pl.LazyFrame = frame.to_native()
         return nw.from_native(native.with_columns(pl.struct(list(columns)).hash().alias(name)))
 
+    def materialised(self, frame: Frame) -> Frame:
+        """A `cache` node: computed once within the `collect_all` of the check's queries."""
+        native: pl.LazyFrame = frame.to_native()
+        return nw.from_native(native.cache())
+
 
 POLARS = PolarsEngine()

@@ -139,6 +139,12 @@ class SparkEngine(TableEngine):
         out: Frame = nw.from_native(native.withColumn(name, F.xxhash64(*values)))
         return out
 
+    def materialised(self, frame: Frame) -> Frame:
+        """Spark's `cache`: computed by the first query that reads it, kept for the others
+        (released by Spark when the frame is no longer referenced)."""
+        out: Frame = nw.from_native(frame.to_native().cache())
+        return out
+
     def _frame(self, dataset: Dataset, excusal: Excusal | None) -> Any:
         """The dataset's rows as a Spark DataFrame: the caller's (`adopt`), else its Polars
         frame handed over as Parquet on first use. Maintenance windows the inspection has not
