@@ -89,7 +89,7 @@ def build_duplicate_check(
     compared = _compared_columns(columns, key, scope.column)
     rows = engine.rows(dataset, scope, index=ts is not None)
     candidates = _candidates(engine, dataset, scope, rows, key or columns)
-    row_groups = candidates.group_by(columns).agg(nw.len().cast(nw.Int64).alias(_COPIES))
+    row_groups = candidates.group_by(*_by(columns)).agg(nw.len().cast(nw.Int64).alias(_COPIES))
     queries = [
         _exact_totals(rows, row_groups, ts),
         _exact_examples(dataset, row_groups, columns),
@@ -262,6 +262,12 @@ def _unread_groups(
     return rows.group_by([*columns, _RAW_TIME]).agg(pl.len().cast(pl.Int64).alias(_COPIES))
 
 
+def _by(names: Sequence[str]) -> list[nw.Expr]:
+    """Group-by keys as expressions: Narwhals takes a list of names whose first is "" (a
+    blank header) for something else."""
+    return [nw.col(name) for name in names]
+
+
 def _entity_expr(dataset: Dataset) -> nw.Expr:
     keys = dataset.roles.entity
     if not keys:
@@ -333,9 +339,9 @@ def _key_groups(
     """Duplicated keys with their copies and distinct rows, the entity as text and the key's
     hash (to find its rows again)."""
     by_value = (
-        candidates.group_by([*key, _HASH, *compared])
+        candidates.group_by(*_by([*key, _HASH, *compared]))
         .agg(nw.len().cast(nw.Int64).alias(_COPIES))
-        .group_by([*key, _HASH])
+        .group_by(*_by([*key, _HASH]))
         .agg(nw.col(_COPIES).sum().cast(nw.Int64), nw.len().cast(nw.Int64).alias(_DISTINCT))
     )
     return by_value.filter(nw.col(_COPIES) > 1).with_columns(_entity_expr(dataset))
