@@ -178,15 +178,20 @@ def _candidates(
         if ts is None:
             return nw.from_native(native)
         return engine.hashed(nw.from_native(native), key, _HASH)
-    if ts is not None:
-        rows = rows.filter(~nw.col(ts).is_null())
-    hashed = engine.hashed(rows, key, _HASH)
+    if ts is None:
+        return engine.materialised(_repeating(engine, rows, key).drop(_HASH))
+    # Read by every query of the check: computed once.
+    return engine.materialised(_repeating(engine, rows.filter(~nw.col(ts).is_null()), key))
+
+
+def _repeating(engine: Engine, rows: Frame, columns: Sequence[str]) -> Frame:
+    """The rows whose engine's hash of `columns` (`_HASH`) repeats: every row whose values in
+    `columns` occur more than once, and a row whose hash collides."""
+    hashed = engine.hashed(rows, columns, _HASH)
     repeated = (
         hashed.group_by(_HASH).agg(nw.len().alias(_COPIES)).filter(nw.col(_COPIES) > 1)
     ).select(_HASH)
-    candidates = hashed.join(repeated, on=_HASH, how="semi")
-    # Read by every query of the check: computed once.
-    return engine.materialised(candidates if ts is not None else candidates.drop(_HASH))
+    return hashed.join(repeated, on=_HASH, how="semi")
 
 
 def _series_candidates(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
@@ -224,11 +229,7 @@ def _unread(
     assert ts is not None
     if isinstance(engine, PolarsEngine):
         return nw.from_native(_unread_as_read(dataset, scope, columns))
-    hashed = engine.hashed(rows.filter(nw.col(ts).is_null()), columns, _HASH)
-    repeated = (
-        hashed.group_by(_HASH).agg(nw.len().alias(_COPIES)).filter(nw.col(_COPIES) > 1)
-    ).select(_HASH)
-    return hashed.join(repeated, on=_HASH, how="semi").select(*columns, ROW)
+    return _repeating(engine, rows.filter(nw.col(ts).is_null()), columns).select(*columns, ROW)
 
 
 def _unread_as_read(
@@ -257,9 +258,23 @@ def _unread_groups(
 ) -> pl.DataFrame:
     """The rows without a time grouped by value and time as read, with their copies."""
     if _RAW_TIME not in rows.columns:
-        # Collected on another engine: the text as read is the loader's, looked up by index.
-        rows = _unread_as_read(dataset, scope, columns, rows.get_column(ROW)).collect()
+        rows = _with_text_as_read(dataset, scope, rows, columns)
     return rows.group_by([*columns, _RAW_TIME]).agg(pl.len().cast(pl.Int64).alias(_COPIES))
+
+
+def _with_text_as_read(
+    dataset: Dataset, scope: Scope, rows: pl.DataFrame, columns: list[str]
+) -> pl.DataFrame:
+    """Rows without a time collected on another engine, with their time as read: the loader's
+    text, looked up by index in the scope. A row the loader's frame does not hold (a caller's
+    Spark DataFrame is loaded from its first rows) has none: its time was a null in a column
+    of times."""
+    rows = rows.with_columns(pl.col(ROW).cast(pl.Int64))
+    if rows.is_empty():
+        return rows.with_columns(pl.lit(None, dtype=pl.String).alias(_RAW_TIME))
+    found = _unread_as_read(dataset, scope, columns, rows.get_column(ROW))
+    text = found.select(pl.col(ROW).cast(pl.Int64), _RAW_TIME).collect()
+    return rows.join(text, on=ROW, how="left")
 
 
 def _by(names: Sequence[str]) -> list[nw.Expr]:
@@ -382,10 +397,10 @@ def _key_examples(
         for k, t in zip(key, theirs, strict=True)
     ]
     return (
-        candidates.select(*key, _HASH, ROW, *[c for c in compared if c not in key])
+        candidates.select(*key, _HASH, ROW, *compared)
         .join(chosen, on=_HASH, how="inner")
         .filter(reduce(lambda a, b: a & b, same))
-        .select(*key, ROW, *[c for c in compared if c not in key], _COPIES, _DISTINCT, _ENTITY)
+        .select(*key, ROW, *compared, _COPIES, _DISTINCT, _ENTITY)
     )
 
 
