@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import narwhals as nw
@@ -42,6 +43,20 @@ class DuckDBEngine(TableEngine):
         frame = nw.from_native(self.connection.table(self._table(dataset, scope.excused)))
         # FILE_ROW kept: a check whose scope leaves rows out names readings by their file row.
         return scoped(frame, dataset, scope, index=index)
+
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        """DuckDB's `hash(a, b, ...)` (UBIGINT), which hashes a NULL and a NaN like any value."""
+        native = frame.to_native()
+        values = ", ".join(_quoted(c) for c in columns)
+        out: Frame = nw.from_native(native.project(f"*, hash({values}) AS {_quoted(name)}"))
+        return out
+
+    def materialised(self, frame: Frame) -> Frame:
+        """Computed now, as Arrow that the later queries scan: a relation is a query, run again
+        by every query that reads it (duplicate_check's candidates at 10M rows: 5 s each)."""
+        computed = self.connection.from_arrow(frame.to_native().to_arrow_table())
+        out: Frame = nw.from_native(computed)
+        return out
 
     def _table(self, dataset: Dataset, excusal: Excusal | None) -> str:
         """The dataset's frame as a DuckDB table, created on first use. Maintenance windows the
@@ -82,3 +97,7 @@ def with_epoch_micros(frame: Frame, column: str, name: str) -> Frame:
     micros = duckdb.FunctionExpression("epoch_us", duckdb.ColumnExpression(column)).alias(name)
     out: Frame = nw.from_native(frame.to_native().select(duckdb.StarExpression(), micros))
     return out
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

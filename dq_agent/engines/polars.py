@@ -56,6 +56,15 @@ class PolarsEngine:
         frames = pl.collect_all([query.to_native() for query in queries])
         return [normalised(frame, schema) for frame in frames]
 
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        native: pl.LazyFrame = frame.to_native()
+        return nw.from_native(native.with_columns(pl.struct(list(columns)).hash().alias(name)))
+
+    def materialised(self, frame: Frame) -> Frame:
+        """A `cache` node: computed once within the `collect_all` of the check's queries."""
+        native: pl.LazyFrame = frame.to_native()
+        return nw.from_native(native.cache())
+
 
 POLARS = PolarsEngine()
 

@@ -129,6 +129,22 @@ class SparkEngine(TableEngine):
         adopted = id(dataset.frame) in self._adopted
         return scoped(frame, dataset, scope, index=index, renumber=adopted).drop(FILE_ROW)
 
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        """Spark's `xxhash64` (a long). It skips a null value (a and null hash like null and
+        a): a collision more, which the check's comparison by value resolves."""
+        from pyspark.sql import functions as F
+
+        native = frame.to_native()
+        values = [F.col("`" + c.replace("`", "``") + "`") for c in columns]
+        out: Frame = nw.from_native(native.withColumn(name, F.xxhash64(*values)))
+        return out
+
+    def materialised(self, frame: Frame) -> Frame:
+        """Spark's `cache`: computed by the first query that reads it, kept for the others
+        (released by Spark when the frame is no longer referenced)."""
+        out: Frame = nw.from_native(frame.to_native().cache())
+        return out
+
     def _frame(self, dataset: Dataset, excusal: Excusal | None) -> Any:
         """The dataset's rows as a Spark DataFrame: the caller's (`adopt`), else its Polars
         frame handed over as Parquet on first use. Maintenance windows the inspection has not
