@@ -196,6 +196,18 @@ def test_a_pump_at_rest_is_normal_operation_unless_far_longer_than_usual(tmp_pat
     assert faulty.metrics["rest_readings"] == 3 * 12 * 60 + 5
 
 
+def test_runs_of_one_reading_count_when_min_readings_is_one(tmp_path: Path) -> None:
+    """With `min_readings` 1 every run is long enough, runs of one reading too (kept apart from
+    the longer runs, whose fills they need none of): the pumps' verdicts stay as by default."""
+    config = Config()
+    config.flatline_check.min_readings = 1
+    clean = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=False), config)
+    assert clean.status is Status.PASS, clean.summary
+    assert (clean.metrics["stuck_runs"], clean.metrics["rest_readings"]) == (0, 4 * 12 * 60 + 5)
+    faulty = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=True), config)
+    assert [(f.entity, f.count) for f in faulty.findings] == [("d", 900)]
+
+
 def test_an_intermittently_frozen_sensor_is_found_run_by_run(tmp_path: Path) -> None:
     """Device f freezes six times for 100 readings (89% of its 672): its own repeats must not
     vouch for each other. Devices a..d vary throughout."""

@@ -132,11 +132,7 @@ def build_delay_check(
     generic = generic_queries(engine, dataset, scope, settings, future_limit, basis is not None)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        try:
-            return _generic_finish(frames, generic, dataset, scope, settings, as_of, naive)
-        finally:
-            for release in generic.release:
-                release()
+        return _generic_finish(frames, generic, dataset, scope, settings, as_of, naive)
 
     return PortablePlan(TOOL, generic.queries, finish)
 

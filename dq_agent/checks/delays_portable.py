@@ -6,7 +6,7 @@ engine's `in_series`, each timed row's previous one by a `shift` over the entity
 that position (a window of its own, then filtered or aggregated: no nested `over`), the file
 order (or the order column's) by a `shift` over the entity ordered by the row. Times become
 numbers only as whole microseconds since the epoch, by the engine's own function
-(`with_epoch_micros`: Narwhals casts a timestamp to an integer exactly on no engine but
+(`portable.with_epoch_micros`: Narwhals casts a timestamp to an integer exactly on no engine but
 Polars, and has no duration-to-number on Spark), so every step and latency is the same
 float as on Polars. Quantiles are linear and on those floats.
 
@@ -23,8 +23,7 @@ the production path uses.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import narwhals as nw
@@ -50,7 +49,7 @@ from dq_agent.checks.delays_report import (
     TS,
     DelayCheckConfig,
 )
-from dq_agent.checks.portable import count, missing
+from dq_agent.checks.portable import count, missing, with_epoch_micros
 from dq_agent.engines import Engine
 from dq_agent.engines.base import Frame, entity_key_expr
 from dq_agent.load import Dataset
@@ -81,8 +80,6 @@ class GenericQueries:
     backward: int | None
     late: int | None
     bounds: int | None
-    release: list[Callable[[], None]]
-    """What frees the steps computed once for the queries (`_Steps`), once they ran."""
 
 
 def generic_queries(
@@ -112,7 +109,7 @@ def generic_queries(
     micros = {_TS_US: ts}
     if roles.ingest_time is not None:
         micros[_INGEST_US] = roles.ingest_time
-    timing = _epoch_micros(engine, rows if present is None else rows.filter(present), micros)
+    timing = _epoch_micros(rows if present is None else rows.filter(present), micros)
     columns = [nw.col(at).cast(nw.Int64).alias(FILE_ROW), text.alias(ENTITY), nw.col(ts).alias(TS)]
     if roles.ingest_time is not None:
         latency = (nw.col(_INGEST_US) - nw.col(_TS_US)) / _US
@@ -122,9 +119,8 @@ def generic_queries(
     queries = [
         _overall(timing, future_limit, settings, roles.ingest_time is not None),
     ]
-    steps = _Steps(engine)
-    in_time = steps.once(_in_time(engine, dataset, scope, entity, present, key, text))
-    series = steps.once(_per_series(steps, in_time, settings))
+    in_time = engine.materialised(_in_time(engine, dataset, scope, entity, present, key, text))
+    series = engine.materialised(_per_series(engine, in_time, settings))
     queries.append(series.select(KEY, _entity_text(), *_SERIES_COLUMNS))
     queries.append(
         in_time.filter(nw.col(_STEP_US) > 0)
@@ -148,47 +144,15 @@ def generic_queries(
     bounds = len(queries)
     whole = engine.rows(dataset, Scope())
     queries.append(whole.select(nw.col(ts).min().alias("__low"), nw.col(ts).max().alias("__high")))
-    return GenericQueries(queries, backward, late, bounds, steps.release)
+    return GenericQueries(queries, backward, late, bounds)
 
 
-def _epoch_micros(engine: Engine, frame: Frame, columns: dict[str, str]) -> Frame:
-    """The engine's own microseconds since the epoch of timestamp columns."""
-    if engine.name == "duckdb":
-        from dq_agent.engines.duckdb import with_epoch_micros as on_duckdb
-
-        return on_duckdb(frame, columns)
-    if engine.name == "spark":
-        from dq_agent.engines.spark import with_epoch_micros as on_spark
-
-        return on_spark(frame, columns)
-    from dq_agent.engines.polars import with_epoch_micros as on_polars
-
-    return on_polars(frame, columns)
-
-
-@dataclass
-class _Steps:
-    """The steps several queries read, computed once on the engines that run each query on
-    its own (a temporary table on DuckDB, the session's cache on Spark); Polars plans them
-    lazily (its queries of one check share one `collect_all`)."""
-
-    engine: Engine
-    release: list[Callable[[], None]] = field(default_factory=list)
-
-    def once(self, frame: Frame) -> Frame:
-        if self.engine.name == "duckdb":
-            from dq_agent.engines.duckdb import DuckDBEngine
-            from dq_agent.engines.duckdb import materialised as in_table
-
-            assert isinstance(self.engine, DuckDBEngine)
-            frame, drop = in_table(self.engine, frame)
-            self.release.append(drop)
-        elif self.engine.name == "spark":
-            from dq_agent.engines.spark import materialised as cached
-
-            frame, free = cached(frame)
-            self.release.append(free)
-        return frame
+def _epoch_micros(frame: Frame, columns: dict[str, str]) -> Frame:
+    """`frame` with timestamp columns' microseconds since the epoch, by the engine's own
+    function (`portable.with_epoch_micros`), `columns` mapping each new name to its source."""
+    for name, source in columns.items():
+        frame = with_epoch_micros(frame, source, name)
+    return frame
 
 
 def _entity_text() -> nw.Expr:
@@ -235,7 +199,7 @@ def _in_time(
     if present is not None:
         timed = timed & present
     kept = engine.in_series(dataset, scope, timed, [*entity, ts], _POSITION)
-    kept = _epoch_micros(engine, kept, {_TS_US: ts})
+    kept = _epoch_micros(kept, {_TS_US: ts})
     previous = {
         _PREV_US: nw.col(_TS_US).shift(1).over(*entity, order_by=_POSITION),
         PREV: nw.col(ts).shift(1).over(*entity, order_by=_POSITION),
@@ -253,7 +217,7 @@ def _in_time(
     )
 
 
-def _per_series(steps: _Steps, in_time: Frame, settings: DelayCheckConfig) -> Frame:
+def _per_series(engine: Engine, in_time: Frame, settings: DelayCheckConfig) -> Frame:
     """`delays._per_series`: one row per series with its counts, expected interval and the
     step beyond which a step is a gap."""
     step_us = nw.col(_STEP_US)
@@ -286,8 +250,8 @@ def _per_series(steps: _Steps, in_time: Frame, settings: DelayCheckConfig) -> Fr
         .then(nw.max_horizontal(own, nw.col("__fleet")))
         .otherwise(own)
     )
-    series = steps.once(series.join(fleet, how="cross").with_columns(scale.alias(_SCALE)))
-    ratios = steps.once(
+    series = engine.materialised(series.join(fleet, how="cross").with_columns(scale.alias(_SCALE)))
+    ratios = engine.materialised(
         in_time.filter(step_us > 0)
         .join(series.select(KEY, _SCALE), on=KEY, how="inner")
         .select((nw.col(STEP) / nw.col(_SCALE)).alias(_RATIO))

@@ -80,7 +80,6 @@ MAX_NAMES = 5
 STUCK = "__stuck"
 AT_REST = "__at_rest"
 SAME = "__same"
-RUN_START = "__run_start"
 RUN_LENGTH = "__run_length"
 RUN_END = "__run_end"
 RUN_END_ROW = "__run_end_row"
@@ -91,6 +90,7 @@ _WHOLE = "__whole"
 _LOW = "__low"
 _HIGH = "__high"
 _SAME_N = "__same_n"
+_NEXT_SAME = "__next_same"
 _PAIRS_N = "__pairs_n"
 _RUNS = "__runs"
 _REPEATING = "__repeating"
@@ -205,6 +205,7 @@ def judged_runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> 
         key,
         lambda: _judged(
             _runs(dataset, scope, column, config),
+            _singles(dataset, scope, column, config),
             series_stats(dataset, scope, column, config),
             settings,
         ),
@@ -241,19 +242,45 @@ def _repeats(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.
 
 
 def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """`_repeats` with, per reading, whether it starts its run, and its run's start position,
-    length, end time and end row."""
-    run_end = ~pl.col(SAME).shift(-1).fill_null(False)
+    """The first reading of each run of two or more readings of `_repeats`, with the run's
+    start position, length, end time and end row.
+
+    The fills that give a reading its run are computed only over readings in such runs (a
+    reading that repeats the one before or is repeated by the next): in data with decimals
+    most readings are runs of one, which `_singles` gives without any fill."""
+    run_end = ~pl.col(_NEXT_SAME)
     length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
     return (
-        _repeats(dataset, scope, column, config)
+        _with_next(dataset, scope, column, config)
+        .filter(pl.col(SAME) | pl.col(_NEXT_SAME))
         .with_columns(
-            (~pl.col(SAME)).alias(RUN_START),
             pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
             pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
             pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
         )
         .with_columns(length.alias(RUN_LENGTH))
+        .filter(~pl.col(SAME))
+    )
+
+
+def _singles(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """The readings of `_repeats` that are a run of their own, in `_runs`' columns."""
+    return (
+        _with_next(dataset, scope, column, config)
+        .filter(~pl.col(SAME) & ~pl.col(_NEXT_SAME))
+        .with_columns(
+            pl.col(POSITION).alias(_RUN_AT),
+            pl.col(TIME).alias(RUN_END),
+            pl.col(AT_ROW).alias(RUN_END_ROW),
+            pl.lit(1, dtype=pl.Int64).alias(RUN_LENGTH),
+        )
+    )
+
+
+def _with_next(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """`_repeats` with whether the next reading repeats this one (the run goes on)."""
+    return _repeats(dataset, scope, column, config).with_columns(
+        pl.col(SAME).shift(-1).fill_null(False).alias(_NEXT_SAME)
     )
 
 
@@ -315,20 +342,27 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
 
 
 def _judged(
-    runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig
+    runs: pl.LazyFrame,
+    singles: pl.LazyFrame,
+    series: pl.LazyFrame,
+    settings: FlatlineCheckConfig,
 ) -> pl.LazyFrame:
-    """The runs (one row each, at their first reading) that are stuck (STUCK: long enough and
-    beyond chance) or rest at a level (AT_REST), sorted by position."""
+    """The runs (one row each, at their first reading: `runs` of two or more readings,
+    `singles` of one) that are stuck (STUCK: long enough and beyond chance) or rest at a level
+    (AT_REST), sorted by position."""
     length = pl.col(RUN_LENGTH)
     long_enough = length >= settings.min_readings
     if settings.min_duration_seconds is not None:
         lasts = (pl.col(RUN_END) - pl.col(TIME)).dt.total_seconds() >= settings.min_duration_seconds
         long_enough = long_enough | lasts.fill_null(False)
     columns = [SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW]
-    # Several queries read the run starts: computed once (the projections they push down
-    # differ, so common-plan elimination would not see one plan).
-    starts = runs.filter(pl.col(RUN_START)).cache()
-    candidates = starts.filter(long_enough).select(columns).join(series, on=SERIES, how="left")
+    # Several queries read the runs: computed once (the projections they push down differ, so
+    # common-plan elimination would not see one plan).
+    starts = runs.select(columns).cache()
+    long_runs = starts.filter(long_enough)
+    if settings.min_readings <= 1:
+        long_runs = pl.concat([long_runs, singles.select(columns).filter(long_enough)])
+    candidates = long_runs.join(series, on=SERIES, how="left")
     # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
     # (off, fully open), with its own chance of staying: all its runs, short ones too.
     maybe_rest = (
@@ -337,10 +371,19 @@ def _judged(
         .agg(pl.len().alias(_LEVEL_LONG))
         .filter(pl.col(_LEVEL_LONG) >= REST_RUNS)
     )
+    # Every run (one reading long too) at such a value: runs of one are most readings, so they
+    # are narrowed to the few values in one pass, read by the level statistics and the short
+    # visits below.
+    maybe_values = maybe_rest.select(X).unique()
+    at_maybe_rest = pl.concat(
+        [
+            starts.join(maybe_values, on=X, how="semi"),
+            singles.select(columns).join(maybe_values, on=X, how="semi"),
+        ]
+    ).cache()
     # Only the columns the level's statistics need: most readings start a run.
     levels = (
-        starts.select(SERIES, X, RUN_LENGTH)
-        .join(maybe_rest.select(X).unique(), on=X, how="semi")
+        at_maybe_rest.select(SERIES, X, RUN_LENGTH)
         .join(series.filter(~pl.col(_SKIPPED)).select(SERIES, _GROUP_KEY), on=SERIES)
         .join(maybe_rest.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
         .group_by(_GROUP_KEY, X)
@@ -379,14 +422,18 @@ def _judged(
     # sits at for runs as long as chance gives (called rest, 45% of such a sensor's readings
     # were left out of outlier_check, and the tails left over made outliers).
     usual_long = (as_usual & beyond_chance & ~pl.col(CONSTANT)).cast(pl.Int64)
-    candidates = candidates.join(levels, on=[_GROUP_KEY, X], how="left").with_columns(
-        as_usual.alias(_USUAL)
+    # Read by the rest levels and the verdicts: computed once.
+    candidates = (
+        candidates.join(levels, on=[_GROUP_KEY, X], how="left")
+        .with_columns(as_usual.alias(_USUAL))
+        .cache()
     )
     rest_levels = (
         candidates.filter(~pl.col(_SKIPPED))
         .group_by(_GROUP_KEY, X)
         .agg(usual_long.sum().alias(_LEVEL_USUAL))
         .filter(pl.col(_LEVEL_USUAL) >= REST_RUNS)
+        .cache()
     )
     at_rest = pl.col(_LEVEL_USUAL).fill_null(0) - usual_long >= REST_RUNS
     usual = at_rest & pl.col(_USUAL)
@@ -406,14 +453,11 @@ def _judged(
     )
     # A short visit to a rest level (a pump off for a few minutes) rests there too.
     short = (
-        starts.filter(~long_enough)
-        .select(SERIES, X, _RUN_AT)
-        .join(rest_levels.select(X).unique(), on=X, how="semi")
-        .join(series, on=SERIES, how="left")
+        at_maybe_rest.join(rest_levels.select(X).unique(), on=X, how="semi")
+        .filter(~long_enough)
+        .join(series.select(SERIES, _GROUP_KEY, _SKIPPED, CONSTANT), on=SERIES, how="left")
         .join(rest_levels.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
         .filter(~pl.col(_SKIPPED) & ~pl.col(CONSTANT))
-        .select(_RUN_AT)
-        .join(starts.select(columns), on=_RUN_AT)
         .select(*columns, pl.lit(False).alias(STUCK), pl.lit(True).alias(AT_REST))
     )
     return pl.concat([judged, short]).sort(_RUN_AT)

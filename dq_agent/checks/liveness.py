@@ -11,8 +11,14 @@ median step is not called late for a quiet first hour; with 5 or more devices it
 start more than 4 robust sigmas beyond the fleet's usual spread of starts. Coverage is its readings over the
 readings its usual step would give from the start to the end (at most 1).
 
-One lazy query in series order: the steps between a device's neighbouring readings (a shift
-guarded by the series number) and one group-by per device.
+Written once over Narwhals (`checks.portable`), for every engine: one query, per device its
+rows with a time, first and last reading, the median of the steps between its neighbouring
+readings in time order, and its first row in the file (the devices' order, as the series
+number gives it on Polars); the finish, the same on every engine, judges them. How the steps
+are found is the engine's strategy: on Polars, from the shared series order the checks read
+anyway (`series_rows`, computed once per run), a shift guarded by the series number; elsewhere,
+each timestamp's integer microseconds (`portable.with_epoch_micros`) differenced in a window per
+device, so the median is taken over numbers, never over intervals.
 """
 
 from __future__ import annotations
@@ -21,13 +27,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import (
     ORDER,
+    ROW,
     SERIES,
     TIME_IN_ORDER,
-    CheckPlan,
     Scope,
     entity_key,
     iso,
@@ -35,7 +42,10 @@ from dq_agent.checks.base import (
     series_rows,
 )
 from dq_agent.checks.evidence import MAD_TO_SIGMA
+from dq_agent.checks.portable import PortablePlan, on_polars, with_epoch_micros
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
+from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
 from dq_agent.result import CheckResult, Event, Finding, Status, status_from_thresholds
@@ -51,8 +61,16 @@ MAX_FINDINGS = 20
 MAX_DEVICES = 10_000
 FLEET_DEVICES = 5
 FLEET_SIGMAS = 4.0
+# The per-device frame the finish reads, whatever the engine: the device's name (_ENTITY), its
+# place in the devices' order (_RANK), rows with a time, first and last time, usual step in
+# seconds (null without a positive step).
 _ENTITY = "__entity"
+_RANK = "__rank"
+_ROWS = "__rows"
+_FIRST = "__first"
+_LAST = "__last"
 _STEP = "__step"
+_MICROS = "__micros"
 _FIRST_ROW = "__first_row"
 
 
@@ -68,14 +86,35 @@ class LivenessCheckConfig:
     fail_at: float | None = setting(0.5, rule=non_negative)
 
 
-def plan_liveness_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+def build_liveness_check(
+    engine: Engine, dataset: Dataset, config: Config, scope: Scope
+) -> PortablePlan:
     settings = config.section(LivenessCheckConfig)
-    if dataset.roles.timestamp is None:
+    ts = dataset.roles.timestamp
+    if ts is None:
         summary = "no timestamp column (set columns.timestamp): liveness cannot be checked"
-        return CheckPlan(
+        return PortablePlan(
             TOOL, [], lambda frames: CheckResult(TOOL, Status.SKIPPED, summary, _empty())
         )
     scope.check_column(dataset)
+    named = isinstance(engine, PolarsEngine)
+    query = _in_series_order(dataset, scope) if named else _per_device(engine, dataset, scope, ts)
+
+    def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        devices = frames[0] if named else _with_names(dataset, frames[0])
+        return _result(devices, settings, scope.excused)
+
+    return PortablePlan(TOOL, [query], finish, "in-memory")
+
+
+plan_liveness_check = on_polars(build_liveness_check)
+
+
+def _in_series_order(dataset: Dataset, scope: Scope) -> Frame:
+    """The Polars engine's strategy: the steps from the shared series order (`series_rows`, the
+    node the null, duplicate, outlier and delay checks read too), where neighbouring positions
+    of one series number are neighbouring readings; each device's name from one of its rows,
+    not every row's name gathered into order. The series number orders the devices."""
     time = pl.col(TIME_IN_ORDER)
     step = pl.when(pl.col(SERIES) == pl.col(SERIES).shift()).then(time - time.shift())
     rows = series_rows(dataset, scope)
@@ -90,25 +129,56 @@ def plan_liveness_check(dataset: Dataset, config: Config, scope: Scope) -> Check
         .group_by(SERIES)
         .agg(
             pl.col(ORDER).first().alias(_FIRST_ROW),
-            pl.len().alias("rows"),
-            pl.col(TIME_IN_ORDER).min().alias("first"),
-            pl.col(TIME_IN_ORDER).max().alias("last"),
-            pl.col(_STEP).filter(pl.col(_STEP) > 0).median().alias("step"),
+            pl.len().alias(_ROWS),
+            pl.col(TIME_IN_ORDER).min().alias(_FIRST),
+            pl.col(TIME_IN_ORDER).max().alias(_LAST),
+            pl.col(_STEP).filter(pl.col(_STEP) > 0).median().alias(_STEP),
         )
     )
     key = entity_key(dataset)
     if key is None:
         per_device = per_device.with_columns(pl.lit(None, dtype=pl.String).alias(_ENTITY))
     else:
-        # Each device's name from one of its rows: not every row's name gathered into order.
         names = rows.select(key.alias(_ENTITY)).with_row_index(_FIRST_ROW)
         per_device = names.join(per_device, on=_FIRST_ROW, how="inner")
-    per_device = per_device.drop(_FIRST_ROW)
+    return nw.from_native(per_device.drop(_FIRST_ROW).rename({SERIES: _RANK}))
 
-    def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        return _result(frames[0], settings, scope.excused)
 
-    return CheckPlan(TOOL, [per_device], finish, engine="in-memory")
+def _per_device(engine: Engine, dataset: Dataset, scope: Scope, ts: str) -> Frame:
+    """Per device (the entity's columns, as they are) its rows with a time, first and last
+    time, median positive step, and first row in scope (`_RANK`: the Polars series number
+    numbers devices in the order they first appear). Each timestamp as integer microseconds
+    (`with_epoch_micros`), differenced in a window per device ordered by time: ties give a zero
+    step and rows without a time a null one wherever an engine puts them, and the positive
+    steps are all the median reads. The window in its own step, then the aggregate."""
+    entity = list(dataset.roles.entity)
+    rows = with_epoch_micros(
+        engine.rows(dataset, scope, index=True).select(*entity, ts, ROW), ts, _MICROS
+    )
+    step = nw.col(_MICROS).diff()
+    window = step.over(*entity, order_by=_MICROS) if entity else step.over(order_by=_MICROS)
+    rows = rows.with_columns(window.alias(_STEP)).with_columns(
+        # As `dt.total_seconds(fractional=True)` gives them on Polars: microseconds / 1e6.
+        nw.when(nw.col(_STEP) > 0).then(nw.col(_STEP) / 1e6).alias(_STEP)
+    )
+    aggregates = [
+        nw.col(ROW).min().cast(nw.Int64).alias(_RANK),
+        nw.col(ts).count().cast(nw.Int64).alias(_ROWS),
+        nw.col(ts).min().alias(_FIRST),
+        nw.col(ts).max().alias(_LAST),
+        # Polars' median, linear between the two middle steps (a quantile's only portable form).
+        nw.col(_STEP).quantile(0.5, interpolation="linear").alias(_STEP),
+    ]
+    devices = rows.group_by(*entity).agg(*aggregates) if entity else rows.select(*aggregates)
+    return devices.filter(nw.col(_ROWS) > 0)
+
+
+def _with_names(dataset: Dataset, devices: pl.DataFrame) -> pl.DataFrame:
+    """Each device's name from its entity columns, as Polars names it (`entity_key`)."""
+    key = entity_key(dataset)
+    return devices.with_columns(
+        (key if key is not None else pl.lit(None, dtype=pl.String)).alias(_ENTITY)
+    )
 
 
 SPEC = CheckSpec(
@@ -135,7 +205,7 @@ def _result(
 ) -> CheckResult:
     if frame.height == 0:
         return CheckResult(TOOL, Status.SKIPPED, "no readings with a time", _empty())
-    start, end = frame["first"].min(), frame["last"].max()
+    start, end = frame[_FIRST].min(), frame[_LAST].max()
     assert isinstance(start, datetime) and isinstance(end, datetime)
     span = max((end - start).total_seconds(), 0.0)
     devices: dict[str, dict[str, Any]] = {}
@@ -144,35 +214,35 @@ def _result(
     events: list[Event] = []
     # With several devices, a late one must also start beyond the fleet's usual spread of
     # starts (as delay_check judges ends): devices sampled at random times start apart.
-    offsets = (frame["first"] - start).dt.total_seconds(fractional=True)
+    offsets = (frame[_FIRST] - start).dt.total_seconds(fractional=True)
     fleet_limit = 0.0
     if frame.height >= FLEET_DEVICES:
         median = _number(offsets.median())
         spread = MAD_TO_SIGMA * _number((offsets - median).abs().median())
         fleet_limit = median + FLEET_SIGMAS * spread
-    for row in frame.sort(SERIES).iter_rows(named=True):
+    for row in frame.sort(_RANK).iter_rows(named=True):
         name = row[_ENTITY] if row[_ENTITY] is not None else "(all rows)"
-        step = row["step"]
+        step = row[_STEP]
         allowed = max(
             settings.min_late_seconds,
             settings.late_factor * (step or 0.0),
             settings.late_share * span,
             fleet_limit,
         )
-        before = max((row["first"] - start).total_seconds(), 0.0)
+        before = max((row[_FIRST] - start).total_seconds(), 0.0)
         due = span
         if excused is not None:
             # A device in its maintenance window at the start is not late; time in a window is
             # not time a reading was due in.
-            before -= excused.covered_seconds(row[_ENTITY], start, row["first"])
+            before -= excused.covered_seconds(row[_ENTITY], start, row[_FIRST])
             due -= excused.covered_seconds(row[_ENTITY], start, end)
         expected = max(due, 0.0) / step + 1 if step else None
         devices[name] = {
-            "rows": row["rows"],
-            "first": iso(row["first"]),
-            "last": iso(row["last"]),
+            "rows": row[_ROWS],
+            "first": iso(row[_FIRST]),
+            "last": iso(row[_LAST]),
             "usual_step_seconds": step,
-            "coverage": round(min(row["rows"] / expected, 1.0), 6) if expected else None,
+            "coverage": round(min(row[_ROWS] / expected, 1.0), 6) if expected else None,
             "late_seconds": before,
         }
         # Without a usual step (one reading) there is nothing to measure the delay against.
@@ -182,7 +252,7 @@ def _result(
             findings.append(finding)
             # The missing start as an event too, counted in the readings it missed (as
             # delay_check counts a stop): the per-device health and the grid see every one.
-            events.append(Event("late_start", name, None, start, row["first"], finding.count))
+            events.append(Event("late_start", name, None, start, row[_FIRST], finding.count))
     status = status_from_thresholds(len(late), len(devices), settings.warn_at, settings.fail_at)
     severity = Status.FAIL if status is Status.FAIL else Status.WARN
     findings = [replace(f, severity=severity) for f in findings]

@@ -147,3 +147,19 @@ def count(flag: nw.Expr) -> nw.Expr:
     if _cast_flags.get():
         return flag.fill_null(False).cast(nw.Int64).sum().cast(nw.Int64)
     return flag.fill_null(False).sum().cast(nw.Int64)
+
+
+def with_epoch_micros(frame: Frame, column: str, name: str) -> Frame:
+    """`frame` with column `name`: the timestamp `column` as integer microseconds since the
+    epoch, on the frame's engine. Narwhals writes it on Polars only (`dt.timestamp`; DuckDB and
+    Spark have no `dt.total_*` on a duration either, and refuse a timestamp cast to an integer),
+    so each engine module writes it in its own functions; integers subtract exactly everywhere,
+    where an interval's average or quantile does not (DuckDB's `avg(interval)`)."""
+    implementation = frame.implementation
+    if implementation.is_duckdb():
+        from dq_agent.engines.duckdb import with_epoch_micros as on_engine
+    elif implementation.is_pyspark():
+        from dq_agent.engines.spark import with_epoch_micros as on_engine
+    else:
+        from dq_agent.engines.polars import with_epoch_micros as on_engine
+    return on_engine(frame, column, name)

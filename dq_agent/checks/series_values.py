@@ -20,6 +20,7 @@ from dq_agent.checks import events
 from dq_agent.checks.base import (
     FILE_ROW,
     ORDER,
+    ROW,
     SERIES,
     TIME_IN_ORDER,
     CheckPlan,
@@ -70,10 +71,20 @@ def _x(column: str) -> str:
     return f"__x:{column}"
 
 
+def series_columns(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl.LazyFrame:
+    """SERIES, ENTITY (Categorical), TIME, ROW (the frame's row), AT_ROW and each of `columns`'
+    clean values (missing ones null), every row in series order: the shared table, so a check
+    reading several columns gathers none of them again."""
+    return _series_table(dataset, scope).select(
+        SERIES, ENTITY, TIME, ROW, AT_ROW, *[pl.col(_x(c)).alias(c) for c in columns]
+    )
+
+
 def _series_table(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
     """Every numeric value column's clean values in series order beside the device, time and
-    file row of each reading, in one shared node: the device names and times are gathered into
-    series order once for all columns and checks, not once per column."""
+    row of each reading, in one shared node: the device names, times and values are gathered
+    into series order (a random gather: 0.3 to 0.5 s per column at 10M rows) once for all
+    columns and checks, not once per column or check."""
     schema = dataset.frame.collect_schema()
     columns = [c for c in dataset.roles.values if c in schema and schema[c].is_numeric()]
 
@@ -93,6 +104,7 @@ def _series_table(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
             pl.col(SERIES),
             entity.alias(ENTITY),
             time.alias(TIME),
+            order.alias(ROW),
             at_row.cast(pl.Int64).alias(AT_ROW),
             *[dataset.clean(c).gather(order).alias(_x(c)) for c in columns],
         )

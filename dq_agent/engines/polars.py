@@ -56,16 +56,20 @@ class PolarsEngine:
         frames = pl.collect_all([query.to_native() for query in queries])
         return [normalised(frame, schema) for frame in frames]
 
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        native: pl.LazyFrame = frame.to_native()
+        return nw.from_native(native.with_columns(pl.struct(list(columns)).hash().alias(name)))
+
+    def materialised(self, frame: Frame) -> Frame:
+        """A `cache` node: computed once within the `collect_all` of the check's queries."""
+        native: pl.LazyFrame = frame.to_native()
+        return nw.from_native(native.cache())
+
 
 POLARS = PolarsEngine()
 
 
-def with_epoch_micros(frame: Frame, columns: dict[str, str]) -> Frame:
-    """`frame` with each named timestamp column's microseconds since the epoch (Int64) as a
-    column of its own, `columns` mapping the new name to the timestamp column."""
-    native: pl.LazyFrame = frame.to_native()
-    return nw.from_native(
-        native.with_columns(
-            pl.col(source).dt.epoch("us").alias(name) for name, source in columns.items()
-        )
-    )
+def with_epoch_micros(frame: Frame, column: str, name: str) -> Frame:
+    """`frame` with column `name`: the timestamp `column` as integer microseconds since the
+    epoch (`checks.portable.with_epoch_micros`)."""
+    return frame.with_columns(nw.col(column).dt.timestamp("us").alias(name))

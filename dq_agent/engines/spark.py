@@ -21,7 +21,7 @@ import itertools
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,22 @@ class SparkEngine(TableEngine):
         adopted = id(dataset.frame) in self._adopted
         return scoped(frame, dataset, scope, index=index, renumber=adopted).drop(FILE_ROW)
 
+    def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
+        """Spark's `xxhash64` (a long). It skips a null value (a and null hash like null and
+        a): a collision more, which the check's comparison by value resolves."""
+        from pyspark.sql import functions as F
+
+        native = frame.to_native()
+        values = [F.col("`" + c.replace("`", "``") + "`") for c in columns]
+        out: Frame = nw.from_native(native.withColumn(name, F.xxhash64(*values)))
+        return out
+
+    def materialised(self, frame: Frame) -> Frame:
+        """Spark's `cache`: computed by the first query that reads it, kept for the others
+        (released by Spark when the frame is no longer referenced)."""
+        out: Frame = nw.from_native(frame.to_native().cache())
+        return out
+
     def _frame(self, dataset: Dataset, excusal: Excusal | None) -> Any:
         """The dataset's rows as a Spark DataFrame: the caller's (`adopt`), else its Polars
         frame handed over as Parquet on first use. Maintenance windows the inspection has not
@@ -208,22 +224,12 @@ def _with_intervals(frame: Any, durations: Sequence[str]) -> Any:
     return frame.withColumns({n: F.timestamp_micros(F.col(n)) - zero for n in durations})
 
 
-def with_epoch_micros(frame: Frame, columns: dict[str, str]) -> Frame:
-    """`frame` with each named timestamp column's microseconds since the epoch as a column of
-    its own (`unix_micros`: Narwhals has no duration-to-number on Spark)."""
+def with_epoch_micros(frame: Frame, column: str, name: str) -> Frame:
+    """`frame` with column `name`: the timestamp `column` as integer microseconds since the
+    epoch, Spark's `unix_micros` (Narwhals has no `dt.timestamp` or `dt.total_*` on Spark, and
+    Spark refuses a cast of a timestamp to an integer)."""
     from pyspark.sql import functions as F
 
-    native = frame.to_native()
-    added = native.withColumns(
-        {name: F.unix_micros(F.col(source)) for name, source in columns.items()}
-    )
-    result: Frame = nw.from_native(added)
-    return result
-
-
-def materialised(frame: Frame) -> tuple[Frame, Callable[[], None]]:
-    """`frame` cached by the session when first computed, for a check whose queries read it
-    several times (each query is a job of its own: a shared step would be computed once per
-    reference), and what frees the cache when the check is done with it."""
-    native = frame.to_native().cache()
-    return nw.from_native(native), native.unpersist
+    quoted = "`" + column.replace("`", "``") + "`"
+    out: Frame = nw.from_native(frame.to_native().withColumn(name, F.unix_micros(F.col(quoted))))
+    return out
