@@ -307,6 +307,20 @@ def test_a_parquet_file_in_milliseconds(local: Engine, tmp_path: Path) -> None:
     assert _run(local, path, _config()).metrics["gap_count"] == 1
 
 
+def test_figures_named_like_columns_of_the_data(local: Engine, tmp_path: Path) -> None:
+    # A historian's columns `max` (integers) and `rows` (text): the latency's maximum and the
+    # row count keep their own types.
+    frame = pl.read_csv(latency_csv(tmp_path)).with_columns(
+        pl.lit(7).alias("max"), pl.lit("x").alias("rows")
+    )
+    path = tmp_path / "named.csv"
+    frame.write_csv(path)
+    config = _config()
+    config.columns.entity = ["device_id"]
+    m = _run(local, path, config).metrics
+    assert (m["rows"], m["late_rows"], m["latency_max_seconds"]) == (20, LATE_ROWS, 3600.0)
+
+
 def _wall(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S")
 

@@ -125,8 +125,9 @@ def build_delay_check(
     naive = naive_source(dataset.raw_dtypes.get(timestamp, ""), config.columns.timezone)
     if isinstance(engine, PolarsEngine):
         plan = _polars_plan(dataset, scope, timestamp, settings, as_of, future_limit, naive)
-        return PortablePlan(
-            TOOL, [nw.from_native(q) for q in plan.queries], plan.finish, plan.engine
+        return _shielded(
+            PortablePlan(TOOL, [nw.from_native(q) for q in plan.queries], plan.finish, plan.engine),
+            dataset,
         )
     basis = order_basis(dataset)
     generic = generic_queries(engine, dataset, scope, settings, future_limit, basis is not None)
@@ -134,10 +135,53 @@ def build_delay_check(
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         return _generic_finish(frames, generic, dataset, scope, settings, as_of, naive)
 
-    return PortablePlan(TOOL, generic.queries, finish)
+    return _shielded(PortablePlan(TOOL, generic.queries, finish), dataset)
 
 
 plan_delay_check = on_polars(build_delay_check)
+
+# The plain names of the collected frames' columns (the finish reads them by name).
+_FIGURES = frozenset(
+    {
+        "rows",
+        "null_timestamps",
+        "future_rows",
+        "newest",
+        "oldest",
+        "late_rows",
+        "p50",
+        "p95",
+        "max",
+        "expected",
+        "gaps",
+        "gap_missing",
+        "max_gap",
+        "max_gap_start",
+        "max_gap_end",
+        "duplicates",
+        "out_of_order",
+    }
+)
+
+
+def _shielded(plan: PortablePlan, dataset: Dataset) -> PortablePlan:
+    """`plan` whose figures named like a column of the data (a historian's `max`, say) are
+    collected under another name and named back for the finish: every engine gives a collected
+    column named like one of the data's that column's dtype (`engines.base.normalised`), which
+    would turn a latency into the column's integers or a count into its text."""
+    clash = _FIGURES & set(dataset.columns)
+    if not clash:
+        return plan
+    queries, back = [], []
+    for query in plan.queries:
+        names = {n: f"__delay_{n}" for n in query.collect_schema().names() if n in clash}
+        queries.append(query.rename(names) if names else query)
+        back.append({new: old for old, new in names.items()})
+
+    def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        return plan.finish([f.rename(r) if r else f for f, r in zip(frames, back, strict=True)])
+
+    return replace(plan, queries=queries, finish=finish)
 
 
 def _polars_plan(
