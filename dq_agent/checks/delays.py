@@ -26,6 +26,11 @@ Both orders come from the series order the checks share (`base.series_rows`): ea
 rows next to each other, in time order and in file order, so steps and order are comparisons of
 neighbours and the per-entity figures a group-by over contiguous slices; nothing sorts the whole
 data. The figures taken row by row (counts, latency, future rows) stream.
+
+Every engine runs the check (`build_delay_check`, `checks.portable`): on Polars these queries
+over the shared series order (the engine's strategy); on DuckDB and Spark the same figures
+written over Narwhals (`delays_portable`), whose small results the finish puts together with
+the helpers below. Either way `DelayFinisher` makes the result.
 """
 
 from __future__ import annotations
