@@ -468,7 +468,11 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
     columns = value_columns(dataset, scope)
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
     queries: list[pl.LazyFrame] = []
-    # Each column's series statistics, then its judged runs, computed for all columns at once.
+    # Each column's checked readings, then its series statistics, then its judged runs, each
+    # step computed for all columns at once.
+    with together(dataset):
+        for column in checked:
+            checked_values(dataset, scope, column, config)
     with together(dataset):
         for column in checked:
             series_stats(dataset, scope, column, config)

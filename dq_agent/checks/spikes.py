@@ -412,7 +412,11 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     columns = value_columns(dataset, scope)
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
     queries: list[pl.LazyFrame] = []
-    # Each column's jumps, computed for all columns at once.
+    # Each column's checked readings (unless flatline_check made them), then its jumps, each
+    # step computed for all columns at once.
+    with together(dataset):
+        for column in checked:
+            checked_values(dataset, scope, column, config)
     with together(dataset):
         for column in checked:
             jump_values(dataset, scope, column, config, settings)
