@@ -28,8 +28,10 @@ where it is usually off for hours.
 
 Readings the range check flagged are left out first (one value, one cause), like missing values:
 neither can start, extend or end a flat line. Lazy queries per column in series order: the run
-of each reading comes from cumulative expressions (forward and backward fills); only the runs
-long enough to judge and the series are grouped; no loop over rows.
+of each reading in a run of two or more comes from cumulative expressions (forward and backward
+fills over those readings only; most readings with decimals are runs of one, which need none);
+only the runs long enough to judge, the runs at values that may be rest levels and the series
+are grouped; no loop over rows.
 """
 
 from __future__ import annotations
