@@ -250,11 +250,9 @@ def test_rows_that_differ_only_in_unreadable_times_are_not_duplicates(tmp_path: 
     assert (scoped["rows"], scoped["exact_duplicate_rows"]) == (20, 0)
 
 
-def test_many_devices_with_repeated_keys_list_the_first_findings(tmp_path: Path) -> None:
-    """A melted file read with the device alone as entity: 1,000 devices x 5 times x 2
-    variables, so every key holds a temperature and a pressure that disagree: 5,000
-    conflicting readings at 5,000 keys, 5 per device. The 20 findings shown are the first
-    devices by name (equal counts), each with its 5 example keys; 980 are left out."""
+def _melted_fleet(tmp_path: Path) -> tuple[Path, Config]:
+    """1,000 devices x 5 times x 2 variables in a long layout, read with the device alone as
+    entity: every key holds a temperature and a pressure that disagree."""
     lines = ["timestamp,device_id,variable,value"]
     for d in range(1000):
         for m in range(5):
@@ -264,6 +262,15 @@ def test_many_devices_with_repeated_keys_list_the_first_findings(tmp_path: Path)
     path.write_text("\n".join(lines) + "\n")
     config = Config()
     config.columns.entity = ["device_id"]
+    return path, config
+
+
+def test_many_devices_with_repeated_keys_list_the_first_findings(tmp_path: Path) -> None:
+    """A melted file read with the device alone as entity: 1,000 devices x 5 times x 2
+    variables, so every key holds a temperature and a pressure that disagree: 5,000
+    conflicting readings at 5,000 keys, 5 per device. The 20 findings shown are the first
+    devices by name (equal counts), each with its 5 example keys; 980 are left out."""
+    path, config = _melted_fleet(tmp_path)
     result = run_check(plan_duplicate_check, path, config)
     m = result.metrics
     assert (m["duplicate_key_rows"], m["conflicting_key_rows"]) == (5000, 5000)

@@ -10,12 +10,13 @@ so an engine that agrees with a wrong production result still fails.
 from __future__ import annotations
 
 import decimal
+import functools
 import json
 import math
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 import pytest
@@ -52,6 +53,16 @@ def spark_engine() -> Engine:
     from dq_agent.engines.spark import SparkEngine
 
     return SparkEngine(session_or_skip())
+
+
+@pytest.fixture(params=["polars", "duckdb"])
+def local_engine(request: pytest.FixtureRequest, engines: dict[str, Engine]) -> Engine:
+    """The engines in this process, for the cases that only vary inputs the Spark cases already
+    cover: a Spark query costs seconds (one shared session, tests/spark_support.py)."""
+    name: str = request.param
+    if name not in engines:
+        pytest.skip(f"the {name} engine is not installed")
+    return engines[name]
 
 
 @pytest.fixture(params=ENGINE_NAMES)
@@ -118,14 +129,36 @@ def run_both(
     return result
 
 
-def _run(
-    engine: Engine,
-    data: Path | Dataset,
-    config: Config | None = None,
-    scope: Scope | None = None,
-) -> CheckResult:
-    """null_check on `engine`, compared with the production path (`run_both`)."""
-    return run_both((plan_null_check, build_null_check), engine, data, config, scope)
+class RunBoth(Protocol):
+    def __call__(
+        self,
+        engine: Engine,
+        data: Path | Dataset,
+        config: Config | None = None,
+        scope: Scope | None = None,
+    ) -> CheckResult: ...
+
+
+def runner(plan: Any, build: Any) -> RunBoth:
+    """`run_both` for one ported check (its catalogue plan function and its portable build)."""
+    return functools.partial(run_both, (plan, build))
+
+
+_run = runner(plan_null_check, build_null_check)
+
+
+def with_windows(
+    dataset: Dataset, windows: tuple[Window, ...], computed: bool
+) -> tuple[Dataset, Excusal]:
+    """The dataset and the excusal a check reads for maintenance `windows`: as windows to test
+    against, or (`computed`) as the excused flag the inspection computes once beside the frame."""
+    excusal = Excusal(windows)
+    if not computed:
+        return dataset, excusal
+    ts = dataset.roles.timestamp
+    assert ts is not None
+    frame, _ = materialise(dataset.frame.collect(), excusal, ts, entity_key(dataset))
+    return Dataset(**{**dataset.__dict__, "frame": frame.lazy()}), Excusal(windows, "__excused")
 
 
 def _columns(result: CheckResult, *keys: str) -> dict[str, tuple[Any, ...]]:
@@ -315,20 +348,9 @@ def test_an_entity_of_two_columns(engine: Engine, tmp_path: Path) -> None:
 def test_maintenance_windows_leave_rows_out(engine: Engine, tmp_path: Path, computed: bool) -> None:
     # Device b's minutes 0-1 (both missing) fall in a window: 18 rows, temp misses 3.
     window = Window(0, _utc(0), _utc(1), "b", None)
-    excusal = Excusal((window,))
-
-    def prepare(dataset: Dataset) -> Dataset:
-        if not computed:
-            return dataset
-        ts = dataset.roles.timestamp
-        assert ts is not None
-        frame, _ = materialise(dataset.frame.collect(), excusal, ts, entity_key(dataset))
-        return Dataset(**{**dataset.__dict__, "frame": frame.lazy()})
-
-    scope = Scope(excused=excusal if not computed else Excusal((window,), "__excused"))
     config = Config()
-    dataset = prepare(load(str(_fleet(tmp_path)), config))
-    result = _run(engine, dataset, config, scope)
+    dataset, excusal = with_windows(load(str(_fleet(tmp_path)), config), (window,), computed)
+    result = _run(engine, dataset, config, Scope(excused=excusal))
     assert result.metrics["rows"] == 18
     temp = result.metrics["columns"]["temp"]
     assert temp["missing_count"] == 3

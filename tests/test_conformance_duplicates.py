@@ -19,44 +19,19 @@ from dq_agent.checks.base import Scope
 from dq_agent.checks.duplicates import build_duplicate_check, plan_duplicate_check
 from dq_agent.config import Config
 from dq_agent.engines import Engine
-from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Status
 from tests.fixtures_checks import NAB_DIR, T0, iso_minute, minute, write_csv, write_parquet
-from tests.test_conformance import SAMPLE_DIR, run_both
+from tests.test_checks_duplicates import _fleet, _melted_fleet
+from tests.test_conformance import SAMPLE_DIR, runner
+from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
+from tests.test_conformance import local_engine as local_engine
 from tests.test_conformance import spark_engine as spark_engine
 
 HEADER = ["timestamp", "device_id", "temp", "pressure"]
 
 
-@pytest.fixture(params=["polars", "duckdb"])
-def engine(request: pytest.FixtureRequest, engines: dict[str, Engine]) -> Engine:
-    """The engines every case runs on; the Spark cases ask for `any_engine`."""
-    name: str = request.param
-    if name not in engines:
-        pytest.skip(f"the {name} engine is not installed")
-    return engines[name]
-
-
-@pytest.fixture(params=["polars", "duckdb", pytest.param("spark", marks=pytest.mark.spark)])
-def any_engine(request: pytest.FixtureRequest, engines: dict[str, Engine]) -> Engine:
-    name: str = request.param
-    if name == "spark":
-        spark: Engine = request.getfixturevalue("spark_engine")
-        return spark
-    if name not in engines:
-        pytest.skip(f"the {name} engine is not installed")
-    return engines[name]
-
-
-def _run(
-    engine: Engine,
-    data: Path | Dataset,
-    config: Config | None = None,
-    scope: Scope | None = None,
-) -> CheckResult:
-    """duplicate_check on `engine`, compared with the production path (`run_both`)."""
-    return run_both((plan_duplicate_check, build_duplicate_check), engine, data, config, scope)
+_run = runner(plan_duplicate_check, build_duplicate_check)
 
 
 def _keys(result: CheckResult) -> tuple[Any, ...]:
@@ -74,27 +49,8 @@ def _exact(result: CheckResult) -> tuple[int, int]:
     return result.metrics["exact_duplicate_rows"], result.metrics["exact_duplicate_groups"]
 
 
-def _fleet(tmp_path: Path) -> Path:
-    """tests/test_checks_duplicates.py's fleet: 25 rows. Key (a, 0): 3 identical copies. Key
-    (a, 1): 2.0 once and 2.5 twice (1 conflicting, 1 identical). Key (b, 1): pressure 1 and 2
-    (1 conflicting). Exact duplicates: 2 + 1 = 3."""
-    rows = [
-        [minute(0), "a", 1.0, 1],
-        [minute(0), "a", 1.0, 1],
-        [minute(1), "a", 2.0, 1],
-        [minute(0), "a", 1.0, 1],
-        [minute(1), "a", 2.5, 1],
-        [minute(1), "a", 2.5, 1],
-        [minute(0), "b", 1.0, 1],
-        [minute(1), "b", 1.0, 1],
-        [minute(1), "b", 1.0, 2],
-    ]
-    rows += [[minute(i), device, 5.0 + i, 3] for device in ("a", "b") for i in range(2, 10)]
-    return write_csv(tmp_path / "fleet.csv", HEADER, rows)
-
-
-def test_fleet_counts_findings_and_events(any_engine: Engine, tmp_path: Path) -> None:
-    result = _run(any_engine, _fleet(tmp_path))
+def test_fleet_counts_findings_and_events(engine: Engine, tmp_path: Path) -> None:
+    result = _run(engine, _fleet(tmp_path))
     assert result.metrics["rows"] == 25
     assert _exact(result) == (3, 2)
     assert _keys(result) == (5, 3, 2, 3, 2)
@@ -129,14 +85,14 @@ def test_fleet_counts_findings_and_events(any_engine: Engine, tmp_path: Path) ->
     ],
 )
 def test_scopes_narrow_alike(
-    engine: Engine,
+    local_engine: Engine,
     tmp_path: Path,
     scope: Scope,
     rows: int,
     exact: tuple[int, int] | None,
     keys: tuple[int, ...] | None,
 ) -> None:
-    result = _run(engine, _fleet(tmp_path), scope=scope)
+    result = _run(local_engine, _fleet(tmp_path), scope=scope)
     assert result.metrics["rows"] == rows
     if exact is None:
         assert result.status is Status.SKIPPED
@@ -156,9 +112,9 @@ def _odd_keys(tmp_path: Path) -> Path:
     return write_csv(tmp_path / "odd.csv", ["timestamp", "device_id", "value"], rows)
 
 
-def test_null_entities_and_unreadable_times(any_engine: Engine, tmp_path: Path) -> None:
+def test_null_entities_and_unreadable_times(engine: Engine, tmp_path: Path) -> None:
     path = _odd_keys(tmp_path)
-    result = _run(any_engine, path)
+    result = _run(engine, path)
     assert result.metrics["rows"] == 47
     assert _exact(result) == (2, 2)
     assert _keys(result) == (2, 1, 1, 1, 1)
@@ -166,13 +122,13 @@ def test_null_entities_and_unreadable_times(any_engine: Engine, tmp_path: Path) 
     assert (conflict.entity, conflict.count) == (None, 1)
     assert conflict.examples[0]["values"] == {"value": [1.0, 2.0]}
     # Scoped to device a: its unreadable rows only (one of them repeated), no key repeats.
-    scoped = _run(any_engine, path, scope=Scope(entity="a"))
+    scoped = _run(engine, path, scope=Scope(entity="a"))
     assert scoped.metrics["rows"] == 24
     assert _exact(scoped) == (1, 1)
     assert _keys(scoped) == (0, 0, 0, 0, 0)
 
 
-def test_without_a_timestamp_whole_rows_are_compared(any_engine: Engine, tmp_path: Path) -> None:
+def test_without_a_timestamp_whole_rows_are_compared(engine: Engine, tmp_path: Path) -> None:
     """Whole rows hashed by each engine's own hash, NaN and nulls equal: (1, 2, x) three
     times, (NaN, 5, null) and (null, 6, q) twice each: 4 extra copies of 3 rows."""
     nan = float("nan")
@@ -183,14 +139,14 @@ def test_without_a_timestamp_whole_rows_are_compared(any_engine: Engine, tmp_pat
             "z": ["x", "x", "x", "x", None, None, "q", "q"],
         }
     )
-    result = _run(any_engine, write_parquet(tmp_path / "wide.parquet", frame))
+    result = _run(engine, write_parquet(tmp_path / "wide.parquet", frame))
     assert _exact(result) == (4, 3)
     assert result.metrics["key_columns"] is None
     assert result.metrics["duplicate_key_rows"] is None
     assert [e["copies"] for e in result.findings[0].examples] == [3, 2, 2]
 
 
-def test_nan_values_are_equal_to_each_other(engine: Engine, tmp_path: Path) -> None:
+def test_nan_values_are_equal_to_each_other(local_engine: Engine, tmp_path: Path) -> None:
     nan = float("nan")
     frame = pl.DataFrame(
         {
@@ -198,13 +154,13 @@ def test_nan_values_are_equal_to_each_other(engine: Engine, tmp_path: Path) -> N
             "value": [nan, nan, 1.0, nan],
         }
     )
-    result = _run(engine, write_parquet(tmp_path / "nan.parquet", frame))
+    result = _run(local_engine, write_parquet(tmp_path / "nan.parquet", frame))
     assert _exact(result) == (1, 1)
     assert _keys(result) == (2, 1, 1, 2, 1)
     assert result.findings[0].examples[0]["values"] == {"value": [1.0, "NaN"]}
 
 
-def test_an_entity_of_two_columns(engine: Engine, tmp_path: Path) -> None:
+def test_an_entity_of_two_columns(local_engine: Engine, tmp_path: Path) -> None:
     # (s1, 1) repeats minute 0 with another value; (s1, 2) and (s2, 1) at minute 0 are no repeat.
     rows = [
         [minute(0), "s1", 1, 1.0],
@@ -216,39 +172,31 @@ def test_an_entity_of_two_columns(engine: Engine, tmp_path: Path) -> None:
     path = write_csv(tmp_path / "two.csv", ["timestamp", "site", "line", "temp"], rows)
     config = Config()
     config.columns.entity = ["site", "line"]
-    result = _run(engine, path, config)
+    result = _run(local_engine, path, config)
     assert _keys(result) == (1, 0, 1, 1, 1)
     assert result.findings[0].entity == "s1/1"
 
 
-def test_many_devices_list_the_first_findings(engine: Engine, tmp_path: Path) -> None:
+def test_many_devices_list_the_first_findings(local_engine: Engine, tmp_path: Path) -> None:
     """1,000 devices x 5 times, two variables that disagree at every key (see
     tests/test_checks_duplicates.py): 5,000 conflicting readings, 20 findings shown."""
-    lines = ["timestamp,device_id,variable,value"]
-    for d in range(1000):
-        for m in range(5):
-            lines.append(f"{minute(m)},dev-{d:04d},temperature,{20 + d % 7}.5")
-            lines.append(f"{minute(m)},dev-{d:04d},pressure,{1000 + m}.25")
-    path = tmp_path / "long.csv"
-    path.write_text("\n".join(lines) + "\n")
-    config = Config()
-    config.columns.entity = ["device_id"]
-    result = _run(engine, path, config)
+    path, config = _melted_fleet(tmp_path)
+    result = _run(local_engine, path, config)
     assert _keys(result) == (5000, 0, 5000, 5000, 5000)
     assert result.metrics["findings_left_out"] == 980
     assert [len(f.examples) for f in result.findings] == [5] * 20
 
 
 @pytest.mark.parametrize("file_name", ["sensors.parquet", "sensors.csv"])
-def test_sample_data_counts(engine: Engine, file_name: str) -> None:
+def test_sample_data_counts(local_engine: Engine, file_name: str) -> None:
     expected = json.loads((SAMPLE_DIR / "expected.json").read_text(encoding="utf-8"))
     wanted = expected["files"][file_name]["duplicate_check"]
-    result = _run(engine, SAMPLE_DIR / file_name)
+    result = _run(local_engine, SAMPLE_DIR / file_name)
     assert {k: result.metrics[k] for k in wanted} == wanted
 
 
 @pytest.mark.skipif(not NAB_DIR.is_dir(), reason="NAB data not present")
-def test_nab_machine_temperature(engine: Engine) -> None:
-    result = _run(engine, NAB_DIR / "machine_temperature_system_failure.csv")
+def test_nab_machine_temperature(local_engine: Engine) -> None:
+    result = _run(local_engine, NAB_DIR / "machine_temperature_system_failure.csv")
     assert _keys(result) == (12, 0, 12, 12, 12)
     assert result.findings[0].examples[0]["values"] == {"value": [94.42340604, 94.13972336]}

@@ -17,40 +17,24 @@ from typing import Any
 import polars as pl
 import pytest
 
-from dq_agent.checks.base import Scope, entity_key
+from dq_agent.checks.base import Scope
 from dq_agent.checks.liveness import build_liveness_check, plan_liveness_check
 from dq_agent.config import Config
 from dq_agent.engines import Engine
-from dq_agent.load import Dataset, load
-from dq_agent.maintenance import Excusal, Window, materialise
+from dq_agent.load import load
+from dq_agent.maintenance import Window
 from dq_agent.result import CheckResult, Status
 from tests.fixtures_checks import T0, iso_minute, minute, write_csv, write_parquet
-from tests.test_conformance import SAMPLE_DIR, run_both
+from tests.test_conformance import SAMPLE_DIR, runner, with_windows
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
+from tests.test_conformance import local_engine as local_engine
 from tests.test_conformance import spark_engine as spark_engine
 
 HEADER = ["timestamp", "device_id", "temp"]
 
 
-def _run(
-    engine: Engine,
-    data: Path | Dataset,
-    config: Config | None = None,
-    scope: Scope | None = None,
-) -> CheckResult:
-    """liveness_check on `engine`, compared with the production path (`run_both`)."""
-    return run_both((plan_liveness_check, build_liveness_check), engine, data, config, scope)
-
-
-@pytest.fixture(params=["polars", "duckdb"])
-def local_engine(request: pytest.FixtureRequest, engines: dict[str, Engine]) -> Engine:
-    """The engines in this process, for the cases that only vary inputs the Spark cases already
-    cover: a Spark query costs seconds (one shared session, tests/spark_support.py)."""
-    name: str = request.param
-    if name not in engines:
-        pytest.skip(f"the {name} engine is not installed")
-    return engines[name]
+_run = runner(plan_liveness_check, build_liveness_check)
 
 
 def _fleet(tmp_path: Path) -> Path:
@@ -184,15 +168,8 @@ def _maintenance(engine: Engine, tmp_path: Path, computed: bool) -> None:
     # Device d in maintenance from minute 0 to 29 (it has no readings then): starting at 30 is
     # one minute late, not late. Device a's minutes 50-59 in a window: 10 readings left out.
     windows = (Window(0, _utc(0), _utc(29), "d", None), Window(1, _utc(50), _utc(59), "a", None))
-    excusal = Excusal(windows)
     config = Config()
-    dataset = load(str(_fleet(tmp_path)), config)
-    if computed:
-        ts = dataset.roles.timestamp
-        assert ts is not None
-        frame, _ = materialise(dataset.frame.collect(), excusal, ts, entity_key(dataset))
-        dataset = Dataset(**{**dataset.__dict__, "frame": frame.lazy()})
-        excusal = Excusal(windows, "__excused")
+    dataset, excusal = with_windows(load(str(_fleet(tmp_path)), config), windows, computed)
     result = _run(engine, dataset, config, Scope(excused=excusal))
     assert result.metrics["late_devices"] == ["z"]
     assert result.metrics["per_device"]["d"]["late_seconds"] == 60.0

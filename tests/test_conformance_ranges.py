@@ -15,28 +15,20 @@ from typing import Any
 import polars as pl
 import pytest
 
-from dq_agent.checks.base import Scope, entity_key
+from dq_agent.checks.base import Scope
 from dq_agent.checks.ranges import build_range_check, plan_range_check
 from dq_agent.config import Config
 from dq_agent.engines import Engine
-from dq_agent.load import Dataset, load
-from dq_agent.maintenance import Excusal, Window, materialise
+from dq_agent.load import load
+from dq_agent.maintenance import Window
 from dq_agent.result import CheckResult
 from tests.fixtures_checks import T0, iso_minute, minute, write_csv, write_parquet
-from tests.test_conformance import SAMPLE_DIR, run_both
+from tests.test_conformance import SAMPLE_DIR, runner, with_windows
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
 from tests.test_conformance import spark_engine as spark_engine
 
-
-def _run(
-    engine: Engine,
-    data: Path | Dataset,
-    config: Config | None = None,
-    scope: Scope | None = None,
-) -> CheckResult:
-    """range_check on `engine`, compared with the production path (`run_both`)."""
-    return run_both((plan_range_check, build_range_check), engine, data, config, scope)
+_run = runner(plan_range_check, build_range_check)
 
 
 def _file_rows_on(engine: Engine) -> None:
@@ -129,15 +121,8 @@ def test_maintenance_windows_leave_readings_out(
     # Device a's minutes 10-11 in a window: -3 and -4 excused; -5 and 104 remain (two runs).
     _file_rows_on(engine)
     window = Window(0, _utc(10), _utc(11), "a", None)
-    excusal = Excusal((window,))
     config = Config()
-    dataset = load(str(_fleet(tmp_path)), config)
-    if computed:
-        ts = dataset.roles.timestamp
-        assert ts is not None
-        frame, _ = materialise(dataset.frame.collect(), excusal, ts, entity_key(dataset))
-        dataset = Dataset(**{**dataset.__dict__, "frame": frame.lazy()})
-        excusal = Excusal((window,), "__excused")
+    dataset, excusal = with_windows(load(str(_fleet(tmp_path)), config), (window,), computed)
     result = _run(engine, dataset, config, Scope(excused=excusal))
     assert _counts(result, "humidity") == (0, 2, 2, 1)
 

@@ -28,8 +28,10 @@ where it is usually off for hours.
 
 Readings the range check flagged are left out first (one value, one cause), like missing values:
 neither can start, extend or end a flat line. Lazy queries per column in series order: the run
-of each reading comes from cumulative expressions (forward and backward fills); only the runs
-long enough to judge and the series are grouped; no loop over rows.
+of each reading in a run of two or more comes from cumulative expressions (forward and backward
+fills over those readings only; most readings with decimals are runs of one, which need none);
+only the runs long enough to judge, the runs at values that may be rest levels and the series
+are grouped; no loop over rows.
 """
 
 from __future__ import annotations
@@ -468,7 +470,11 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
     columns = value_columns(dataset, scope)
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
     queries: list[pl.LazyFrame] = []
-    # Each column's series statistics, then its judged runs, computed for all columns at once.
+    # Each column's checked readings, then its series statistics, then its judged runs, each
+    # step computed for all columns at once.
+    with together(dataset):
+        for column in checked:
+            checked_values(dataset, scope, column, config)
     with together(dataset):
         for column in checked:
             series_stats(dataset, scope, column, config)

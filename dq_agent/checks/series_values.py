@@ -75,9 +75,13 @@ def series_columns(dataset: Dataset, scope: Scope, columns: Sequence[str]) -> pl
     """SERIES, ENTITY (Categorical), TIME, ROW (the frame's row), AT_ROW and each of `columns`'
     clean values (missing ones null), every row in series order: the shared table, so a check
     reading several columns gathers none of them again."""
-    return _series_table(dataset, scope).select(
-        SERIES, ENTITY, TIME, ROW, AT_ROW, *[pl.col(_x(c)).alias(c) for c in columns]
+    table = _series_table(dataset, scope).select(
+        SERIES, ENTITY, TIME, AT_ROW, *[pl.col(_x(c)).alias(c) for c in columns]
     )
+    # The frame's row is the series order's own column (the same rows in the same order): put
+    # beside the table, not kept in it a second time.
+    order = _series_rows(dataset, scope).select(pl.col(ORDER).alias(ROW))
+    return pl.concat([table, order], how="horizontal")
 
 
 def _series_table(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
@@ -104,7 +108,6 @@ def _series_table(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
             pl.col(SERIES),
             entity.alias(ENTITY),
             time.alias(TIME),
-            order.alias(ROW),
             at_row.cast(pl.Int64).alias(AT_ROW),
             *[dataset.clean(c).gather(order).alias(_x(c)) for c in columns],
         )
