@@ -19,8 +19,8 @@ from dq_agent.checks.base import Scope
 from dq_agent.checks.delays import build_delay_check, plan_delay_check
 from dq_agent.config import Config
 from dq_agent.engines import Engine
-from dq_agent.load import Dataset, load
-from dq_agent.maintenance import Excusal, Window
+from dq_agent.load import load
+from dq_agent.maintenance import Window
 from dq_agent.result import CheckResult, Status
 from tests.fixtures_checks import T0, minute, minutes_parquet, write_csv
 from tests.fixtures_timing import (
@@ -35,31 +35,13 @@ from tests.fixtures_timing import (
     latency_csv,
     order_csv,
 )
-from tests.test_conformance import SAMPLE_DIR, run_both
+from tests.test_conformance import SAMPLE_DIR, runner, with_windows
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
+from tests.test_conformance import local_engine as local_engine
 from tests.test_conformance import spark_engine as spark_engine
 
-NOT_SPARK = ("polars", "duckdb")
-
-
-@pytest.fixture(params=NOT_SPARK)
-def local(request: pytest.FixtureRequest, engines: dict[str, Engine]) -> Engine:
-    """Polars and DuckDB only: the cases whose queries the Spark cases already cover."""
-    name: str = request.param
-    if name not in engines:
-        pytest.skip(f"the {name} engine is not installed")
-    return engines[name]
-
-
-def _run(
-    engine: Engine,
-    data: Path | Dataset,
-    config: Config | None = None,
-    scope: Scope | None = None,
-) -> CheckResult:
-    """delay_check on `engine`, compared with the production path (`run_both`)."""
-    return run_both((plan_delay_check, build_delay_check), engine, data, config, scope)
+_run = runner(plan_delay_check, build_delay_check)
 
 
 def _config(**delay: Any) -> Config:
@@ -142,8 +124,8 @@ def test_irregular_sampling_an_outage_and_a_column_scope(engine: Engine, tmp_pat
 # --- Polars and DuckDB ----------------------------------------------------------------------
 
 
-def test_gaps_and_stopped_devices(local: Engine, tmp_path: Path) -> None:
-    result = _run(local, intervals_csv(tmp_path), _config())
+def test_gaps_and_stopped_devices(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, intervals_csv(tmp_path), _config())
     assert _counts(result) == (INTERVALS_ROWS, 2, 0, 0, 2, 0)
     m = result.metrics
     assert m["max_gap_seconds"] == A_GAP_SECONDS[0]
@@ -153,25 +135,25 @@ def test_gaps_and_stopped_devices(local: Engine, tmp_path: Path) -> None:
     assert [e.kind for e in result.events].count("stopped") == 2
 
 
-def test_out_of_order_late_and_repeated_rows(local: Engine, tmp_path: Path) -> None:
-    result = _run(local, order_csv(tmp_path), _config())
+def test_out_of_order_late_and_repeated_rows(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, order_csv(tmp_path), _config())
     assert _counts(result) == (20, 0, 3, DUPLICATE_TIMESTAMPS, 0, 0)
     (order,) = result.findings
     assert [e["row"] for e in order.examples] == OUT_OF_ORDER_ROWS
-    late = _run(local, latency_csv(tmp_path), _config())
+    late = _run(local_engine, latency_csv(tmp_path), _config())
     assert late.metrics["late_rows"] == LATE_ROWS
     assert late.metrics["latency_p95_seconds"] == pytest.approx(750.0)
 
 
 @pytest.mark.parametrize("file_name", ["sensors.parquet", "sensors.csv"])
-def test_sample_data(local: Engine, file_name: str) -> None:
+def test_sample_data(local_engine: Engine, file_name: str) -> None:
     config = Config()
     config.delay_check.as_of = "2024-03-05T00:00:00Z"
-    result = _run(local, SAMPLE_DIR / file_name, config)
+    result = _run(local_engine, SAMPLE_DIR / file_name, config)
     assert result.metrics["gap_count"] > 0
 
 
-def test_regular_loggers_a_fleet_and_lost_readings(local: Engine, tmp_path: Path) -> None:
+def test_regular_loggers_a_fleet_and_lost_readings(local_engine: Engine, tmp_path: Path) -> None:
     # test_checks_delays' fleets: 150 gaps among 50 devices; a regular logger that loses 4%
     # of its readings has none; a device silent for its last 3 hours has stopped.
     rng = random.Random(7)
@@ -181,7 +163,7 @@ def test_regular_loggers_a_fleet_and_lost_readings(local: Engine, tmp_path: Path
         for start in rng.sample(range(20, 950, 40), 3):
             missing |= set(range(start, start + rng.randint(3, 30)))
         minutes[f"d{d:02d}"] = [m for m in range(1000) if m not in missing]
-    fleet = _run(local, minutes_parquet(tmp_path / "f.parquet", minutes), _config())
+    fleet = _run(local_engine, minutes_parquet(tmp_path / "f.parquet", minutes), _config())
     assert _counts(fleet)[1:] == (150, 0, 0, 0, 0)
     rng = random.Random(11)
     lossy = {}
@@ -194,7 +176,9 @@ def test_regular_loggers_a_fleet_and_lost_readings(local: Engine, tmp_path: Path
                 m += 1
         lossy[f"d{d:02d}"] = kept
     assert (
-        _run(local, minutes_parquet(tmp_path / "c.parquet", lossy), _config()).metrics["gap_count"]
+        _run(local_engine, minutes_parquet(tmp_path / "c.parquet", lossy), _config()).metrics[
+            "gap_count"
+        ]
         == 0
     )
     span = 2 * 24 * 60
@@ -202,25 +186,25 @@ def test_regular_loggers_a_fleet_and_lost_readings(local: Engine, tmp_path: Path
     silent["d07"] = list(range(span - 180))
     config = _config()
     config.delay_check.as_of = iso_at(span)
-    stopped = _run(local, minutes_parquet(tmp_path / "s.parquet", silent), config)
+    stopped = _run(local_engine, minutes_parquet(tmp_path / "s.parquet", silent), config)
     assert stopped.metrics["stopped_entities"] == 1
 
 
-def test_a_configured_interval_and_short_series(local: Engine, tmp_path: Path) -> None:
-    result = _run(local, intervals_csv(tmp_path), _config(expected_interval_seconds=60.0))
+def test_a_configured_interval_and_short_series(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, intervals_csv(tmp_path), _config(expected_interval_seconds=60.0))
     # Every hourly step of b and a's 5-minute steps are more than 3 minutes.
     assert result.metrics["gap_count"] == 11 + 14
     # 25 short series of a fleet (fewer than 30 steps): scaled by the fleet's typical step.
     minutes = {f"s{d:02d}": list(range(0, 20 * (1 + d % 3), 1 + d % 3)) for d in range(25)}
     minutes["s03"] = [0, 1, 2, 9, 10, 11]
-    short = _run(local, minutes_parquet(tmp_path / "short.parquet", minutes), _config())
+    short = _run(local_engine, minutes_parquet(tmp_path / "short.parquet", minutes), _config())
     assert short.metrics["gap_count"] == 1
 
 
-def test_rows_without_a_timestamp_and_no_entity(local: Engine, tmp_path: Path) -> None:
+def test_rows_without_a_timestamp_and_no_entity(local_engine: Engine, tmp_path: Path) -> None:
     rows = [[minute(m), 1.0] for m in (2, 3, 0, 1, 4, 30, 31)] + [["", 2.0], ["", 3.0]]
     path = write_csv(tmp_path / "nulls.csv", ["timestamp", "value"], rows)
-    m = _run(local, path, _config()).metrics
+    m = _run(local_engine, path, _config()).metrics
     assert (m["rows"], m["null_timestamps"], m["timed_rows"]) == (9, 2, 7)
     assert (m["gap_count"], m["out_of_order_rows"]) == (1, 1)
 
@@ -234,24 +218,24 @@ def test_rows_without_a_timestamp_and_no_entity(local: Engine, tmp_path: Path) -
     ],
 )
 def test_scopes_narrow_alike(
-    local: Engine, tmp_path: Path, scope: Scope, counts: tuple[int, ...]
+    local_engine: Engine, tmp_path: Path, scope: Scope, counts: tuple[int, ...]
 ) -> None:
     path = order_csv(tmp_path) if scope.entity == "y" else intervals_csv(tmp_path)
-    result = _run(local, path, _config(), scope)
+    result = _run(local_engine, path, _config(), scope)
     assert _counts(result) == counts
     if scope.entity == "y":
         (order,) = result.findings
         assert [e["row"] for e in order.examples] == [15]
 
 
-def test_a_column_scope_times_that_column(local: Engine, tmp_path: Path) -> None:
+def test_a_column_scope_times_that_column(local_engine: Engine, tmp_path: Path) -> None:
     rows = [[minute(m), 20.0 + m, "" if 10 <= m < 20 else 1000.0 + m] for m in range(30)]
     path = write_csv(tmp_path / "wide.csv", ["timestamp", "temp", "pressure"], rows)
-    pressure = _run(local, path, _config(), Scope(column="pressure"))
+    pressure = _run(local_engine, path, _config(), Scope(column="pressure"))
     assert (pressure.metrics["timed_rows"], pressure.metrics["gap_count"]) == (20, 1)
 
 
-def test_several_files_and_an_order_column(local: Engine, tmp_path: Path) -> None:
+def test_several_files_and_an_order_column(local_engine: Engine, tmp_path: Path) -> None:
     # Two files of device x: the second starts earlier than the first ends (not out of order:
     # the order between files means nothing), and holds one row out of order itself.
     folder = tmp_path / "days"
@@ -266,37 +250,37 @@ def test_several_files_and_an_order_column(local: Engine, tmp_path: Path) -> Non
         ["timestamp", "device_id", "seq"],
         [[minute(m), "x", 100 + i] for i, m in enumerate([5, 6, 8, 7, 9, 10])],
     )
-    result = _run(local, folder, _config())
+    result = _run(local_engine, folder, _config())
     assert result.metrics["out_of_order_rows"] == 1
     (order,) = [f for f in result.findings if "out of order" in f.what]
     assert order.examples[0]["file"].endswith("day_2.csv: row 3")
     config = _config()
     config.columns.order_by = "seq"
-    by_seq = _run(local, folder, config)
+    by_seq = _run(local_engine, folder, config)
     assert (by_seq.metrics["out_of_order_rows"], by_seq.metrics["out_of_order_basis"]) == (
         2,
         "column seq",
     )
 
 
-def test_maintenance_windows(local: Engine, tmp_path: Path) -> None:
+@pytest.mark.parametrize("computed", [False, True], ids=["windows", "materialised"])
+def test_maintenance_windows(local_engine: Engine, tmp_path: Path, computed: bool) -> None:
     # Device a's 30-minute gap (20 -> 50) lies in a window (its readings at 20 and 50 too):
     # 15 -> 55 is no gap; a, silent from 115, is heard through a window to the end: only c
     # has stopped.
-    window = Window(0, _utc(20), _utc(50), "a", None)
-    ending = Window(1, _utc(120), _utc(700), "a", None)
+    windows = (Window(0, _utc(20), _utc(50), "a", None), Window(1, _utc(120), _utc(700), "a", None))
     config = _config()
-    dataset = load(str(intervals_csv(tmp_path)), config)
-    result = _run(local, dataset, config, Scope(excused=Excusal((window, ending))))
+    dataset, excusal = with_windows(load(str(intervals_csv(tmp_path)), config), windows, computed)
+    result = _run(local_engine, dataset, config, Scope(excused=excusal))
     assert _counts(result) == (INTERVALS_ROWS - 3, 1, 0, 0, 1, 0)
 
 
-def test_a_dataset_without_rows_in_scope(local: Engine, tmp_path: Path) -> None:
-    result = _run(local, intervals_csv(tmp_path), _config(), Scope(entity="nobody"))
+def test_a_dataset_without_rows_in_scope(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, intervals_csv(tmp_path), _config(), Scope(entity="nobody"))
     assert result.status is Status.SKIPPED
 
 
-def test_a_parquet_file_in_milliseconds(local: Engine, tmp_path: Path) -> None:
+def test_a_parquet_file_in_milliseconds(local_engine: Engine, tmp_path: Path) -> None:
     # Timestamps in milliseconds with a zone: loading makes them microseconds, UTC.
     times = [T0 + timedelta(minutes=m) for m in [*range(10), 40, 41, 42]]
     frame = pl.DataFrame({"timestamp": times, "v": [1.0] * len(times)}).with_columns(
@@ -304,10 +288,10 @@ def test_a_parquet_file_in_milliseconds(local: Engine, tmp_path: Path) -> None:
     )
     path = tmp_path / "ms.parquet"
     frame.write_parquet(path)
-    assert _run(local, path, _config()).metrics["gap_count"] == 1
+    assert _run(local_engine, path, _config()).metrics["gap_count"] == 1
 
 
-def test_figures_named_like_columns_of_the_data(local: Engine, tmp_path: Path) -> None:
+def test_figures_named_like_columns_of_the_data(local_engine: Engine, tmp_path: Path) -> None:
     # A historian's columns `max` (integers) and `rows` (text): the latency's maximum and the
     # row count keep their own types.
     frame = pl.read_csv(latency_csv(tmp_path)).with_columns(
@@ -317,7 +301,7 @@ def test_figures_named_like_columns_of_the_data(local: Engine, tmp_path: Path) -
     frame.write_csv(path)
     config = _config()
     config.columns.entity = ["device_id"]
-    m = _run(local, path, config).metrics
+    m = _run(local_engine, path, config).metrics
     assert (m["rows"], m["late_rows"], m["latency_max_seconds"]) == (20, LATE_ROWS, 3600.0)
 
 
