@@ -548,9 +548,8 @@ def test_step_tail_bounds() -> None:
     assert bound([1.0]) is None
 
 
-def test_hundreds_of_gaps_in_a_large_fleet_are_all_found(tmp_path: Path) -> None:
-    # 50 devices x 1,000 minutes, 3 gaps each of 4 to 60 minutes: 150 gaps, more than the
-    # longest steps a tail is fitted on; fitted on those alone, they hid each other.
+def gappy_fleet() -> dict[str, list[int]]:
+    """50 devices x 1,000 minutes, 3 gaps each of 4 to 60 minutes: 150 gaps."""
     rng = random.Random(7)
     minutes: dict[str, list[int]] = {}
     for d in range(50):
@@ -558,6 +557,29 @@ def test_hundreds_of_gaps_in_a_large_fleet_are_all_found(tmp_path: Path) -> None
         for start in rng.sample(range(20, 950, 40), 3):
             missing |= set(range(start, start + rng.randint(3, 30)))
         minutes[f"d{d:02d}"] = [m for m in range(1000) if m not in missing]
+    return minutes
+
+
+def lossy_fleet() -> dict[str, list[int]]:
+    """30 report-on-change devices x 1,000 minutes: 4% of steps skip a minute, a few skip two
+    or three (a geometric decay)."""
+    rng = random.Random(11)
+    minutes = {}
+    for d in range(30):
+        kept, m = [], 0
+        while m < 1000:
+            kept.append(m)
+            m += 1
+            while rng.random() < 0.04 and m < 1000:
+                m += 1
+        minutes[f"d{d:02d}"] = kept
+    return minutes
+
+
+def test_hundreds_of_gaps_in_a_large_fleet_are_all_found(tmp_path: Path) -> None:
+    # 50 devices x 1,000 minutes, 3 gaps each of 4 to 60 minutes: 150 gaps, more than the
+    # longest steps a tail is fitted on; fitted on those alone, they hid each other.
+    minutes = gappy_fleet()
     gaps = sum(1 for ms in minutes.values() for a, b in pairwise(ms) if b - a > 3)
     result = run_check(
         plan_delay_check, minutes_parquet(tmp_path / "f.parquet", minutes), _config()
@@ -570,16 +592,7 @@ def test_hundreds_of_gaps_in_a_large_fleet_are_all_found(tmp_path: Path) -> None
 def test_a_regular_logger_that_often_loses_a_reading_has_no_gaps(tmp_path: Path) -> None:
     # Report-on-change: 4% of steps skip a minute, a few skip two or three (a geometric
     # decay); over 30 devices x 1,000 minutes none of those is beyond chance.
-    rng = random.Random(11)
-    minutes = {}
-    for d in range(30):
-        kept, m = [], 0
-        while m < 1000:
-            kept.append(m)
-            m += 1
-            while rng.random() < 0.04 and m < 1000:
-                m += 1
-        minutes[f"d{d:02d}"] = kept
+    minutes = lossy_fleet()
     longest = max(b - a for ms in minutes.values() for a, b in pairwise(ms))
     result = run_check(
         plan_delay_check, minutes_parquet(tmp_path / "c.parquet", minutes), _config()

@@ -35,6 +35,7 @@ from tests.fixtures_timing import (
     latency_csv,
     order_csv,
 )
+from tests.test_checks_delays import gappy_fleet, lossy_fleet
 from tests.test_conformance import SAMPLE_DIR, runner, with_windows
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
@@ -156,25 +157,9 @@ def test_sample_data(local_engine: Engine, file_name: str) -> None:
 def test_regular_loggers_a_fleet_and_lost_readings(local_engine: Engine, tmp_path: Path) -> None:
     # test_checks_delays' fleets: 150 gaps among 50 devices; a regular logger that loses 4%
     # of its readings has none; a device silent for its last 3 hours has stopped.
-    rng = random.Random(7)
-    minutes: dict[str, list[int]] = {}
-    for d in range(50):
-        missing: set[int] = set()
-        for start in rng.sample(range(20, 950, 40), 3):
-            missing |= set(range(start, start + rng.randint(3, 30)))
-        minutes[f"d{d:02d}"] = [m for m in range(1000) if m not in missing]
-    fleet = _run(local_engine, minutes_parquet(tmp_path / "f.parquet", minutes), _config())
+    fleet = _run(local_engine, minutes_parquet(tmp_path / "f.parquet", gappy_fleet()), _config())
     assert _counts(fleet)[1:] == (150, 0, 0, 0, 0)
-    rng = random.Random(11)
-    lossy = {}
-    for d in range(30):
-        kept, m = [], 0
-        while m < 1000:
-            kept.append(m)
-            m += 1
-            while rng.random() < 0.04 and m < 1000:
-                m += 1
-        lossy[f"d{d:02d}"] = kept
+    lossy = lossy_fleet()
     assert (
         _run(local_engine, minutes_parquet(tmp_path / "c.parquet", lossy), _config()).metrics[
             "gap_count"

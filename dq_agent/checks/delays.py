@@ -243,6 +243,21 @@ def _polars_plan(
     grains = grain(dataset)
     if grains is None:
         return plan
+    late = rows.filter(_latency_seconds() > settings.late_threshold_seconds) if has_ingest else None
+    events = _events(gaps, backward, rows.filter(pl.col(TS) > future_limit), late, names, grains)
+    return with_events(plan, events, "in-memory")
+
+
+def _events(
+    gaps: pl.LazyFrame,
+    backward: pl.LazyFrame,
+    future: pl.LazyFrame,
+    late: pl.LazyFrame | None,
+    names: pl.LazyFrame,
+    grains: pl.LazyFrame,
+) -> pl.LazyFrame:
+    """The picture's events, on every engine: gaps as spans, out-of-order, future and late
+    rows as points (`names` gives each series' entity)."""
     events = [
         span_events(
             gaps.join(names, on=_GID, how="left").select(
@@ -258,21 +273,13 @@ def _polars_plan(
             "out_of_order",
             None,
         ),
-        point_events(
-            rows.filter(pl.col(TS) > future_limit).select(ENTITY, pl.col(TS).alias(START)),
-            grains,
-            "future",
-            None,
-        ),
+        point_events(future.select(ENTITY, pl.col(TS).alias(START)), grains, "future", None),
     ]
-    if has_ingest:
-        late = _latency_seconds() > settings.late_threshold_seconds
+    if late is not None:
         events.append(
-            point_events(
-                rows.filter(late).select(ENTITY, pl.col(TS).alias(START)), grains, "late", None
-            )
+            point_events(late.select(ENTITY, pl.col(TS).alias(START)), grains, "late", None)
         )
-    return with_events(plan, bounded(events), "in-memory")
+    return bounded(events)
 
 
 SPEC = CheckSpec(
@@ -863,28 +870,15 @@ def _generic_finish(
     grains = time_grain(
         bounds.select(pl.concat([pl.col("__low"), pl.col("__high")]).alias(ts)).lazy(), ts
     )
-    events = [
-        span_events(
-            gap_rows.join(names, on=_GID, how="left").select(
-                ENTITY, pl.col(PREV).alias(START), pl.col(TS).alias(END)
-            ),
-            "gap",
-        ),
-        point_events(
-            backward.join(names, on=_GID, how="left").select(
-                ENTITY, pl.col(OUT_OF_ORDER_TS).alias(START)
-            ),
-            grains,
-            "out_of_order",
-            None,
-        ),
-        point_events(future.lazy().select(ENTITY, pl.col(TS).alias(START)), grains, "future", None),
-    ]
-    if late is not None:
-        events.append(
-            point_events(late.lazy().select(ENTITY, pl.col(TS).alias(START)), grains, "late", None)
-        )
-    *collected, table = pl.collect_all([*queries, bounded(events)])
+    events = _events(
+        gap_rows,
+        backward,
+        future.lazy(),
+        late.lazy() if late is not None else None,
+        names,
+        grains,
+    )
+    *collected, table = pl.collect_all([*queries, events])
     has_ingest = late is not None
     result = DelayFinisher(
         settings, as_of, has_ingest, collected, naive, order_basis(dataset)
