@@ -112,3 +112,15 @@ def test_a_fleet_that_starts_staggered_is_judged_against_its_spread_of_starts(
     rows += [[minute(i), "late", 20.0] for i in range(150, 200)]
     result = run_check(plan_liveness_check, write_csv(tmp_path / "fleet.csv", HEADER, rows))
     assert result.metrics["late_devices"] == ["late"]
+
+
+def test_the_summary_of_one_device_and_of_a_fleet_that_all_report(tmp_path: Path) -> None:
+    one = write_csv(tmp_path / "one.csv", HEADER, [[minute(i), "a", 20.0] for i in range(30)])
+    assert run_check(plan_liveness_check, one).summary == (
+        "the device reports from the first reading; lowest coverage 100%"
+    )
+    rows = [[minute(i), device, 20.0] for device in "ab" for i in range(30)]
+    two = write_csv(tmp_path / "two.csv", HEADER, rows)
+    assert run_check(plan_liveness_check, two).summary.startswith(
+        "all 2 devices report from the first reading"
+    )

@@ -301,6 +301,8 @@ def _summary(devices: dict[str, dict[str, Any]], late: list[str], start: datetim
     coverage = [d["coverage"] for d in devices.values() if d["coverage"] is not None]
     lowest = f"; lowest coverage {min(coverage):.0%}" if coverage else ""
     if not late:
+        if len(devices) == 1:
+            return f"the device reports from the first reading{lowest}"
         return f"all {plural(len(devices), 'device')} report from the first reading{lowest}"
     return (
         f"{plural(len(late), 'device')} of {len(devices)} starting partway, after "
