@@ -125,3 +125,10 @@ def test_an_error_status_is_not_a_pass() -> None:
     checks = _checks(delay_check=Status.ERROR)
 
     assert _conflicts("Delay check: OK.", checks, Verdict.WARN) == [("OK", "delay_check")]
+
+
+def test_a_check_that_was_not_evaluated_did_not_pass() -> None:
+    checks = _checks(delay_check=Status.SKIPPED)
+
+    assert _conflicts("Delay check: passed.", checks, Verdict.PASS) == [("passed", "delay_check")]
+    assert _conflicts("Delay check: not evaluated. Overall: clean.", checks, Verdict.PASS) == []

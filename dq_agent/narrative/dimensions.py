@@ -7,7 +7,8 @@ pass") speaks of that dimension: a verdict word within three words of the dimens
 the same clause, is held against that check's status; one farther away qualifies a part
 ("690 outliers, all in temperature; pressure is clean") and is let be. A negation just before
 a verdict word turns it over ("not verified", "no failures"). Conflicts are the issue's: the
-pass family against a warn or fail verdict, the fail family against a pass.
+pass family against a warn or fail verdict, the fail family against a pass; and a pass word
+beside a check that was not evaluated (skipped: nothing to judge, "Range check: passed").
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dq_agent.narrative.vocabulary import (
     SUBSET_OF_CHECKS,
     dimension_pattern,
 )
-from dq_agent.result import CheckResult, Verdict, verdict_of
+from dq_agent.result import CheckResult, Status, Verdict, verdict_of
 
 OVERALL = "overall"
 # How close (in words) a verdict word must be to a dimension's name to speak of that dimension.
@@ -79,7 +80,10 @@ def verdict_conflicts(
                 if tool is None:
                     continue
                 scope, computed = tool, verdict_of([checks[tool]])
-            if _contradicts(said, computed):
+            # A check that judged nothing (skipped: not evaluated) did not pass: a pass word
+            # beside it claims a check that never happened.
+            unjudged = scope != OVERALL and checks[scope].status is Status.SKIPPED
+            if _contradicts(said, computed) or (unjudged and said is Verdict.PASS):
                 shown = verdict if scope == OVERALL else checks[scope].status
                 conflict = VerdictConflict(match.group(), said, scope, str(shown), sentence)
                 conflicts.append((match.start(), conflict))
