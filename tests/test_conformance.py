@@ -359,5 +359,24 @@ def test_maintenance_windows_leave_rows_out(engine: Engine, tmp_path: Path, comp
     assert _run(engine, dataset, config).metrics["rows"] == 20
 
 
+@pytest.mark.parametrize("computed", [False, True], ids=["windows", "materialised"])
+def test_a_window_inside_a_series_joins_its_neighbours(
+    engine: Engine, tmp_path: Path, computed: bool
+) -> None:
+    # temp misses minutes 2-3 and 5-6; a window leaves minute 4 out, so the four are one run
+    # of neighbours (an engine numbering series positions before the window would see two).
+    rows = [[minute(i), "a", "" if i in (2, 3, 5, 6) else 1.0] for i in range(10)]
+    path = write_csv(tmp_path / "gap.csv", ["timestamp", "device_id", "temp"], rows)
+    window = Window(0, _utc(4), _utc(4), "a", None)
+    config = Config()
+    dataset, excusal = with_windows(load(str(path), config), (window,), computed)
+    result = _run(engine, dataset, config, Scope(excused=excusal))
+    assert result.metrics["rows"] == 9
+    temp = result.metrics["columns"]["temp"]
+    assert temp["missing_count"] == 4
+    run = temp["longest_missing_run"]
+    assert (run["length"], run["start"], run["end"]) == (4, iso_minute(2), iso_minute(6))
+
+
 def _utc(minutes: int) -> datetime:
     return (T0 + timedelta(minutes=minutes)).replace(tzinfo=UTC)

@@ -2,8 +2,8 @@
 
 The same figures as the Polars queries of `delays` (whose docstrings say what each means),
 written for an engine that runs SQL-like windows: the time order within each entity from the
-engine's `in_series`, each timed row's previous one by a `shift` over the entity ordered by
-that position (a window of its own, then filtered or aggregated: no nested `over`), the file
+engine's `in_series`, with each timed row's previous one (its `previous`: a shift over the
+entity ordered by that position, or the engine's cheaper way), the file
 order (or the order column's) by a `shift` over the entity ordered by the row. Times become
 numbers only as whole microseconds since the epoch, by the engine's own function
 (`portable.with_epoch_micros`: Narwhals casts a timestamp to an integer exactly on no engine but
@@ -192,20 +192,16 @@ def _in_time(
     text: nw.Expr,
 ) -> Frame:
     """The timed rows in time order within each series (`Engine.in_series`), each with the
-    previous one's time (PREV) and the step from it (in microseconds and in seconds)."""
+    previous one's time (PREV, the engine's `previous`) and the step from it (in microseconds
+    and in seconds)."""
     ts = dataset.roles.timestamp
     assert ts is not None
     timed = ~nw.col(ts).is_null()
     if present is not None:
         timed = timed & present
-    kept = engine.in_series(dataset, scope, timed, [*entity, ts], _POSITION)
-    kept = _epoch_micros(kept, {_TS_US: ts})
-    previous = {
-        _PREV_US: nw.col(_TS_US).shift(1).over(*entity, order_by=_POSITION),
-        PREV: nw.col(ts).shift(1).over(*entity, order_by=_POSITION),
-    }
+    kept = engine.in_series(dataset, scope, timed, [*entity, ts], _POSITION, {PREV: ts})
     return (
-        kept.with_columns(**previous)
+        _epoch_micros(kept, {_TS_US: ts, _PREV_US: PREV})
         .with_columns((nw.col(_TS_US) - nw.col(_PREV_US)).alias(_STEP_US))
         .select(
             key.alias(KEY),

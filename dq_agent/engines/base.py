@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -36,6 +36,7 @@ class Engine(Protocol):
         keep: nw.Expr,
         columns: Sequence[str],
         position: str,
+        previous: Mapping[str, str] | None = None,
     ) -> Frame:
         """The scoped rows for which `keep` holds, each with its position in series order
         (`position`), its index in the scope (`ROW`) and `columns`.
@@ -44,6 +45,12 @@ class Engine(Protocol):
         time last, ties in file order; without a timestamp, file order). Two rows are
         neighbours in their series exactly when they have the same entity and their positions
         differ by one; positions say nothing across entities.
+
+        `previous` maps new column names to columns: each kept row also gets the value of
+        that column in the kept row before it in its series (not necessarily a neighbour:
+        rows between may not be kept), null for a series' first kept row. An engine may have
+        a cheaper way to it than a window of the check's own (DuckDB's table is stored in
+        series order).
         """
         ...
 
@@ -71,13 +78,15 @@ def in_series(
     keep: nw.Expr,
     columns: Sequence[str],
     position: str,
+    previous: Mapping[str, str] | None = None,
 ) -> Frame:
     """`Engine.in_series` as a Narwhals window, for any engine that runs windows with an order:
     each row's number in its entity, then the filter. The flag orders rows without a time last
     whatever an engine's default null order; `ROW` makes the order total, so every engine
     numbers ties alike. The window sorts only the columns it needs; the kept rows' other
     columns are joined back by `ROW` (a window's sort carries every column it is given: at 10M
-    rows DuckDB took 17.9 s with all of them, 14.1 s so)."""
+    rows DuckDB took 17.9 s with all of them, 14.1 s so). The previous kept row's values are a
+    shift over the entity ordered by the position, in a step of its own."""
     rows = engine.rows(dataset, scope, index=True)
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
@@ -93,7 +102,16 @@ def in_series(
         .filter(nw.col(_KEEP))
         .select(position, ROW)
     )
-    return kept.join(rows.select(ROW, *[c for c in columns if c != ROW]), on=ROW, how="inner")
+    carried = list(dict.fromkeys([*[c for c in columns if c != ROW], *(previous or {}).values()]))
+    joined = kept.join(rows.select(ROW, *carried), on=ROW, how="inner")
+    if not previous:
+        return joined
+    shifted = {
+        name: nw.col(source).shift(1).over(*entity, order_by=position)
+        for name, source in previous.items()
+    }
+    kept_columns = [c for c in columns if c != ROW]
+    return joined.with_columns(**shifted).select(position, ROW, *kept_columns, *shifted)
 
 
 def normalised(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
@@ -136,8 +154,9 @@ class TableEngine:
         keep: nw.Expr,
         columns: Sequence[str],
         position: str,
+        previous: Mapping[str, str] | None = None,
     ) -> Frame:
-        return in_series(self, dataset, scope, keep, columns, position)
+        return in_series(self, dataset, scope, keep, columns, position, previous)
 
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
         schema = dataset.frame.collect_schema()

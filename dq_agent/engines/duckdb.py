@@ -4,24 +4,31 @@ The dataset's normalised frame is handed over once as Arrow and materialised as 
 that every check's queries read (keyed by the frame; dropped with it); each query is then run
 on its own and comes back as Arrow, read by Polars and normalised (`engines.base.normalised`:
 DuckDB sums are Decimal(38, 0), its timestamps those of the session's time zone, set to UTC).
-The table carries the file order as a column (`FILE_ROW`): a table has no order of its own.
+The table carries the file order as a column (`FILE_ROW`): a table has no order of its own, and
+is stored in series order, each row with its position in it (`_SERIES_POS`), so that
+`in_series` is a filter rather than a window over every row in every check.
 """
 
 from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import FILE_ROW, Scope, entity_key
+from dq_agent.checks.base import FILE_ROW, ORDER, ROW, SERIES, Scope, entity_key, series_rows
 from dq_agent.engines.base import Frame, TableEngine, scoped
 from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
+
+# Each row's position in series order and its series' number, columns of the table
+# (`DuckDBEngine._table`).
+_SERIES_POS = "__series_pos"
+_SERIES = "__series_number"
 
 
 class DuckDBEngine(TableEngine):
@@ -40,6 +47,45 @@ class DuckDBEngine(TableEngine):
         self._names = itertools.count()
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
+        return self._scoped(dataset, scope, index=index).drop(_SERIES_POS, _SERIES)
+
+    def in_series(
+        self,
+        dataset: Dataset,
+        scope: Scope,
+        keep: nw.Expr,
+        columns: Sequence[str],
+        position: str,
+        previous: Mapping[str, str] | None = None,
+    ) -> Frame:
+        """The table's series position (`_SERIES_POS`): a filter, no window over every row.
+
+        An entity or a time window keeps a block of consecutive positions of each series, so
+        neighbours still differ by one; maintenance windows leave out rows inside a series, so
+        there the scoped rows are numbered again in the table's order. The previous kept row's
+        values (`previous`) are DuckDB's `lag` in series order, kept when that row is of the
+        same series (`_SERIES`): over the table as it is stored (`OVER ()`, a streaming window
+        that does not sort) when the scope keeps every row, else ordered by the position (a
+        scope's `ROW` is a window ordered by the file row, after which the rows come in that
+        order)."""
+        frame = self._scoped(dataset, scope, index=True)
+        pos = _quoted(_SERIES_POS)
+        window = "OVER ()" if not scope.filters_rows() else f"OVER (ORDER BY {pos})"
+        if scope.excused is not None:
+            renumbered = f"CAST(row_number() {window} - 1 AS BIGINT) AS {pos}"
+            frame = _projected(frame, f"* REPLACE ({renumbered})")
+        # The window in its own step, after the filter: the previous row is the previous kept.
+        kept = frame.filter(keep)
+        carried = [c for c in columns if c not in (ROW, _SERIES_POS)]
+        parts = [f"{pos} AS {_quoted(position)}", _quoted(ROW), *map(_quoted, carried)]
+        series = _quoted(_SERIES)
+        for name, source in (previous or {}).items():
+            value = f"lag({_quoted(source)}) {window}"
+            same = f"lag({series}) {window} = {series}"
+            parts.append(f"CASE WHEN {same} THEN {value} END AS {_quoted(name)}")
+        return _projected(kept, ", ".join(parts))
+
+    def _scoped(self, dataset: Dataset, scope: Scope, *, index: bool) -> Frame:
         frame = nw.from_native(self.connection.table(self._table(dataset, scope.excused)))
         # FILE_ROW kept: a check whose scope leaves rows out names readings by their file row.
         return scoped(frame, dataset, scope, index=index)
@@ -61,20 +107,23 @@ class DuckDBEngine(TableEngine):
     def _table(self, dataset: Dataset, excusal: Excusal | None) -> str:
         """The dataset's frame as a DuckDB table, created on first use. Maintenance windows the
         inspection has not computed into the frame (`maintenance.materialise`) are computed
-        here, by Polars, into a column of the table."""
+        here, by Polars, into a column of the table. The table holds the rows in series order
+        (`_in_series_order`), so `in_series` needs no window of its own."""
         ts = dataset.roles.timestamp
         computed = excusal is not None and excusal.column is None and ts is not None
         key = (id(dataset.frame), excusal if computed else None)
         name = self._tables.get(key)
         if name is not None:
             return name
-        frame = dataset.frame.with_row_index(FILE_ROW).with_columns(pl.col(FILE_ROW).cast(pl.Int64))
+        frame = _in_series_order(dataset)
         if computed and excusal is not None and ts is not None:
             frame = frame.with_columns(excusal.expression(ts, entity_key(dataset)).alias(EXCUSED))
         name = f"dq_frame_{next(self._names)}"
         # Arrow's string views as Polars holds them: the oldest layout copied every string.
         source = frame.collect().to_arrow(compat_level=pl.CompatLevel.newest())
         self.connection.register(f"{name}_arrow", source)
+        # Stored in the order handed over (DuckDB keeps insertion order unless told not to).
+        self.connection.execute("SET preserve_insertion_order = true")
         self.connection.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{name}_arrow"')
         self.connection.unregister(f"{name}_arrow")
         self._tables[key] = name
@@ -86,6 +135,27 @@ class DuckDBEngine(TableEngine):
         name = self._tables.pop(key, None)
         if name is not None:
             self.connection.execute(f'DROP TABLE IF EXISTS "{name}"')
+
+
+def _in_series_order(dataset: Dataset) -> pl.LazyFrame:
+    """The dataset's rows in series order (`checks.base.series_rows`, Polars' window per
+    entity: about 2 s at 10M rows, where DuckDB's `row_number()` over the entity took 3.4 s
+    and a sort of the table 9 s), each with its file row (`FILE_ROW`), its position in that
+    order (`_SERIES_POS`, from 0) and its series' number (`_SERIES`). In a run the order is
+    the one the Polars checks share, computed once."""
+    series = series_rows(dataset, Scope())
+    order = pl.col(ORDER)
+    return series.select(
+        order.cast(pl.Int64).alias(FILE_ROW),
+        *[pl.col(c).gather(order) for c in dataset.frame.collect_schema().names()],
+        pl.int_range(pl.len(), dtype=pl.Int64).alias(_SERIES_POS),
+        pl.col(SERIES).cast(pl.Int64).alias(_SERIES),
+    )
+
+
+def _projected(frame: Frame, projection: str) -> Frame:
+    out: Frame = nw.from_native(frame.to_native().project(projection))
+    return out
 
 
 def with_epoch_micros(frame: Frame, column: str, name: str) -> Frame:

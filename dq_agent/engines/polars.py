@@ -10,16 +10,17 @@ took more than twice as long at 10M rows (docs/ARCHITECTURE.md, "Engines").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import ORDER, ROW, Scope, series_rows
+from dq_agent.checks.base import ORDER, ROW, SERIES, Scope, series_rows
 from dq_agent.engines.base import Frame, normalised
 from dq_agent.load import Dataset
 
 _KEEP = "__keep"
+_SERIES_KEPT = "__series_kept"
 
 
 class PolarsEngine:
@@ -36,6 +37,7 @@ class PolarsEngine:
         keep: nw.Expr,
         columns: Sequence[str],
         position: str,
+        previous: Mapping[str, str] | None = None,
     ) -> Frame:
         series = nw.from_native(series_rows(dataset, scope)).with_columns(keep.alias(_KEEP))
         flag = pl.col(_KEEP)
@@ -43,13 +45,22 @@ class PolarsEngine:
         # once (a column of their own), then only the few kept rows' values.
         picked = pl.col(ORDER).filter(flag)
         native: pl.LazyFrame = series.to_native()
-        return nw.from_native(
-            native.with_columns(flag.gather(pl.col(ORDER))).select(
-                pl.int_range(pl.len()).filter(flag).alias(position),
-                picked.alias(ROW),
-                *[pl.col(name).gather(picked) for name in columns],
-            )
+        selected = [
+            pl.int_range(pl.len()).filter(flag).alias(position),
+            picked.alias(ROW),
+            *[pl.col(name).gather(picked) for name in columns],
+        ]
+        if not previous:
+            return nw.from_native(native.with_columns(flag.gather(pl.col(ORDER))).select(selected))
+        kept = native.with_columns(flag.gather(pl.col(ORDER))).select(
+            *selected,
+            pl.col(SERIES).filter(flag).alias(_SERIES_KEPT),
+            *[pl.col(source).gather(picked).alias(name) for name, source in previous.items()],
         )
+        # The kept row before, when it is of the same series (`SERIES` numbers them in order).
+        same = pl.col(_SERIES_KEPT).shift(1) == pl.col(_SERIES_KEPT)
+        shifted = [pl.when(same).then(pl.col(name).shift(1)).alias(name) for name in previous]
+        return nw.from_native(kept.with_columns(shifted).drop(_SERIES_KEPT))
 
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
         schema = dataset.frame.collect_schema()
