@@ -17,8 +17,8 @@ readings in time order, and its first row in the file (the devices' order, as th
 number gives it on Polars); the finish, the same on every engine, judges them. How the steps
 are found is the engine's strategy: on Polars, from the shared series order the checks read
 anyway (`series_rows`, computed once per run), a shift guarded by the series number; elsewhere,
-each timestamp's integer microseconds (`portable.with_epoch_micros`) differenced in a window per
-device, so the median is taken over numbers, never over intervals.
+each timestamp's integer microseconds (`portable.with_epoch_micros`) less the previous row's in
+series order (`Engine.in_series`), so the median is taken over numbers, never over intervals.
 """
 
 from __future__ import annotations
@@ -71,6 +71,9 @@ _FIRST = "__first"
 _LAST = "__last"
 _STEP = "__step"
 _MICROS = "__micros"
+_PREV = "__previous"
+_PREV_MICROS = "__previous_micros"
+_POSITION = "__position"
 _FIRST_ROW = "__first_row"
 
 
@@ -147,20 +150,18 @@ def _in_series_order(dataset: Dataset, scope: Scope) -> Frame:
 def _per_device(engine: Engine, dataset: Dataset, scope: Scope, ts: str) -> Frame:
     """Per device (the entity's columns, as they are) its rows with a time, first and last
     time, median positive step, and first row in scope (`_RANK`: the Polars series number
-    numbers devices in the order they first appear). Each timestamp as integer microseconds
-    (`with_epoch_micros`), differenced in a window per device ordered by time: ties give a zero
-    step and rows without a time a null one wherever an engine puts them, and the positive
-    steps are all the median reads. The window in its own step, then the aggregate."""
+    numbers devices in the order they first appear). Every scoped row in series order with the
+    previous one's time (`Engine.in_series`: rows without a time come last, so a timed row's
+    previous is timed or none; DuckDB reads it from its table, stored in that order, where a
+    window over each device sorted its times again), both as integer microseconds
+    (`with_epoch_micros`), differenced: ties give a zero step and rows without a time a null
+    one, and the positive steps are all the median reads. Then the aggregate."""
     entity = list(dataset.roles.entity)
-    rows = with_epoch_micros(
-        engine.rows(dataset, scope, index=True).select(*entity, ts, ROW), ts, _MICROS
-    )
-    step = nw.col(_MICROS).diff()
-    window = step.over(*entity, order_by=_MICROS) if entity else step.over(order_by=_MICROS)
-    rows = rows.with_columns(window.alias(_STEP)).with_columns(
-        # As `dt.total_seconds(fractional=True)` gives them on Polars: microseconds / 1e6.
-        nw.when(nw.col(_STEP) > 0).then(nw.col(_STEP) / 1e6).alias(_STEP)
-    )
+    rows = engine.in_series(dataset, scope, None, [*entity, ts], _POSITION, {_PREV: ts})
+    rows = with_epoch_micros(with_epoch_micros(rows, ts, _MICROS), _PREV, _PREV_MICROS)
+    step = nw.col(_MICROS) - nw.col(_PREV_MICROS)
+    # As `dt.total_seconds(fractional=True)` gives them on Polars: microseconds / 1e6.
+    rows = rows.with_columns(nw.when(step > 0).then(step / 1e6).alias(_STEP))
     aggregates = [
         nw.col(ROW).min().cast(nw.Int64).alias(_RANK),
         nw.col(ts).count().cast(nw.Int64).alias(_ROWS),

@@ -33,12 +33,12 @@ class Engine(Protocol):
         self,
         dataset: Dataset,
         scope: Scope,
-        keep: nw.Expr,
+        keep: nw.Expr | None,
         columns: Sequence[str],
         position: str,
         previous: Mapping[str, str] | None = None,
     ) -> Frame:
-        """The scoped rows for which `keep` holds, each with its position in series order
+        """The scoped rows for which `keep` holds (every one without it), each with its position in series order
         (`position`), its index in the scope (`ROW`) and `columns`.
 
         Series order is entity by entity, each entity's rows in time order (rows without a
@@ -75,7 +75,7 @@ def in_series(
     engine: Engine,
     dataset: Dataset,
     scope: Scope,
-    keep: nw.Expr,
+    keep: nw.Expr | None,
     columns: Sequence[str],
     position: str,
     previous: Mapping[str, str] | None = None,
@@ -91,7 +91,8 @@ def in_series(
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
     order = [ROW]
-    narrow = rows.select(*entity, *([ts] if ts else []), ROW, keep.alias(_KEEP))
+    kept_flag = keep if keep is not None else nw.lit(True)
+    narrow = rows.select(*entity, *([ts] if ts else []), ROW, kept_flag.alias(_KEEP))
     if ts is not None:
         narrow = narrow.with_columns(nw.col(ts).is_null().alias(_NO_TIME))
         order = [_NO_TIME, ts, ROW]
@@ -151,7 +152,7 @@ class TableEngine:
         self,
         dataset: Dataset,
         scope: Scope,
-        keep: nw.Expr,
+        keep: nw.Expr | None,
         columns: Sequence[str],
         position: str,
         previous: Mapping[str, str] | None = None,

@@ -53,7 +53,7 @@ class DuckDBEngine(TableEngine):
         self,
         dataset: Dataset,
         scope: Scope,
-        keep: nw.Expr,
+        keep: nw.Expr | None,
         columns: Sequence[str],
         position: str,
         previous: Mapping[str, str] | None = None,
@@ -75,7 +75,7 @@ class DuckDBEngine(TableEngine):
             renumbered = f"CAST(row_number() {window} - 1 AS BIGINT) AS {pos}"
             frame = _projected(frame, f"* REPLACE ({renumbered})")
         # The window in its own step, after the filter: the previous row is the previous kept.
-        kept = frame.filter(keep)
+        kept = frame.filter(keep) if keep is not None else frame
         carried = [c for c in columns if c not in (ROW, _SERIES_POS)]
         parts = [f"{pos} AS {_quoted(position)}", _quoted(ROW), *map(_quoted, carried)]
         series = _quoted(_SERIES)

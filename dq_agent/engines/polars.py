@@ -34,12 +34,13 @@ class PolarsEngine:
         self,
         dataset: Dataset,
         scope: Scope,
-        keep: nw.Expr,
+        keep: nw.Expr | None,
         columns: Sequence[str],
         position: str,
         previous: Mapping[str, str] | None = None,
     ) -> Frame:
-        series = nw.from_native(series_rows(dataset, scope)).with_columns(keep.alias(_KEEP))
+        flagged = keep if keep is not None else nw.lit(True)
+        series = nw.from_native(series_rows(dataset, scope)).with_columns(flagged.alias(_KEEP))
         flag = pl.col(_KEEP)
         # `ORDER` holds the rows' indices in series order: the flags are taken in that order
         # once (a column of their own), then only the few kept rows' values.
