@@ -1,7 +1,7 @@
 """The DuckDB engine's series order at a size DuckDB scans in parallel.
 
 The engine stores its table in series order and takes a kept row's previous one with a
-streaming `lag` over the table as stored (`DuckDBEngine.in_series`): right only while DuckDB
+streaming `lag` (its next one with `lead`) over the table as stored (`DuckDBEngine.in_series`): right only while DuckDB
 reads the rows in the order it stored them. The conformance cases fit in one chunk of rows;
 these rows span several of DuckDB's row groups (122,880 rows), in a shuffled file order.
 """
@@ -47,8 +47,9 @@ def _shuffled(tmp_path: Path) -> Dataset:
 
 def _in_series(engine: Engine, dataset: Dataset, scope: Scope) -> pl.DataFrame:
     keep = ~nw.col("value").is_null()
+    columns = ["device_id", "timestamp"]
     query = engine.in_series(
-        dataset, scope, keep, ["device_id", "timestamp"], "__pos", {"__prev": "timestamp"}
+        dataset, scope, keep, columns, "__pos", {"__prev": "timestamp"}, {"__next": "timestamp"}
     )
     (rows,) = engine.collect([query], dataset)
     return rows.drop("__pos").sort(ROW)
@@ -65,7 +66,8 @@ def test_previous_rows_follow_the_series_order_across_row_groups(tmp_path: Path)
     whole = _in_series(engine, dataset, Scope())
     # A fifth of the values are missing; each device's first kept row has no previous one,
     # nor have its 8 kept rows without a time (10, 2 of them missing), the first of which
-    # follows a row with a time.
+    # follows a row with a time; the last row with a time and those 8 have no next one.
     assert whole.height == DEVICES * PER_DEVICE * 4 // 5
     assert whole.filter(pl.col("timestamp").is_null()).height == DEVICES * 8
     assert whole.filter(pl.col("__prev").is_null()).height == DEVICES + DEVICES * 7
+    assert whole.filter(pl.col("__next").is_null()).height == DEVICES * 9

@@ -5,10 +5,11 @@ Written once over Narwhals (`checks.portable`), for every engine, key first: onl
 key occurs more than once can be either, and they are few. Finding them is the engine's
 strategy. On Polars, in series order (`series_rows`, the run's shared node: entity by entity,
 time order within) rows with the same key are neighbours, so one comparison of each row with
-the next picks them out, with no group-by or sort of the whole data. Elsewhere, the engine's own
-hash of the key (`Engine.hashed`) is grouped and the rows whose hash repeats kept. Without a
-timestamp there is no key, and the candidates are the rows whose hash over all columns
-repeats. A collision only adds a candidate: the candidates are then grouped exactly, by value,
+the next picks them out, with no group-by or sort of the whole data. Elsewhere the same
+comparison, of each timed row with its neighbours from the engine's series order
+(`Engine.in_series` with `previous` and `following`). Without a timestamp there is no key, and
+the candidates are the rows whose hash (`Engine.hashed`) over all columns repeats. A collision
+only adds a candidate: the candidates are then grouped exactly, by value,
 and no result depends on a hash value. One group-by over all columns gives the distinct rows
 and their copies; grouping by the key gives, per key, the copies and the number of distinct
 rows, so "conflicting" (distinct rows minus 1) and "identical" (copies minus distinct rows)
@@ -74,6 +75,9 @@ _CONFLICT = "__conflict"
 _CANDIDATE = "__candidate"
 _RAW_TIME = "__time_as_read"
 _HASH = "__hash"
+_POSITION = "__position"
+_BEFORE = "__time_before"
+_AFTER = "__time_after"
 _RANK = "__rank"
 _LOW = "__low"
 _HIGH = "__high"
@@ -180,8 +184,17 @@ def _candidates(
         return engine.hashed(nw.from_native(native), key, _HASH)
     if ts is None:
         return engine.materialised(_repeating(engine, rows, key).drop(_HASH))
+    # As on Polars, the rows with a time whose neighbour in series order has the same time
+    # (`Engine.in_series`: neighbours are of one entity): every copy of a repeated key. At
+    # 10M rows on DuckDB 1.2 s, where the key's hash grouped and semi-joined took 7.2 s.
+    columns = list(dataset.columns)
+    found = engine.in_series(
+        dataset, scope, ~nw.col(ts).is_null(), columns, _POSITION, {_BEFORE: ts}, {_AFTER: ts}
+    )
+    repeats = (nw.col(ts) == nw.col(_BEFORE)) | (nw.col(ts) == nw.col(_AFTER))
+    candidates = found.filter(repeats.fill_null(False)).select(*columns, ROW)
     # Read by every query of the check: computed once.
-    return engine.materialised(_repeating(engine, rows.filter(~nw.col(ts).is_null()), key))
+    return engine.materialised(engine.hashed(candidates, key, _HASH))
 
 
 def _repeating(engine: Engine, rows: Frame, columns: Sequence[str]) -> Frame:

@@ -37,6 +37,7 @@ class Engine(Protocol):
         columns: Sequence[str],
         position: str,
         previous: Mapping[str, str] | None = None,
+        following: Mapping[str, str] | None = None,
     ) -> Frame:
         """The scoped rows for which `keep` holds (every one without it), each with its position in series order
         (`position`), its index in the scope (`ROW`) and `columns`.
@@ -48,9 +49,9 @@ class Engine(Protocol):
 
         `previous` maps new column names to columns: each kept row also gets the value of
         that column in the kept row before it in its series (not necessarily a neighbour:
-        rows between may not be kept), null for a series' first kept row. An engine may have
-        a cheaper way to it than a window of the check's own (DuckDB's table is stored in
-        series order).
+        rows between may not be kept), null for a series' first kept row; `following` the
+        same from the kept row after it. An engine may have a cheaper way to them than a
+        window of the check's own (DuckDB's table is stored in series order).
         """
         ...
 
@@ -79,14 +80,15 @@ def in_series(
     columns: Sequence[str],
     position: str,
     previous: Mapping[str, str] | None = None,
+    following: Mapping[str, str] | None = None,
 ) -> Frame:
     """`Engine.in_series` as a Narwhals window, for any engine that runs windows with an order:
     each row's number in its entity, then the filter. The flag orders rows without a time last
     whatever an engine's default null order; `ROW` makes the order total, so every engine
     numbers ties alike. The window sorts only the columns it needs; the kept rows' other
     columns are joined back by `ROW` (a window's sort carries every column it is given: at 10M
-    rows DuckDB took 17.9 s with all of them, 14.1 s so). The previous kept row's values are a
-    shift over the entity ordered by the position, in a step of its own."""
+    rows DuckDB took 17.9 s with all of them, 14.1 s so). The previous and following kept rows'
+    values are shifts over the entity ordered by the position, in a step of their own."""
     rows = engine.rows(dataset, scope, index=True)
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
@@ -103,13 +105,16 @@ def in_series(
         .filter(nw.col(_KEEP))
         .select(position, ROW)
     )
-    carried = list(dict.fromkeys([*[c for c in columns if c != ROW], *(previous or {}).values()]))
+    shifts = [(previous or {}, 1), (following or {}, -1)]
+    sources = [source for named, _ in shifts for source in named.values()]
+    carried = list(dict.fromkeys([*[c for c in columns if c != ROW], *sources]))
     joined = kept.join(rows.select(ROW, *carried), on=ROW, how="inner")
-    if not previous:
+    if not sources:
         return joined
     shifted = {
-        name: nw.col(source).shift(1).over(*entity, order_by=position)
-        for name, source in previous.items()
+        name: nw.col(source).shift(by).over(*entity, order_by=position)
+        for named, by in shifts
+        for name, source in named.items()
     }
     kept_columns = [c for c in columns if c != ROW]
     return joined.with_columns(**shifted).select(position, ROW, *kept_columns, *shifted)
@@ -156,8 +161,9 @@ class TableEngine:
         columns: Sequence[str],
         position: str,
         previous: Mapping[str, str] | None = None,
+        following: Mapping[str, str] | None = None,
     ) -> Frame:
-        return in_series(self, dataset, scope, keep, columns, position, previous)
+        return in_series(self, dataset, scope, keep, columns, position, previous, following)
 
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
         schema = dataset.frame.collect_schema()

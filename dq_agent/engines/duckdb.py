@@ -57,14 +57,15 @@ class DuckDBEngine(TableEngine):
         columns: Sequence[str],
         position: str,
         previous: Mapping[str, str] | None = None,
+        following: Mapping[str, str] | None = None,
     ) -> Frame:
         """The table's series position (`_SERIES_POS`): a filter, no window over every row.
 
         An entity or a time window keeps a block of consecutive positions of each series, so
         neighbours still differ by one; maintenance windows leave out rows inside a series, so
         there the scoped rows are numbered again in the table's order. The previous kept row's
-        values (`previous`) are DuckDB's `lag` in series order, kept when that row is of the
-        same series (`_SERIES`): over the table as it is stored (`OVER ()`, a streaming window
+        values (`previous`) are DuckDB's `lag` in series order, the following's `lead`, kept
+        when that row is of the same series (`_SERIES`): over the table as it is stored (`OVER ()`, a streaming window
         that does not sort) when the scope keeps every row, else ordered by the position (a
         scope's `ROW` is a window ordered by the file row, after which the rows come in that
         order)."""
@@ -79,10 +80,11 @@ class DuckDBEngine(TableEngine):
         carried = [c for c in columns if c not in (ROW, _SERIES_POS)]
         parts = [f"{pos} AS {_quoted(position)}", _quoted(ROW), *map(_quoted, carried)]
         series = _quoted(_SERIES)
-        for name, source in (previous or {}).items():
-            value = f"lag({_quoted(source)}) {window}"
-            same = f"lag({series}) {window} = {series}"
-            parts.append(f"CASE WHEN {same} THEN {value} END AS {_quoted(name)}")
+        for function, named in (("lag", previous or {}), ("lead", following or {})):
+            same = f"{function}({series}) {window} = {series}"
+            for name, source in named.items():
+                value = f"{function}({_quoted(source)}) {window}"
+                parts.append(f"CASE WHEN {same} THEN {value} END AS {_quoted(name)}")
         return _projected(kept, ", ".join(parts))
 
     def _scoped(self, dataset: Dataset, scope: Scope, *, index: bool) -> Frame:

@@ -38,6 +38,7 @@ class PolarsEngine:
         columns: Sequence[str],
         position: str,
         previous: Mapping[str, str] | None = None,
+        following: Mapping[str, str] | None = None,
     ) -> Frame:
         flagged = keep if keep is not None else nw.lit(True)
         series = nw.from_native(series_rows(dataset, scope)).with_columns(flagged.alias(_KEEP))
@@ -51,16 +52,26 @@ class PolarsEngine:
             picked.alias(ROW),
             *[pl.col(name).gather(picked) for name in columns],
         ]
-        if not previous:
+        shifts = [(previous or {}, 1), (following or {}, -1)]
+        if not previous and not following:
             return nw.from_native(native.with_columns(flag.gather(pl.col(ORDER))).select(selected))
         kept = native.with_columns(flag.gather(pl.col(ORDER))).select(
             *selected,
             pl.col(SERIES).filter(flag).alias(_SERIES_KEPT),
-            *[pl.col(source).gather(picked).alias(name) for name, source in previous.items()],
+            *[
+                pl.col(source).gather(picked).alias(name)
+                for named, _ in shifts
+                for name, source in named.items()
+            ],
         )
-        # The kept row before, when it is of the same series (`SERIES` numbers them in order).
-        same = pl.col(_SERIES_KEPT).shift(1) == pl.col(_SERIES_KEPT)
-        shifted = [pl.when(same).then(pl.col(name).shift(1)).alias(name) for name in previous]
+        # The kept row before (after), when it is of the same series (`SERIES` numbers them in
+        # order).
+        number = pl.col(_SERIES_KEPT)
+        shifted = [
+            pl.when(number.shift(by) == number).then(pl.col(name).shift(by)).alias(name)
+            for named, by in shifts
+            for name in named
+        ]
         return nw.from_native(kept.with_columns(shifted).drop(_SERIES_KEPT))
 
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
