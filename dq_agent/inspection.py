@@ -22,6 +22,7 @@ from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
 from dq_agent.engines import Engine
 from dq_agent.engines.base import entity_key_expr
+from dq_agent.engines.names import engine_named
 from dq_agent.errors import (
     AgentUnavailableError,
     ConfigError,
@@ -34,7 +35,7 @@ from dq_agent.maintenance import excused_counts, materialise
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
 from dq_agent.runner import CHECK_FAILURES, resident, run_tools
-from dq_agent.tools import register_detection_tools
+from dq_agent.tools import not_ported, register_detection_tools
 from dq_agent.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,10 @@ def inspect_dataset(
     """Inspect a loaded dataset (a file's, or a caller's frame, `dq_agent.api`): the one path
     from loaded data to an Inspection. `started`: when the run began (before loading).
     `engine`: where the data lives when not in Polars (a caller's Spark DataFrame): every
-    check runs there and nothing is read into memory (the caller has refused what cannot)."""
+    check runs there and nothing is read into memory (the caller has refused what cannot).
+    Otherwise the loaded data is read into memory once and the checks run on the configured
+    engine (`run.engine`), handed over from that copy: a check not yet ported there runs on
+    Polars, and the report names it (`DatasetInfo.on_polars`)."""
     started = started or RunStart.now()
     started_at, clock = started.at, started.clock
     timing = config.section(DelayCheckConfig)
@@ -155,9 +159,13 @@ def inspect_dataset(
 
     maintenance: list[dict[str, Any]] = []
     if engine is None:
-        # Where the data lives for the run: read into memory once, shared by every check.
+        # Where the data lives for the run: read into memory once, shared by every check (and
+        # handed over from there to the configured engine, once).
         dataset = resident(dataset)
         dataset, maintenance = _maintenance(dataset, config)
+        engine = engine_named(config.run.engine)
+        if engine is not None:
+            info = replace(info, engine=engine.name, on_polars=not_ported(config))
     tools = register_detection_tools(dataset, config, engine)
     checks_started = time.perf_counter()
     outcome = None

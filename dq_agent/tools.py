@@ -22,7 +22,7 @@ import polars as pl
 
 from dq_agent.catalogue import CATALOGUE, CHECK_NAMES
 from dq_agent.checks.base import CheckPlan, Scope, entity_key, missing_column_message, run_plans
-from dq_agent.checks.portable import on_engine
+from dq_agent.checks.portable import is_portable, on_engine
 from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
 from dq_agent.engines import Engine
@@ -163,13 +163,20 @@ def no_arguments() -> dict[str, Any]:
     return {"type": "object", "properties": {}, "required": []}
 
 
+def not_ported(config: Config) -> list[str]:
+    """The checks `config` selects that are not yet written for every engine: on another
+    engine than Polars they run on Polars."""
+    selected = config.selected_checks()
+    return [s.name for s in CATALOGUE if s.name in selected and not is_portable(s.plan)]
+
+
 def register_detection_tools(
     dataset: Dataset, config: Config, engine: Engine | None = None
 ) -> list[Tool]:
     """The catalogue's detection tools selected by `config` (`run.checks`, default all) bound to
-    `dataset` and `config`, in report order. With `engine` (a caller's Spark DataFrame), each
-    runs on that engine: only ported checks can (`portable.is_portable`; `dq_agent.api` refuses
-    the others before this)."""
+    `dataset` and `config`, in report order. With `engine`, each check ported to every engine
+    (`portable.is_portable`) runs there, the others on Polars (`not_ported`; for a caller's
+    Spark DataFrame, which Polars does not hold, `dq_agent.api` refuses them before this)."""
     selected = config.selected_checks()
     tools: list[Tool] = []
     # Windows need a time to fall in: without a timestamp column the inspection refuses them.
@@ -186,7 +193,9 @@ def register_detection_tools(
                 no_arguments(),
                 dataset,
                 config,
-                spec.plan if engine is None else on_engine(spec.plan, engine),
+                on_engine(spec.plan, engine)
+                if engine is not None and is_portable(spec.plan)
+                else spec.plan,
                 excusal if spec.excused else None,
             )
             tool.plan()  # building the plan validates the tool against this dataset; nothing is collected

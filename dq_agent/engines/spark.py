@@ -64,6 +64,11 @@ def local_session() -> Any:
     builder = SparkSession.builder.master("local[*]").appName("dq-agent")
     for key, value in _LOCAL_CONF.items():
         builder = builder.config(key, value)
+    # Errors only, from the JVM's start: Spark's default profile warns on every start.
+    logging = Path(__file__).with_name("spark_log4j2.properties")
+    builder = builder.config(
+        "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={logging.as_uri()}"
+    )
     try:
         session = builder.getOrCreate()
     except PySparkRuntimeError as exc:
@@ -125,9 +130,13 @@ class SparkEngine(TableEngine):
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         frame: Frame = nw.from_native(self._frame(dataset, scope.excused))
-        # An adopted frame's FILE_ROW ids increase but are not consecutive: always renumbered.
+        # An adopted frame's FILE_ROW ids increase but are not consecutive: always renumbered,
+        # and not handed on (a row named by it would not be the caller's row; nothing narrows
+        # a scope there: the library refuses a model and maintenance windows on such a frame).
+        # A handed-over file's FILE_ROW is the file's row, which a narrowed scope's findings name.
         adopted = id(dataset.frame) in self._adopted
-        return scoped(frame, dataset, scope, index=index, renumber=adopted).drop(FILE_ROW)
+        rows = scoped(frame, dataset, scope, index=index, renumber=adopted)
+        return rows.drop(FILE_ROW) if adopted else rows
 
     def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
         """Spark's `xxhash64` (a long). It skips a null value (a and null hash like null and
