@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +20,17 @@ from typer.testing import CliRunner
 
 from dq_agent.agent.drilldown import run_drill_down
 from dq_agent.catalogue import CATALOGUE
+from dq_agent.checks.base import Scope, run_plans
 from dq_agent.checks.delays import AS_OF_KEY
-from dq_agent.checks.portable import is_portable
+from dq_agent.checks.nulls import build_null_check
+from dq_agent.checks.portable import is_portable, on_engine, on_polars
 from dq_agent.cli import app
 from dq_agent.config import Config, resolve
+from dq_agent.engines import Engine
 from dq_agent.engines.names import engine_named
 from dq_agent.errors import EXIT_USAGE, ConfigError
 from dq_agent.inspection import inspect
-from dq_agent.load import load
+from dq_agent.load import Dataset, load
 from dq_agent.runner import resident
 from dq_agent.tools import DETECTION_TOOL_NAMES, not_ported, register_detection_tools
 from tests.conftest import SAMPLE_DIR
@@ -183,3 +188,28 @@ def test_the_checks_on_spark_give_the_polars_run() -> None:
         runs[engine] = json.loads(out)
     assert _checks(runs["spark"]) == _checks(runs["polars"])
     assert runs["spark"]["dataset"]["engine"] == "spark"
+
+
+def test_a_check_on_an_engine_is_built_once_and_its_building_counts_in_its_time() -> None:
+    builds: list[Scope] = []
+
+    def build_counted(engine: Engine, dataset: Dataset, config: Config, scope: Scope) -> Any:
+        builds.append(scope)
+        time.sleep(0.05)  # a build that computes something (`Engine.materialised`)
+        plan = build_null_check(engine, dataset, config, scope)
+        return replace(plan, tool="null_check")
+
+    duckdb = engine_named("duckdb")
+    assert duckdb is not None
+    plan = on_engine(on_polars(build_counted), duckdb)
+    config = Config()
+    dataset = resident(load(SAMPLE, config))
+    first = plan(dataset, config, Scope())  # registration
+    again = plan(dataset, config, Scope())  # the run
+    assert len(builds) == 1
+    (result,) = run_plans([again])
+    assert result.duration_seconds >= 0.05
+    assert result.metrics["rows"] == 11_061
+    assert first is not again and first.tool == again.tool == "null_check"
+    plan(dataset, config, Scope(entity="dev-02"))
+    assert builds == [Scope(), Scope(entity="dev-02")]
