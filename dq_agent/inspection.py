@@ -34,7 +34,7 @@ from dq_agent.maintenance import SECTION as MAINTENANCE
 from dq_agent.maintenance import excused_counts, materialise
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
-from dq_agent.runner import CHECK_FAILURES, resident, run_tools
+from dq_agent.runner import check_failures, resident, run_tools
 from dq_agent.tools import not_ported, register_detection_tools
 from dq_agent.trace import Trace
 
@@ -218,7 +218,7 @@ def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[s
     try:
         frame, excusal = materialise(dataset.frame.collect(), excusal, timestamp, key)
         dataset = replace(dataset, frame=frame.lazy())
-    except CHECK_FAILURES:
+    except check_failures():
         # The data could not be held in memory (`resident`): each query evaluates the windows.
         log.debug("the maintenance mask stays an expression", exc_info=True)
     dataset = replace(dataset, excusal=excusal)

@@ -25,6 +25,7 @@ from dq_agent.checks.portable import is_portable, on_engine
 from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
 from dq_agent.engines import Engine
+from dq_agent.engines.names import engine_failures
 from dq_agent.errors import ToolArgumentError, ToolRegistrationError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
@@ -181,6 +182,13 @@ def register_detection_tools(
     excusal = dataset.excusal
     if excusal is None and dataset.roles.timestamp is not None:
         excusal = config.excusal()
+    registration_failures: tuple[type[BaseException], ...] = (
+        pl.exceptions.PolarsError,
+        ValueError,
+        KeyError,
+        TypeError,
+        *engine_failures(),
+    )
     for spec in (s for s in CATALOGUE if s.name in selected):
         name = spec.name
         try:
@@ -196,7 +204,7 @@ def register_detection_tools(
                 excusal if spec.excused else None,
             )
             tool.plan()  # building the plan validates the tool against this dataset; nothing is collected
-        except (pl.exceptions.PolarsError, ValueError, KeyError, TypeError) as exc:
+        except registration_failures as exc:
             raise ToolRegistrationError(f"detection tool {name} failed to register: {exc}") from exc
         tools.append(tool)
     registered = [t.name for t in tools]

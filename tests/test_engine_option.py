@@ -31,7 +31,7 @@ from dq_agent.engines.names import engine_named
 from dq_agent.errors import EXIT_USAGE, ConfigError
 from dq_agent.inspection import inspect
 from dq_agent.load import Dataset, load
-from dq_agent.runner import resident
+from dq_agent.runner import resident, run_tools
 from dq_agent.tools import DETECTION_TOOL_NAMES, not_ported, register_detection_tools
 from tests.conftest import SAMPLE_DIR
 from tests.fake_ollama import FakeOllama, call, reply, verify
@@ -213,3 +213,27 @@ def test_a_check_on_an_engine_is_built_once_and_its_building_counts_in_its_time(
     assert first is not again and first.tool == again.tool == "null_check"
     plan(dataset, config, Scope(entity="dev-02"))
     assert builds == [Scope(), Scope(entity="dev-02")]
+
+
+def test_an_engine_error_fails_its_check_only() -> None:
+    import duckdb
+
+    from dq_agent.engines.duckdb import DuckDBEngine
+
+    class RefusingDuckDB(DuckDBEngine):
+        """DuckDB refusing every query, as its binder refuses a name it cannot resolve."""
+
+        def collect(self, queries: Any, dataset: Dataset) -> Any:
+            raise duckdb.BinderException('Referenced column "x" not found')
+
+    config = Config()
+    dataset = resident(load(SAMPLE, config))
+    tools = register_detection_tools(dataset, config, RefusingDuckDB())
+    results = run_tools(tools)
+    ported = {s.name for s in CATALOGUE if is_portable(s.plan)}
+    for name, result in results.items():
+        if name in ported:
+            assert result.status == "error", name
+            assert result.error == 'BinderException: Referenced column "x" not found'
+        else:
+            assert result.status != "error", name

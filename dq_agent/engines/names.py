@@ -6,6 +6,7 @@ pyspark), is imported when a run asks for it, so the config can be checked witho
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -30,3 +31,19 @@ def engine_named(name: str) -> Engine | None:
 
         return SparkEngine()
     raise ValueError(f"unknown engine {name!r}: one of {', '.join(ENGINE_NAMES)}")
+
+
+def engine_failures() -> tuple[type[BaseException], ...]:
+    """The errors a query may raise on the engines this process has imported (a DuckDB binder
+    error, a Spark analysis error): one check failing on that engine, as a Polars error is on
+    Polars. An engine not imported cannot have raised: its module is not imported for this."""
+    found: list[type[BaseException]] = []
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None:
+        found.append(duckdb.Error)
+    if "pyspark" in sys.modules:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
+
+        found += [PySparkException, Py4JError]
+    return tuple(found)
