@@ -29,9 +29,11 @@ from dq_agent.errors import (
     InputError,
     ModelUnavailableError,
 )
+from dq_agent.limits import memory_budget, over_budget
 from dq_agent.load import Dataset, load
 from dq_agent.maintenance import SECTION as MAINTENANCE
 from dq_agent.maintenance import excused_counts, materialise
+from dq_agent.out_of_core import OutOfCore, spill
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
 from dq_agent.runner import check_failures, resident, run_tools
@@ -152,13 +154,19 @@ def inspect_dataset(
         timing.as_of = started_at.isoformat(timespec="seconds")
     timings: dict[str, float] = {}
 
+    adopted = engine is not None
+    out_of_core = None if adopted else _out_of_core(dataset, config)
+    if out_of_core is not None:
+        dataset, engine = out_of_core.dataset, out_of_core.engine
     info = profile(dataset, engine)
     timings["load_seconds"] = time.perf_counter() - clock
     if info.rows == 0:
         raise InputError(f"{dataset.path} has no data rows: nothing to check")
 
     maintenance: list[dict[str, Any]] = []
-    if engine is None:
+    if out_of_core is not None:
+        info = replace(info, engine_reason=out_of_core.note)
+    elif not adopted:
         # Where the data lives for the run: read into memory once, shared by every check (and
         # handed over from there to the configured engine, once).
         dataset = resident(dataset)
@@ -166,7 +174,8 @@ def inspect_dataset(
         engine = engine_named(config.run.engine)
         if engine is not None:
             info = replace(info, engine=engine.name, on_polars=not_ported(config))
-    tools = register_detection_tools(dataset, config, engine)
+    not_evaluated = out_of_core.not_evaluated if out_of_core is not None else None
+    tools = register_detection_tools(dataset, config, engine, not_evaluated)
     checks_started = time.perf_counter()
     outcome = None
     agent = AgentInfo(status="disabled", model=None, mode="none")
@@ -199,6 +208,15 @@ def inspect_dataset(
         as_of=timing.as_of,
         maintenance=maintenance,
     )
+
+
+def _out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
+    """How the run goes when its Parquet data is over the memory budget (`limits`), else None
+    (CSV over a limit set was refused by loading: it is read into memory)."""
+    if dataset.file_format != "parquet":
+        return None
+    over = over_budget(dataset.files, "parquet", memory_budget(config.limits.max_memory))
+    return None if over is None else spill(dataset, config, over)
 
 
 def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[str, Any]]]:

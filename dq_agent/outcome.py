@@ -35,13 +35,19 @@ class DatasetInfo:
     """The selected checks not yet ported to `engine`, which ran on Polars instead (the data
     was read into memory by the loader anyway)."""
 
+    engine_reason: str | None = None
+    """Why the run chose `engine` itself, when it did: the data over the memory budget."""
+
     def engine_note(self) -> str | None:
         """Where the checks ran, for a report, when not all on Polars (None otherwise)."""
         if self.engine == "polars":
             return None
-        if not self.on_polars:
-            return self.engine
-        return f"{self.engine}; on Polars, not yet ported there: {', '.join(self.on_polars)}"
+        parts = [self.engine]
+        if self.engine_reason:
+            parts.append(self.engine_reason)
+        if self.on_polars:
+            parts.append(f"on Polars, not yet ported there: {', '.join(self.on_polars)}")
+        return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +55,7 @@ class DatasetInfo:
             "format": self.file_format,
             "engine": self.engine,
             "on_polars": list(self.on_polars),
+            "engine_reason": self.engine_reason,
             "files": self.files,
             "rows": self.rows,
             "columns": list(self.columns),

@@ -29,7 +29,7 @@ from dq_agent.engines.names import engine_failures
 from dq_agent.errors import ToolArgumentError, ToolRegistrationError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
-from dq_agent.result import CheckResult
+from dq_agent.result import CheckResult, Status
 from dq_agent.timeparse import parse_iso_time
 
 # The detection tools in report order, as the catalogue declares them.
@@ -161,6 +161,22 @@ def no_arguments() -> dict[str, Any]:
     return {"type": "object", "properties": {}, "required": []}
 
 
+def _plan_of(plan: PlanFunction, engine: Engine | None, not_evaluated: str | None) -> PlanFunction:
+    """The plan function a check's tool runs: on `engine` where the check is ported, else its
+    Polars plan; a check that cannot run gives the result saying so."""
+    if not_evaluated is not None:
+
+        def skipped(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+            tool = next(s.name for s in CATALOGUE if s.plan is plan)
+            result = CheckResult(tool, Status.SKIPPED, not_evaluated)
+            return CheckPlan(tool, [], lambda _: result)
+
+        return skipped
+    if engine is not None and is_portable(plan):
+        return on_engine(plan, engine)
+    return plan
+
+
 def not_ported(config: Config) -> list[str]:
     """The checks `config` selects that are not yet written for every engine: on another
     engine than Polars they run on Polars."""
@@ -169,12 +185,18 @@ def not_ported(config: Config) -> list[str]:
 
 
 def register_detection_tools(
-    dataset: Dataset, config: Config, engine: Engine | None = None
+    dataset: Dataset,
+    config: Config,
+    engine: Engine | None = None,
+    not_evaluated: Mapping[str, str] | None = None,
 ) -> list[Tool]:
     """The catalogue's detection tools selected by `config` (`run.checks`, default all) bound to
     `dataset` and `config`, in report order. With `engine`, each check ported to every engine
     (`portable.is_portable`) runs there, the others on Polars (`not_ported`; for a caller's
-    Spark DataFrame, which Polars does not hold, `dq_agent.api` refuses them before this)."""
+    Spark DataFrame, which Polars does not hold, `dq_agent.api` refuses them before this).
+    A check named in `not_evaluated` does not run: its result says it was not evaluated, with
+    the reason given (a run out of core: `out_of_core`)."""
+    not_evaluated = not_evaluated or {}
     selected = config.selected_checks()
     tools: list[Tool] = []
     # Windows need a time to fall in: without a timestamp column the inspection refuses them.
@@ -198,12 +220,14 @@ def register_detection_tools(
                 no_arguments(),
                 dataset,
                 config,
-                on_engine(spec.plan, engine)
-                if engine is not None and is_portable(spec.plan)
-                else spec.plan,
+                _plan_of(spec.plan, engine, not_evaluated.get(name)),
                 excusal if spec.excused else None,
             )
-            tool.plan()  # building the plan validates the tool against this dataset; nothing is collected
+            if engine is None or not is_portable(spec.plan):
+                # Building the plan validates the tool against this dataset; nothing is
+                # collected. On another engine building may compute (`Engine.materialised`):
+                # it happens when the check runs, where a failure fails that check alone.
+                tool.plan()
         except registration_failures as exc:
             raise ToolRegistrationError(f"detection tool {name} failed to register: {exc}") from exc
         tools.append(tool)

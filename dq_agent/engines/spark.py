@@ -2,7 +2,7 @@
 
 A file's dataset is read by dq-agent's own loader, as for every engine (the same dialect, role
 and type decisions); its normalised frame is then handed over as Parquet, written once into the
-run's temporary folder with the file order as a column (`FILE_ROW`: a Spark frame has no order
+run's temporary folder (`dq_agent.scratch`) with the file order as a column (`FILE_ROW`: a Spark frame has no order
 of its own), and read by the session (keyed by the frame; the file is removed with it). A
 caller's own Spark DataFrame (`dq_agent.inspect`) is adopted as it is (`SparkEngine.adopt`):
 nothing is collected to the driver but the queries' small results.
@@ -16,10 +16,6 @@ caller's session is refused without it.
 
 from __future__ import annotations
 
-import atexit
-import itertools
-import shutil
-import tempfile
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +29,7 @@ from dq_agent.engines.base import Frame, TableEngine, scoped
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
+from dq_agent.scratch import scratch_path
 
 INSTALL = "the Spark engine needs pyspark and Java 17 or newer: pip install 'dq-agent[spark]'"
 _SESSION_ZONE = "spark.sql.session.timeZone"
@@ -95,8 +92,6 @@ class SparkEngine(TableEngine):
             )
         self._frames: dict[tuple[int, Excusal | None], Any] = {}
         self._adopted: dict[int, Any] = {}
-        self._names = itertools.count()
-        self._folder: Path | None = None
 
     def adopt(self, dataset: Dataset, frame: Any, timezone: str = "UTC") -> None:
         """Run `dataset`'s queries on `frame`, the caller's Spark DataFrame whose first rows it
@@ -180,19 +175,13 @@ class SparkEngine(TableEngine):
             handed = handed.with_columns(excusal.expression(ts, entity_key(dataset)).alias(EXCUSED))
         durations = [n for n, t in handed.collect_schema().items() if isinstance(t, pl.Duration)]
         handed = handed.with_columns(pl.col(durations).cast(pl.Duration("us")))
-        path = self._folder_path() / f"frame_{next(self._names)}.parquet"
+        path = scratch_path("spark-frame", ".parquet")
         handed.sink_parquet(path)
         frame = _with_intervals(self.session.read.parquet(str(path)), durations)
         self._frames[key] = frame
         # The file holds a copy of the data: remove it when the frame goes.
         weakref.finalize(dataset.frame, self._drop, key, path).atexit = False
         return frame
-
-    def _folder_path(self) -> Path:
-        if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="dq-agent-spark-"))
-            atexit.register(shutil.rmtree, self._folder, ignore_errors=True)
-        return self._folder
 
     def _drop(self, key: tuple[int, Excusal | None], path: Path) -> None:
         self._frames.pop(key, None)
