@@ -22,7 +22,7 @@ from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
 from dq_agent.engines import Engine
 from dq_agent.engines.base import entity_key_expr
-from dq_agent.engines.names import engine_named
+from dq_agent.engines.names import engine_installed, engine_named
 from dq_agent.errors import (
     AgentUnavailableError,
     ConfigError,
@@ -216,7 +216,18 @@ def _out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
     if dataset.file_format != "parquet":
         return None
     over = over_budget(dataset.files, "parquet", memory_budget(config.limits.max_memory))
-    return None if over is None else spill(dataset, config, over)
+    if over is None:
+        return None
+    if config.limits.max_memory is None:
+        # Over the machine's share only (the estimate overstates the peak): what cannot run
+        # out of core yet runs in memory, as before there was an out-of-core path, with a word.
+        missing = None if engine_installed("duckdb") else "the duckdb extra is not installed"
+        if config.maintenance:
+            missing = "maintenance windows do not run out of core yet"
+        if missing is not None and config.run.engine != "spark":
+            log.warning("%s; running in memory anyway: %s", over.reason(), missing)
+            return None
+    return spill(dataset, config, over)
 
 
 def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[str, Any]]]:

@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
+from dq_agent import limits
 from dq_agent.catalogue import CATALOGUE
 from dq_agent.checks.portable import is_portable
 from dq_agent.cli import app
@@ -113,3 +115,28 @@ def test_the_scratch_folder_is_removed_at_exit(tmp_path: Path) -> None:
     assert folder.parent == tmp_path
     assert folder.name.startswith("dq-agent-")
     assert not folder.exists()
+
+
+def test_without_a_limit_the_machine_sets_the_budget(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A machine of 400 MB: 80% of it is below the sample's estimate of 398 MB.
+    monkeypatch.setattr(limits, "machine_memory_bytes", lambda: 400 * 2**20)
+    report = _json()
+    assert report["dataset"]["engine"] == "duckdb"
+    assert "more than 320 MB, 80% of this machine's memory" in report["dataset"]["engine_reason"]
+    # What cannot run out of core yet runs in memory then, with a warning: no limit was set.
+    config = tmp_path / "dq.yaml"
+    config.write_text(
+        "maintenance:\n  - start: 2024-03-04T10:00:00\n    end: 2024-03-04T11:00:00\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        app,
+        ["inspect", SAMPLE, "--no-agent", "-f", "json", "--config", str(config)],
+        env=ENV,
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["dataset"]["engine"] == "polars"
+    assert "maintenance windows do not run out of core yet" in result.stderr

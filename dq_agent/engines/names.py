@@ -6,6 +6,7 @@ pyspark), is imported when a run asks for it, so the config can be checked witho
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,12 @@ def engine_named(name: str) -> Engine | None:
 
         return SparkEngine()
     raise ValueError(f"unknown engine {name!r}: one of {', '.join(ENGINE_NAMES)}")
+
+
+def engine_installed(name: str) -> bool:
+    """Whether the package engine `name` needs is installed (without importing it)."""
+    package = {"polars": "polars", "duckdb": "duckdb", "spark": "pyspark"}[name]
+    return importlib.util.find_spec(package) is not None
 
 
 def engine_failures() -> tuple[type[BaseException], ...]:
