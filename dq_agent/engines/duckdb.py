@@ -20,7 +20,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import FILE_ROW, ORDER, ROW, SERIES, Scope, entity_key, series_rows
-from dq_agent.engines.base import Frame, TableEngine, scoped
+from dq_agent.engines.base import Frame, TableEngine, in_series, scoped
 from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
@@ -47,7 +47,8 @@ class DuckDBEngine(TableEngine):
         self._names = itertools.count()
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
-        return self._scoped(dataset, scope, index=index).drop(_SERIES_POS, _SERIES)
+        rows = self._scoped(dataset, scope, index=index)
+        return rows.drop(_SERIES_POS, _SERIES) if _stored_in_series(rows) else rows
 
     def in_series(
         self,
@@ -68,8 +69,11 @@ class DuckDBEngine(TableEngine):
         when that row is of the same series (`_SERIES`): over the table as it is stored (`OVER ()`, a streaming window
         that does not sort) when the scope keeps every row, else ordered by the position (a
         scope's `ROW` is a window ordered by the file row, after which the rows come in that
-        order)."""
+        order). A table without them (a subclass's, as the spilled file of a run out of core)
+        takes the generic window (`engines.base.in_series`)."""
         frame = self._scoped(dataset, scope, index=True)
+        if not _stored_in_series(frame):
+            return in_series(self, dataset, scope, keep, columns, position, previous, following)
         pos = _quoted(_SERIES_POS)
         window = "OVER ()" if not scope.filters_rows() else f"OVER (ORDER BY {pos})"
         if scope.excused is not None:
@@ -156,6 +160,11 @@ def _in_series_order(dataset: Dataset) -> pl.DataFrame:
         pl.int_range(pl.len(), dtype=pl.Int64).alias(_SERIES_POS),
         order.get_column(SERIES).cast(pl.Int64).alias(_SERIES),
     )
+
+
+def _stored_in_series(frame: Frame) -> bool:
+    """Whether `frame`'s table was stored in series order by `DuckDBEngine._table`."""
+    return _SERIES_POS in frame.columns
 
 
 def _projected(frame: Frame, projection: str) -> Frame:
