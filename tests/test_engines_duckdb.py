@@ -1,9 +1,10 @@
 """The DuckDB engine's series order at a size DuckDB scans in parallel.
 
 The engine stores its table in series order and takes a kept row's previous one with a
-streaming `lag` (its next one with `lead`) over the table as stored (`DuckDBEngine.in_series`): right only while DuckDB
-reads the rows in the order it stored them. The conformance cases fit in one chunk of rows;
-these rows span several of DuckDB's row groups (122,880 rows), in a shuffled file order.
+streaming `lag` (its next one with `lead`) over the table as stored
+(`DuckDBEngine.in_series`): right only while DuckDB reads the rows in the order it stored them.
+The conformance cases fit in one chunk of rows; these rows span several of DuckDB's row groups
+(122,880 rows), in a shuffled file order.
 """
 
 from __future__ import annotations

@@ -39,8 +39,8 @@ class Engine(Protocol):
         previous: Mapping[str, str] | None = None,
         following: Mapping[str, str] | None = None,
     ) -> Frame:
-        """The scoped rows for which `keep` holds (every one without it), each with its position in series order
-        (`position`), its index in the scope (`ROW`) and `columns`.
+        """The scoped rows for which `keep` holds (every one when it is None), each with its
+        position in series order (`position`), its index in the scope (`ROW`) and `columns`.
 
         Series order is entity by entity, each entity's rows in time order (rows without a
         time last, ties in file order; without a timestamp, file order). Two rows are

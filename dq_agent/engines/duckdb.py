@@ -66,11 +66,12 @@ class DuckDBEngine(TableEngine):
         neighbours still differ by one; maintenance windows leave out rows inside a series, so
         there the scoped rows are numbered again in the table's order. The previous kept row's
         values (`previous`) are DuckDB's `lag` in series order, the following's `lead`, kept
-        when that row is of the same series (`_SERIES`): over the table as it is stored (`OVER ()`, a streaming window
-        that does not sort) when the scope keeps every row, else ordered by the position (a
-        scope's `ROW` is a window ordered by the file row, after which the rows come in that
-        order). A table without them (a subclass's, as the spilled file of a run out of core)
-        takes the generic window (`engines.base.in_series`)."""
+        when that row is of the same series (`_SERIES`): over the table as it is stored
+        (`OVER ()`, a streaming window that does not sort) when the scope keeps every row, else
+        ordered by the position (a scope's `ROW` is a window ordered by the file row, after
+        which the rows come in that order). A table without these columns (a subclass's, such
+        as the spilled file of a run out of core) takes the generic window
+        (`engines.base.in_series`)."""
         frame = self._scoped(dataset, scope, index=True)
         if not _stored_in_series(frame):
             return in_series(self, dataset, scope, keep, columns, position, previous, following)
@@ -145,10 +146,11 @@ class DuckDBEngine(TableEngine):
 
 def _in_series_order(dataset: Dataset) -> pl.DataFrame:
     """The dataset's rows in series order (`checks.base.series_rows`, Polars' window per
-    entity: about 2 s at 10M rows, where DuckDB's `row_number()` over the entity took 3.4 s
-    and a sort of the table 9 s), each with its file row (`FILE_ROW`), its position in that
-    order (`_SERIES_POS`, from 0) and its series' number (`_SERIES`). In a run the order is
-    the one the Polars checks share, computed once."""
+    entity: about 2 s at 10M rows, where DuckDB's `row_number()` over the entity added 3.4 s
+    to the table's creation and storing it sorted took 10 s, at load 2), each with its file
+    row (`FILE_ROW`), its position in that order (`_SERIES_POS`, from 0) and its series'
+    number (`_SERIES`). In a run the order is the one the Polars checks share, computed
+    once."""
     order = series_rows(dataset, Scope()).select(ORDER, SERIES).collect()
     # In one chunk first: gathering from the loader's 105 chunks of the 10M-row file took
     # 10.3 to 11.1 s, rechunking 0.5 to 1.7 s and the gather then 3.3 to 4.0 s (load 14).
