@@ -31,6 +31,7 @@ from dq_agent.errors import (
 )
 from dq_agent.limits import memory_budget, over_budget
 from dq_agent.load import Dataset, load
+from dq_agent.loading.files import STDIN
 from dq_agent.maintenance import SECTION as MAINTENANCE
 from dq_agent.maintenance import excused_counts, materialise
 from dq_agent.out_of_core import OutOfCore, spill
@@ -213,7 +214,8 @@ def inspect_dataset(
 def _out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
     """How the run goes when its Parquet data is over the memory budget (`limits`), else None
     (CSV over a limit set was refused by loading: it is read into memory)."""
-    if dataset.file_format != "parquet":
+    if dataset.file_format != "parquet" or STDIN in map(str, dataset.files):
+        # Parquet from standard input is in memory already, read whole by loading.
         return None
     over = over_budget(dataset.files, "parquet", memory_budget(config.limits.max_memory))
     if over is None:
