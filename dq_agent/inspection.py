@@ -22,7 +22,7 @@ from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
 from dq_agent.engines import Engine
 from dq_agent.engines.base import entity_key_expr
-from dq_agent.engines.names import engine_installed, engine_named
+from dq_agent.engines.names import DEFAULT_ENGINE, engine_installed, engine_named
 from dq_agent.errors import (
     AgentUnavailableError,
     ConfigError,
@@ -172,7 +172,7 @@ def inspect_dataset(
         # handed over from there to the configured engine, once).
         dataset = resident(dataset)
         dataset, maintenance = _maintenance(dataset, config)
-        engine = engine_named(config.run.engine)
+        engine = _configured_engine(config)
         if engine is not None:
             info = replace(info, engine=engine.name, on_polars=not_ported(config))
     not_evaluated = out_of_core.not_evaluated if out_of_core is not None else None
@@ -211,6 +211,19 @@ def inspect_dataset(
     )
 
 
+def _configured_engine(config: Config) -> Engine | None:
+    """The engine `run.engine` names, or None for Polars; None too when no selected check is
+    ported there yet (they all run on Polars: the report says polars, as it is)."""
+    if config.run.engine == DEFAULT_ENGINE:
+        return None
+    if len(not_ported(config)) == len(config.selected_checks()):
+        log.warning(
+            "none of the selected checks runs on %s yet: they run on Polars", config.run.engine
+        )
+        return None
+    return engine_named(config.run.engine)
+
+
 def _out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
     """How the run goes when its Parquet data is over the memory budget (`limits`), else None
     (CSV over a limit set was refused by loading: it is read into memory)."""
@@ -220,6 +233,16 @@ def _out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
     over = over_budget(dataset.files, "parquet", memory_budget(config.limits.max_memory))
     if over is None:
         return None
+    if config.run.engine == DEFAULT_ENGINE and config.origin_of("run.engine") != "the defaults":
+        # Asked to run in memory: as it was before there was an out-of-core path.
+        if config.limits.max_memory is None:
+            log.warning("%s; running in memory, as --engine polars asks", over.reason())
+            return None
+        raise InputError(
+            f"{dataset.path}: {over.reason()}, and --engine polars (run.engine, "
+            f"{config.origin_of('run.engine')}) runs in memory: raise --max-memory, or leave "
+            "the engine to dq-agent to check it out of core"
+        )
     if config.limits.max_memory is None:
         # Over the machine's share only (the estimate overstates the peak): what cannot run
         # out of core yet runs in memory, as before there was an out-of-core path, with a word.

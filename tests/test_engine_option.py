@@ -110,7 +110,7 @@ def test_the_checks_on_duckdb_give_the_polars_run_and_the_report_says_where_they
     assert runs["polars"]["dataset"]["on_polars"] == []
 
 
-def test_the_terminal_and_markdown_reports_name_the_engine() -> None:
+def test_every_report_names_the_engine() -> None:
     code, out, _ = _cli("inspect", SAMPLE, "--no-agent", "--engine", "duckdb", "--as-of", AS_OF)
     assert code == 0
     text = " ".join(out.replace("│", " ").split())
@@ -119,6 +119,14 @@ def test_the_terminal_and_markdown_reports_name_the_engine() -> None:
         "inspect", SAMPLE, "--no-agent", "--engine", "duckdb", "-f", "markdown", "--as-of", AS_OF
     )
     assert "- Engine: duckdb" in out
+    code, out, _ = _cli(
+        "inspect", SAMPLE, "--no-agent", "--engine", "duckdb", "-f", "html", "--as-of", AS_OF
+    )
+    assert '<p class="dim">Engine: duckdb; on Polars, not yet ported there: ' in out
+    code, out, _ = _cli(
+        "inspect", SAMPLE, "--no-agent", "--engine", "duckdb", "-f", "junit", "--as-of", AS_OF
+    )
+    assert '<property name="dq.engine" value="duckdb; on Polars, not yet ported there: ' in out
     code, out, _ = _cli("inspect", SAMPLE, "--no-agent", "--as-of", AS_OF)
     assert "engine:" not in out
 
@@ -237,3 +245,15 @@ def test_an_engine_error_fails_its_check_only() -> None:
             assert result.error == 'BinderException: Referenced column "x" not found'
         else:
             assert result.status != "error", name
+
+
+def test_an_engine_no_selected_check_runs_on_is_not_reported() -> None:
+    others = [s.name for s in CATALOGUE if not is_portable(s.plan)]
+    code, out, err = _cli(
+        "inspect", SAMPLE, "--no-agent", "-f", "json", "--engine", "duckdb",
+        "--checks", others[0], "--as-of", AS_OF,
+    )  # fmt: skip
+    assert code == 0, err
+    dataset = json.loads(out)["dataset"]
+    assert (dataset["engine"], dataset["on_polars"]) == ("polars", [])
+    assert "none of the selected checks runs on duckdb yet" in err

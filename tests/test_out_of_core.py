@@ -181,3 +181,14 @@ def test_nan_is_counted_as_nan_out_of_core(tmp_path: Path) -> None:
     temp = out_of_core["metrics"]["columns"]["temp"]
     assert (temp["nan_count"], temp["nonfinite_count"]) == (5, 0)
     assert out_of_core["metrics"] == in_memory["metrics"]
+
+
+def test_an_explicit_polars_engine_over_the_budget_is_refused_as_before() -> None:
+    code, out, err = _cli(
+        "inspect", SAMPLE, "--no-agent", "--max-memory", OVER, "--engine", "polars"
+    )
+    assert code == 3
+    assert out == ""
+    message = " ".join(err.split())
+    assert "more than the memory limit of 390 MB (--max-memory), and --engine polars" in message
+    assert "raise --max-memory, or leave the engine to dq-agent" in message
