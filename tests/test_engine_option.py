@@ -257,3 +257,29 @@ def test_an_engine_no_selected_check_runs_on_is_not_reported() -> None:
     dataset = json.loads(out)["dataset"]
     assert (dataset["engine"], dataset["on_polars"]) == ("polars", [])
     assert "none of the selected checks runs on duckdb yet" in err
+
+
+@pytest.mark.parametrize(
+    ("columns", "problem"),
+    [
+        (["device", "timestamp", "Druck.bar"], "'Druck.bar' (a dot)"),
+        (["device", "timestamp", "Temp", "temp"], "'Temp' and 'temp' (the same name but for case)"),
+        (["device", "timestamp", "temp", ""], "a column without a name"),
+    ],
+)
+def test_column_names_an_engine_cannot_take_are_refused_naming_them(
+    tmp_path: Path, columns: list[str], problem: str
+) -> None:
+    # DuckDB and Spark compare names without case; Narwhals writes a dot into their SQL as a
+    # table or field: such a run would fail check by check, or mix two columns up.
+    path = tmp_path / "odd.csv"
+    rows = [f"a,2024-01-01T00:{m:02d}:00" + ",1.5" * (len(columns) - 2) for m in range(30)]
+    path.write_text(",".join(columns) + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    code, out, err = _cli("inspect", str(path), "--no-agent", "--engine", "duckdb")
+    assert code == 3
+    assert out == ""
+    message = " ".join(err.split())
+    assert f"the checks cannot run on duckdb with these column names: {problem}" in message
+    assert "run with --engine polars, or rename them" in message
+    code, _, _ = _cli("inspect", str(path), "--no-agent")
+    assert code in (0, 1)
