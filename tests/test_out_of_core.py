@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -140,3 +142,64 @@ def test_without_a_limit_the_machine_sets_the_budget(
     assert result.exit_code == 0
     assert json.loads(result.stdout)["dataset"]["engine"] == "polars"
     assert "maintenance windows do not run out of core yet" in result.stderr
+
+
+def test_parquet_from_standard_input_runs_in_memory() -> None:
+    # Read whole by loading: no file to estimate or spill (a regression once: exit 3).
+    data = Path(SAMPLE).read_bytes()
+    for limit in ([], ["--max-memory", OVER]):
+        result = CliRunner().invoke(
+            app,
+            ["inspect", "-", "--no-agent", "-f", "json", "--as-of", AS_OF, *limit],
+            env=ENV,
+            input=data,
+            catch_exceptions=False,
+        )
+        assert result.exit_code == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert report["dataset"]["rows"] == 11_061
+        assert report["dataset"]["engine"] == "polars"
+
+
+def test_nan_is_counted_as_nan_out_of_core(tmp_path: Path) -> None:
+    # DuckDB read the spilled file's statistics (no NaN in min/max) and took NaN for infinite.
+    path = tmp_path / "nan.parquet"
+    minutes = pl.datetime_range(
+        datetime(2025, 12, 1), datetime(2025, 12, 1, 16, 39), "1m", eager=True
+    )
+    values = [float("nan") if 900 <= i < 905 else 20 + (i % 13) / 10 for i in range(1000)]
+    pl.DataFrame({"device": ["a"] * 1000, "timestamp": minutes, "temp": values}).write_parquet(path)
+    reports = []
+    for limit in ([], ["--max-memory", "1M"]):
+        code, out, err = _cli(
+            "inspect", str(path), "--no-agent", "-f", "json", "--checks", "null_check", *limit
+        )
+        assert code == 0, err
+        reports.append(json.loads(out))
+    in_memory, out_of_core = (r["checks"]["null_check"] for r in reports)
+    assert reports[1]["dataset"]["engine"] == "duckdb"
+    temp = out_of_core["metrics"]["columns"]["temp"]
+    assert (temp["nan_count"], temp["nonfinite_count"]) == (5, 0)
+    assert out_of_core["metrics"] == in_memory["metrics"]
+
+
+def test_an_explicit_polars_engine_over_the_budget_is_refused_as_before() -> None:
+    code, out, err = _cli(
+        "inspect", SAMPLE, "--no-agent", "--max-memory", OVER, "--engine", "polars"
+    )
+    assert code == 3
+    assert out == ""
+    message = " ".join(err.split())
+    assert "more than the memory limit of 390 MB (--max-memory), and --engine polars" in message
+    assert "raise --max-memory, or leave the engine to dq-agent" in message
+
+
+def test_column_names_duckdb_cannot_take_are_refused_out_of_core(tmp_path: Path) -> None:
+    path = tmp_path / "dots.parquet"
+    minutes = pl.datetime_range(datetime(2025, 12, 1), datetime(2025, 12, 1, 1), "1m", eager=True)
+    pl.DataFrame({"device": "a", "timestamp": minutes, "Druck.bar": 1.0}).write_parquet(path)
+    code, out, err = _cli("inspect", str(path), "--no-agent", "--max-memory", "1M")
+    assert (code, out) == (3, "")
+    message = " ".join(err.split())
+    assert "cannot run on duckdb with these column names: 'Druck.bar' (a dot)" in message
+    assert "raise --max-memory to check the data in memory" in message
