@@ -10,6 +10,7 @@ The conformance cases fit in one chunk of rows; these rows span several of DuckD
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import narwhals as nw
@@ -19,6 +20,7 @@ import pytest
 from dq_agent.checks.base import ROW, Scope
 from dq_agent.config import Config
 from dq_agent.engines import POLARS, Engine
+from dq_agent.engines.base import in_series
 from dq_agent.load import Dataset, load
 
 duckdb_engine = pytest.importorskip("dq_agent.engines.duckdb")
@@ -72,3 +74,20 @@ def test_previous_rows_follow_the_series_order_across_row_groups(tmp_path: Path)
     assert whole.filter(pl.col("timestamp").is_null()).height == DEVICES * 8
     assert whole.filter(pl.col("__prev").is_null()).height == DEVICES + DEVICES * 7
     assert whole.filter(pl.col("__next").is_null()).height == DEVICES * 9
+
+
+@pytest.mark.slow
+def test_the_generic_window_gives_the_same_neighbours(tmp_path: Path) -> None:
+    # `engines.base.in_series`, the Spark engine's and the spilled file's (out of core), here
+    # over the DuckDB engine's table: with a filter and with every row kept.
+    dataset = _shuffled(tmp_path)
+    engine = duckdb_engine.DuckDBEngine()
+    columns = ["device_id", "timestamp", "value"]
+    for keep in (~nw.col("value").is_null(), None):
+        found = []
+        for run in (POLARS.in_series, partial(in_series, engine)):
+            query = run(dataset, Scope(), keep, columns, "__pos", {"__prev": "timestamp"})
+            (rows,) = (POLARS if run == POLARS.in_series else engine).collect([query], dataset)
+            found.append(rows.drop("__pos").sort(ROW))
+        assert found[0].equals(found[1])
+        assert found[0].height == (DEVICES * PER_DEVICE * 4 // 5 if keep is not None else 450_000)

@@ -88,36 +88,56 @@ def in_series(
     numbers ties alike. The window sorts only the columns it needs; the kept rows' other
     columns are joined back by `ROW` (a window's sort carries every column it is given: at 10M
     rows DuckDB took 17.9 s with all of them, 14.1 s so). The previous and following kept rows'
-    values are shifts over the entity ordered by the position, in a step of their own."""
+    values are shifts over the entity on the narrow columns, ordered by the position after the
+    filter (in the number's own window when every row is kept), and the columns they carry
+    come with the kept rows, so that a check's filter on them runs before the join (out of
+    core at 10M rows, liveness_check took 31.5 s and duplicate_check 24.4 s with the shifts
+    after the join of every column, against 7.9 and 7.1 s with their own windows before)."""
     rows = engine.rows(dataset, scope, index=True)
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
+    shifts = [(previous or {}, 1), (following or {}, -1)]
+    sources = [source for named, _ in shifts for source in named.values()]
+    near = list(dict.fromkeys([*entity, *([ts] if ts else []), *sources]))
     order = [ROW]
     kept_flag = keep if keep is not None else nw.lit(True)
-    narrow = rows.select(*entity, *([ts] if ts else []), ROW, kept_flag.alias(_KEEP))
+    narrow = rows.select(*near, ROW, kept_flag.alias(_KEEP))
     if ts is not None:
         narrow = narrow.with_columns(nw.col(ts).is_null().alias(_NO_TIME))
         order = [_NO_TIME, ts, ROW]
-    number = nw.col(ROW).cum_count().over(*entity, order_by=order) - 1
-    # The window in its own step, then the filter: some engines refuse a window in a filter.
-    kept = (
-        narrow.with_columns(number.cast(nw.Int64).alias(position))
-        .filter(nw.col(_KEEP))
-        .select(position, ROW)
-    )
-    shifts = [(previous or {}, 1), (following or {}, -1)]
-    sources = [source for named, _ in shifts for source in named.values()]
-    carried = list(dict.fromkeys([*[c for c in columns if c != ROW], *sources]))
-    joined = kept.join(rows.select(ROW, *carried), on=ROW, how="inner")
+    number = (nw.col(ROW).cum_count().over(*entity, order_by=order) - 1).cast(nw.Int64)
     if not sources:
-        return joined
-    shifted = {
-        name: nw.col(source).shift(by).over(*entity, order_by=position)
-        for named, by in shifts
-        for name, source in named.items()
-    }
-    kept_columns = [c for c in columns if c != ROW]
-    return joined.with_columns(**shifted).select(position, ROW, *kept_columns, *shifted)
+        # The window in its own step, then the filter: some engines refuse a window in a filter.
+        kept = narrow.with_columns(number.alias(position)).filter(nw.col(_KEEP))
+        carried = [c for c in columns if c != ROW]
+        return kept.select(position, ROW).join(rows.select(ROW, *carried), on=ROW, how="inner")
+    if keep is None:
+        # Every row kept: its neighbours in the same window's order, one sort for both.
+        shifted = {
+            name: nw.col(source).shift(by).over(*entity, order_by=order)
+            for named, by in shifts
+            for name, source in named.items()
+        }
+        kept = narrow.with_columns(number.alias(position), **shifted)
+    else:
+        shifted = {
+            name: nw.col(source).shift(by).over(*entity, order_by=position)
+            for named, by in shifts
+            for name, source in named.items()
+        }
+        kept = (
+            narrow.with_columns(number.alias(position))
+            .filter(nw.col(_KEEP))
+            .with_columns(**shifted)
+        )
+    # The narrow columns come with the kept rows (so a filter on them can run before the join),
+    # the others are joined back.
+    wanted = [c for c in columns if c != ROW]
+    kept = kept.select(position, ROW, *[c for c in near if c in wanted], *shifted)
+    rest = [c for c in wanted if c not in near]
+    if rest:
+        kept = kept.join(rows.select(ROW, *rest), on=ROW, how="inner")
+    return kept.select(position, ROW, *wanted, *shifted)
 
 
 def normalised(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
