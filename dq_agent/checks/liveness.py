@@ -17,8 +17,9 @@ readings in time order, and its first row in the file (the devices' order, as th
 number gives it on Polars); the finish, the same on every engine, judges them. How the steps
 are found is the engine's strategy: on Polars, from the shared series order the checks read
 anyway (`series_rows`, computed once per run), a shift guarded by the series number; elsewhere,
-each timestamp's integer microseconds (`portable.with_epoch_micros`) less the previous row's in
-series order (`Engine.in_series`), so the median is taken over numbers, never over intervals.
+each timestamp's integer microseconds (`portable.with_epoch_micros`) less the previous row's:
+in series order (`Engine.in_series`) where the engine stores that order (DuckDB's table), else
+in a window per device; the median is taken over numbers, never over intervals.
 """
 
 from __future__ import annotations
@@ -150,16 +151,28 @@ def _in_series_order(dataset: Dataset, scope: Scope) -> Frame:
 def _per_device(engine: Engine, dataset: Dataset, scope: Scope, ts: str) -> Frame:
     """Per device (the entity's columns, as they are) its rows with a time, first and last
     time, median positive step, and first row in scope (`_RANK`: the Polars series number
-    numbers devices in the order they first appear). Every scoped row in series order with the
-    previous one's time (`Engine.in_series`: rows without a time come last, so a timed row's
-    previous is timed or none; DuckDB reads it from its table, stored in that order, where a
-    window over each device sorted its times again), both as integer microseconds
+    numbers devices in the order they first appear). The steps: on an engine that stores the
+    rows in series order (`Engine.stores_series_order`: DuckDB's table, where a window over
+    each device sorted its times again), every scoped row with the previous one's time
+    (`Engine.in_series`: rows without a time come last, so a timed row's previous is timed or
+    none); elsewhere a window per device ordered by time. Times as integer microseconds
     (`with_epoch_micros`), differenced: ties give a zero step and rows without a time a null
     one, and the positive steps are all the median reads. Then the aggregate."""
     entity = list(dataset.roles.entity)
-    rows = engine.in_series(dataset, scope, None, [*entity, ts], _POSITION, {_PREV: ts})
-    rows = with_epoch_micros(with_epoch_micros(rows, ts, _MICROS), _PREV, _PREV_MICROS)
-    step = nw.col(_MICROS) - nw.col(_PREV_MICROS)
+    if engine.stores_series_order(dataset):
+        rows = engine.in_series(dataset, scope, None, [*entity, ts], _POSITION, {_PREV: ts})
+        rows = with_epoch_micros(with_epoch_micros(rows, ts, _MICROS), _PREV, _PREV_MICROS)
+        step = nw.col(_MICROS) - nw.col(_PREV_MICROS)
+    else:
+        # A window per device ordered by time, in its own step: ties give a zero step and rows
+        # without a time a null one wherever an engine puts them.
+        rows = with_epoch_micros(
+            engine.rows(dataset, scope, index=True).select(*entity, ts, ROW), ts, _MICROS
+        )
+        diff = nw.col(_MICROS).diff()
+        window = diff.over(*entity, order_by=_MICROS) if entity else diff.over(order_by=_MICROS)
+        rows = rows.with_columns(window.alias(_STEP))
+        step = nw.col(_STEP)
     # As `dt.total_seconds(fractional=True)` gives them on Polars: microseconds / 1e6.
     rows = rows.with_columns(nw.when(step > 0).then(step / 1e6).alias(_STEP))
     aggregates = [

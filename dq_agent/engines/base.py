@@ -55,6 +55,13 @@ class Engine(Protocol):
         """
         ...
 
+    def stores_series_order(self, dataset: Dataset) -> bool:
+        """Whether the engine holds `dataset`'s rows in series order already (the Polars
+        engine's shared node, DuckDB's table), so that `in_series` and its `previous` and
+        `following` cost about a filter, not windows over every row: a check then prefers them
+        to a window or a group-by of its own."""
+        ...
+
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
         """The queries' results, in `dataset`'s dtypes (`normalised`)."""
         ...
@@ -184,6 +191,9 @@ class TableEngine:
         following: Mapping[str, str] | None = None,
     ) -> Frame:
         return in_series(self, dataset, scope, keep, columns, position, previous, following)
+
+    def stores_series_order(self, dataset: Dataset) -> bool:
+        return False
 
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
         schema = dataset.frame.collect_schema()

@@ -92,6 +92,10 @@ class DuckDBEngine(TableEngine):
                 parts.append(f"CASE WHEN {same} THEN {value} END AS {_quoted(name)}")
         return _projected(kept, ", ".join(parts))
 
+    def stores_series_order(self, dataset: Dataset) -> bool:
+        """True for the table `_table` stores; not for a subclass's own (the spilled file)."""
+        return _stored_in_series(self._scoped(dataset, Scope(), index=False))
+
     def _scoped(self, dataset: Dataset, scope: Scope, *, index: bool) -> Frame:
         frame = nw.from_native(self.connection.table(self._table(dataset, scope.excused)))
         # FILE_ROW kept: a check whose scope leaves rows out names readings by their file row.

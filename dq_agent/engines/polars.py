@@ -74,6 +74,9 @@ class PolarsEngine:
         ]
         return nw.from_native(kept.with_columns(shifted).drop(_SERIES_KEPT))
 
+    def stores_series_order(self, dataset: Dataset) -> bool:
+        return True
+
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
         schema = dataset.frame.collect_schema()
         frames = pl.collect_all([query.to_native() for query in queries])
