@@ -19,43 +19,56 @@ column-level ones and `scope.entity`/`start`/`end` the rows they are counted on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import ROW, CheckPlan, Scope, is_nested
+from dq_agent.checks.base import ROW, Scope, is_nested
+from dq_agent.checks.portable import PortablePlan, on_polars
 from dq_agent.checks.spec import CheckSpec
+from dq_agent.checks.structure_portable import (
+    EXAMPLE_POOL,
+    RAW,
+    as_text,
+    converted,
+    generic_structure,
+)
 from dq_agent.checks.structure_report import (
+    DROPPED,
+    EXAMPLES,
+    FAMILY,
     MAX_EXAMPLES,
+    OFFSET,
     REPLACEMENT_CHARACTER,
+    SHIELD,
     TOOL,
-    ZONE_FAMILY,
+    VALUES,
     Columns,
     StructureCheckConfig,
     StructureReport,
 )
+from dq_agent.checks.structure_times import TEXT, by_family
+from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.engines.base import Frame
 from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 
-# `_parse_one` is timeparse's own single-format parser: reusing it keeps the families exactly the
-# loader's formats. `format_family_exprs` gives the same answer but rebuilds every earlier format's
-# parse inside each family (about 5x the parsing); see `format_family` below.
-from dq_agent.timeparse import TIMESTAMP_FORMATS, _parse_one
-
 if TYPE_CHECKING:
     from dq_agent.config import Config
 
-# Examples are drawn from the first matching values only, so a column that is all bad stays cheap.
-_EXAMPLE_POOL = 1_000
-_OFFSET_PATTERN = r"(Z|[+-]\d{2}(?::?\d{2})?)$"
-_RAW = "__raw::"
 _UNORDERED = (pl.Categorical, pl.Enum, pl.Object, pl.Null, pl.List, pl.Array, pl.Struct)
+# What the finish reads: the counts (`StructureReport.add_counts`) and the timestamps' frame by
+# format family and offset (`add_timestamps`), from the collected frames.
+Reader = Callable[[list[pl.DataFrame]], tuple[dict[str, Any], pl.DataFrame | None]]
 
 
-def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+def build_structure_check(
+    engine: Engine, dataset: Dataset, config: Config, scope: Scope
+) -> PortablePlan:
     scope.check_column(dataset)
     scoped = scope.columns(dataset.columns)
     absent = [c for c in config.section(StructureCheckConfig).dtypes if c not in dataset.columns]
@@ -68,30 +81,58 @@ def plan_structure_check(dataset: Dataset, config: Config, scope: Scope) -> Chec
             f"the data; columns: {', '.join(dataset.columns)}"
         )
     columns = _select_columns(dataset, scope, scoped)
-    queries = [_counts_query(dataset, scope, columns)]
     timestamp = columns.timestamp
     text_timestamp = timestamp is not None and timestamp in columns.text
-    if timestamp is not None:
-        frame = _side_by_side(dataset, scope, [timestamp], [timestamp], row_index=True)
-        if text_timestamp:
-            queries.append(
-                _text_timestamp_query(
-                    frame, timestamp, config.columns.timezone, dataset.timestamp_formats
-                )
-            )
-        else:
-            queries.append(_typed_timestamp_query(frame, timestamp))
+    timezone, formats = config.columns.timezone, dataset.timestamp_formats
+    queries: list[Frame]
+    read: Reader
+    if isinstance(engine, PolarsEngine):
+        queries, read = _polars_queries(dataset, scope, columns, timezone, formats)
+    else:
+        generic = generic_structure(engine, dataset, scope, columns, timezone, formats)
+        queries, read = generic.queries, generic.read
     settings = config.section(StructureCheckConfig)
     whole = scope.entity is None and scope.start is None and scope.end is None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        counts, timestamps = read(frames)
         builder = StructureReport(dataset, settings, columns, whole_rows=whole)
-        builder.add_counts(frames[0].row(0, named=True))
-        if timestamp is not None:
-            builder.add_timestamps(frames[1], text_timestamp)
+        builder.add_counts(counts)
+        if timestamps is not None:
+            builder.add_timestamps(timestamps, text_timestamp)
         return builder.result()
 
-    return CheckPlan(TOOL, queries, finish)
+    return PortablePlan(TOOL, queries, finish)
+
+
+plan_structure_check = on_polars(build_structure_check)
+
+
+def _polars_queries(
+    dataset: Dataset,
+    scope: Scope,
+    columns: Columns,
+    timezone: str,
+    formats: list[tuple[str, str]],
+) -> tuple[list[Frame], Reader]:
+    """The Polars engine's strategy: the data as read and the normalised frame side by side in
+    one lazy frame (`_side_by_side`), the converted columns read again from the loader's frame,
+    the others from the resident frame; the counts in one row, the formats by family in the same
+    query as the distinct texts."""
+    queries = [_counts_query(dataset, scope, columns)]
+    timestamp = columns.timestamp
+    if timestamp is not None:
+        frame = _side_by_side(dataset, scope, [timestamp], [timestamp], row_index=True)
+        if timestamp in columns.text:
+            queries.append(by_family(_distinct_texts(frame, timestamp), timezone, formats))
+        else:
+            queries.append(_typed_timestamp_query(frame, timestamp))
+
+    def read(frames: list[pl.DataFrame]) -> tuple[dict[str, Any], pl.DataFrame | None]:
+        counts = {k.removeprefix(SHIELD): v for k, v in frames[0].row(0, named=True).items()}
+        return counts, frames[1] if timestamp is not None else None
+
+    return [nw.from_native(query) for query in queries], read
 
 
 SPEC = CheckSpec(
@@ -145,24 +186,6 @@ def _select_columns(dataset: Dataset, scope: Scope, scoped: list[str]) -> Column
     )
 
 
-def _as_text(value: pl.Expr, dtype: pl.DataType) -> pl.Expr:
-    # A duration has no cast to text, only its ISO 8601 form (PT3S).
-    return value.dt.to_string() if isinstance(dtype, pl.Duration) else value.cast(pl.String)
-
-
-def _converted(dataset: Dataset) -> set[str | None]:
-    """The columns the loader converts (times, numbers stored as text, decimals and durations
-    as numbers): only in these do the data as read and the normalised frame differ."""
-    raw, frame = dataset.raw.collect_schema(), dataset.frame.collect_schema()
-    retyped = {name for name, dtype in raw.items() if name in frame and frame[name] != dtype}
-    return {
-        dataset.roles.timestamp,
-        dataset.roles.ingest_time,
-        *dataset.text_numeric_columns,
-        *retyped,
-    }
-
-
 def _side_by_side(
     dataset: Dataset,
     scope: Scope,
@@ -177,16 +200,16 @@ def _side_by_side(
     memory, so only the converted ones are read again. A projection is not pushed through a
     side-by-side concat: each side selects what it needs.
     """
-    converted = _converted(dataset)
+    changed = converted(dataset)
     wanted = [*normalised, *(dataset.roles.entity if scope.entity is not None else [])]
     timestamp = dataset.roles.timestamp
     if timestamp is not None and (scope.start is not None or scope.end is not None):
         wanted.append(timestamp)
     frame = dataset.frame.select(
         *dict.fromkeys(wanted),
-        *[pl.col(c).alias(_RAW + c) for c in as_read if c not in converted],
+        *[pl.col(c).alias(RAW + c) for c in as_read if c not in changed],
     )
-    raw = dataset.raw.select(pl.col(c).alias(_RAW + c) for c in as_read if c in converted)
+    raw = dataset.raw.select(pl.col(c).alias(RAW + c) for c in as_read if c in changed)
     if row_index:
         raw = raw.with_row_index(ROW)
     combined = pl.concat([frame, raw], how="horizontal") if raw.collect_schema() else frame
@@ -194,7 +217,7 @@ def _side_by_side(
 
 
 def _raw(column: str) -> pl.Expr:
-    return pl.col(_RAW + column)
+    return pl.col(RAW + column)
 
 
 def _dropped(column: str) -> pl.Expr:
@@ -203,7 +226,7 @@ def _dropped(column: str) -> pl.Expr:
 
 
 def _examples(values: pl.Expr) -> pl.Expr:
-    return values.head(_EXAMPLE_POOL).unique(maintain_order=True).head(MAX_EXAMPLES).implode()
+    return values.head(EXAMPLE_POOL).unique(maintain_order=True).head(MAX_EXAMPLES).implode()
 
 
 def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFrame:
@@ -212,9 +235,10 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
     Only the numbers stored as text need the values as read next to the normalised ones. Over
     the whole data the other figures are taken from one side alone (converted columns from the
     data as read, the others from the frame), so no wide side-by-side is built; a scope that
-    leaves out rows is applied to the side-by-side data."""
+    leaves out rows is applied to the side-by-side data. The figures come back under prefixed
+    names (`structure_portable.SHIELD`), which the reader takes off."""
     as_read = list(dict.fromkeys([*columns.text, *columns.constant_candidates]))
-    converted = _converted(dataset)
+    changed = converted(dataset)
     raw_schema = dataset.raw.collect_schema()
     exprs: dict[str, list[pl.Expr]] = {"raw": [], "frame": [], "paired": [pl.len().alias("rows")]}
 
@@ -223,7 +247,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
         # there: decoding the text is the costly part.
         if name in columns.text_numeric:
             return exprs["paired"]
-        return exprs["raw"] if name in converted else exprs["frame"]
+        return exprs["raw"] if name in changed else exprs["frame"]
 
     for i, name in enumerate(columns.text):
         damaged = _raw(name).str.contains(REPLACEMENT_CHARACTER, literal=True).fill_null(False)
@@ -247,7 +271,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
             [
                 values.count().alias(f"const_count_{i}"),
                 (values.min() == values.max()).alias(f"const_same_{i}"),
-                _as_text(values.min(), raw_schema[name]).alias(f"const_value_{i}"),
+                as_text(values.min(), raw_schema[name]).alias(f"const_value_{i}"),
             ]
         )
     if scope.filters_rows():
@@ -257,7 +281,7 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
             columns.text_numeric,
             list(dict.fromkeys([*as_read, *columns.text_numeric])),
         )
-        return together.select(exprs["paired"] + exprs["frame"] + exprs["raw"])
+        return _shield(together.select(exprs["paired"] + exprs["frame"] + exprs["raw"]))
     paired_as_read = [c for c in [*as_read, *columns.text_numeric] if c in columns.text_numeric]
     paired = (
         _side_by_side(dataset, scope, columns.text_numeric, list(dict.fromkeys(paired_as_read)))
@@ -266,48 +290,32 @@ def _counts_query(dataset: Dataset, scope: Scope, columns: Columns) -> pl.LazyFr
     )
     counts = paired.select(exprs["paired"])
     if exprs["frame"]:
-        frame = dataset.frame.select(
-            pl.col(c).alias(_RAW + c) for c in as_read if c not in converted
-        )
+        frame = dataset.frame.select(pl.col(c).alias(RAW + c) for c in as_read if c not in changed)
         counts = counts.join(frame.select(exprs["frame"]), how="cross")
     if exprs["raw"]:
         raw = dataset.raw.select(
-            pl.col(c).alias(_RAW + c)
+            pl.col(c).alias(RAW + c)
             for c in as_read
-            if c in converted and c not in columns.text_numeric
+            if c in changed and c not in columns.text_numeric
         )
         counts = counts.join(raw.select(exprs["raw"]), how="cross")
-    return counts
+    return _shield(counts)
 
 
-def _text_timestamp_query(
-    frame: pl.LazyFrame, timestamp: str, timezone: str, formats: list[tuple[str, str]]
-) -> pl.LazyFrame:
-    """Per (format family, offset): values, values the loader dropped, examples of those."""
+def _shield(counts: pl.LazyFrame) -> pl.LazyFrame:
+    return counts.select(pl.all().name.prefix(SHIELD))
+
+
+def _distinct_texts(frame: pl.LazyFrame, timestamp: str) -> pl.LazyFrame:
+    """Per distinct timestamp text: its rows, those the loader dropped, its first row."""
     raw = _raw(timestamp)
-    family = format_family(raw, timezone, formats)
-    offset = pl.when(family == ZONE_FAMILY).then(
-        raw.str.strip_chars().str.extract(_OFFSET_PATTERN, 1)
-    )
     return (
         frame.filter(raw.is_not_null())
-        .group_by(raw)
+        .group_by(raw.alias(TEXT))
         .agg(
-            pl.len().alias("values"),
-            pl.col(timestamp).is_null().sum().alias("dropped"),
+            pl.len().alias(VALUES),
+            pl.col(timestamp).is_null().sum().alias(DROPPED),
             pl.col(ROW).min(),
-        )
-        .with_columns(family.alias("family"), offset.alias("offset"))
-        .group_by("family", "offset")
-        .agg(
-            pl.col("values").sum(),
-            pl.col("dropped").sum(),
-            # Example values in file order: first appearance, each value once.
-            pl.struct(ROW, raw.alias("value"))
-            .filter(pl.col("dropped") > 0)
-            .sort_by(pl.col(ROW).filter(pl.col("dropped") > 0))
-            .head(MAX_EXAMPLES)
-            .alias("examples"),
         )
     )
 
@@ -315,32 +323,16 @@ def _text_timestamp_query(
 def _typed_timestamp_query(frame: pl.LazyFrame, timestamp: str) -> pl.LazyFrame:
     raw = _raw(timestamp)
     counts = frame.select(
-        pl.lit(None, dtype=pl.String).alias("family"),
-        pl.lit(None, dtype=pl.String).alias("offset"),
-        raw.count().alias("values"),
-        _dropped(timestamp).sum().alias("dropped"),
+        pl.lit(None, dtype=pl.String).alias(FAMILY),
+        pl.lit(None, dtype=pl.String).alias(OFFSET),
+        raw.count().alias(VALUES),
+        _dropped(timestamp).sum().alias(DROPPED),
     )
     # A query of its own, so the stream stops at the fifth example; cast after filtering:
     # turning every timestamp into text would cost more than the whole check.
     examples = (
         frame.filter(_dropped(timestamp))
         .head(MAX_EXAMPLES)
-        .select(pl.struct(ROW, raw.cast(pl.String).alias("value")).implode().alias("examples"))
+        .select(pl.struct(ROW, raw.cast(pl.String).alias("value")).implode().alias(EXAMPLES))
     )
     return counts.join(examples, how="cross")
-
-
-def format_family(
-    column: pl.Expr, timezone: str = "UTC", formats: list[tuple[str, str]] | None = None
-) -> pl.Expr:
-    """The label of the first accepted format that parses each value (null when none does).
-
-    Equal to the family whose `timeparse.format_family_exprs` flag is true, with each format
-    parsed once: a single-series file has as many distinct timestamps as rows.
-    """
-    return pl.coalesce(
-        [
-            pl.when(_parse_one(column, fmt, timezone).is_not_null()).then(pl.lit(label))
-            for label, fmt in formats or TIMESTAMP_FORMATS
-        ]
-    )
