@@ -6,8 +6,8 @@ timestamps out of range, expected, unexpected and missing columns, configured dt
 columns of every kind of value, scopes (entity, time window, column) and columns named like
 the check's own figures. (structure_check takes no maintenance windows: `excused=False`.)
 
-On DuckDB and Spark the columns the loader converted reach the engine beside its frame, as
-read (`structure_portable.hand_over`). Spark cases are few on purpose (each query costs seconds
+The columns the loader converted reach each engine beside its frame, as read
+(`structure_queries.hand_over`). Spark cases are few on purpose (each query costs seconds
 there): the cases that need no Spark of their own run on Polars and DuckDB only
 (`local_engine`)."""
 

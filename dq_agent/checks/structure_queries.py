@@ -1,21 +1,22 @@
-"""structure_check's queries over Narwhals, for the engines other than Polars (DuckDB, Spark).
+"""structure_check's queries, over Narwhals, for every engine (Polars, DuckDB, Spark).
 
 The check compares the data as read (`Dataset.raw`) with the normalised frame. An engine holds
-the normalised frame only; the columns the loader converted (times, numbers stored as text,
-decimals and durations read as numbers), whose values as read the check needs, are handed over
-by the loader's Polars frame beside it (`hand_over`): those columns as read, the normalised
-columns they are compared with, the columns the scope filters on, and each row's index in the
-file. Every other column is read as the engine holds it. A caller's Spark DataFrame is never
-handed anything: loading is refused there when it would convert a column
-(`SparkEngine.adopt`), so the engine's frame is the data as read.
+the normalised frame only (on Polars, the run's resident copy); the columns the loader
+converted (times, numbers stored as text, decimals and durations read as numbers), whose values
+as read the check needs, are handed over from the loader's own frame beside it (`hand_over`:
+on Polars a lazy side-by-side with no copy, on DuckDB a table, on Spark a Parquet file): those
+columns as read, the normalised columns they are compared with, the columns the scope filters
+on and each row's index in the file. Every other column is read as the engine holds it. A
+caller's Spark DataFrame is handed nothing: loading is refused there when it would convert a
+column (`SparkEngine.adopt`), so the engine's frame is the data as read.
 
 What comes back is small: one row of counts per side (the engine's frame, the handed-over
 columns), the distinct timestamp texts with their counts (their formats and offsets are worked
-out by Polars in the finish, `structure_times.by_family`), and for a column with a fault only,
+out by Polars in the finish, `structure_times.by_family`), and, for a column with a fault only,
 a second round of queries for its first values in file order (the examples). Values whose text
 the finish shows (a constant column's value, an unreadable typed timestamp) come back in their
-own type and are written as text by Polars, as on the Polars engine: the engines write
-numbers and times as text in their own ways.
+own type and are written as text by Polars: the engines write numbers and times as text in
+their own ways.
 """
 
 from __future__ import annotations
@@ -106,13 +107,12 @@ def hand_over(dataset: Dataset, scope: Scope, handed: list[str]) -> Dataset:
     raw_schema = dataset.raw.collect_schema()
     ts = dataset.roles.timestamp
     wanted = [c for c in handed if c in schema]
-    if scope.entity is not None or scope.excused is not None:
-        # A maintenance window's mask the engine computes needs the entity and the time.
+    # structure_check takes no maintenance windows (`excused=False`): the entity and the time
+    # are all a scope filters on.
+    if scope.entity is not None:
         wanted += dataset.roles.entity
-    if ts is not None and (scope.start, scope.end, scope.excused) != (None, None, None):
+    if ts is not None and (scope.start is not None or scope.end is not None):
         wanted.append(ts)
-    if scope.excused is not None and scope.excused.column is not None:
-        wanted.append(scope.excused.column)
     as_read = [
         (pl.col(c).cast(pl.Int64) if isinstance(raw_schema[c], pl.Duration) else pl.col(c)).alias(
             RAW + c
@@ -142,7 +142,7 @@ class _Side:
 
 
 @dataclass
-class GenericStructure:
+class StructureQueries:
     """The queries on one engine, and how their results become what the finish reads: the
     counts (`StructureReport.add_counts`) and the timestamps (`add_timestamps`)."""
 
@@ -205,7 +205,7 @@ class GenericStructure:
         for i, name in enumerate(self.columns.constant_candidates):
             low, high = counts.pop(f"{_MIN}{i}"), counts.pop(f"{_MAX}{i}")
             counts[f"const_same_{i}"] = None if low is None else low == high
-            # As Polars writes the value as read (`structure.as_text`): the engines' own text
+            # As Polars writes the value as read (`as_text`): the engines' own text
             # of a number or a time differs.
             dtype = raw_schema[name]
             value = pl.Series([low]).cast(dtype) if low is not None else None
@@ -266,14 +266,14 @@ def _typed_examples(dataset: Dataset, ts: str, rows: pl.Series) -> list[dict[str
     return found.to_dicts()
 
 
-def generic_structure(
+def structure_queries(
     engine: Engine,
     dataset: Dataset,
     scope: Scope,
     columns: Columns,
     timezone: str,
     formats: list[tuple[str, str]],
-) -> GenericStructure:
+) -> StructureQueries:
     handed_names = handed_columns(dataset, columns)
     sides: dict[str, _Side] = {
         "frame": _Side(
@@ -321,7 +321,7 @@ def generic_structure(
             side.aggregates["ts_values"] = nw.col(ts).count().cast(nw.Int64)
             side.aggregates["ts_dropped"] = nw.lit(0, dtype=nw.Int64)
     queries = [side.query() for side in sides.values()] + extra
-    return GenericStructure(
+    return StructureQueries(
         engine=engine,
         dataset=dataset,
         columns=columns,
