@@ -43,7 +43,7 @@ from dq_agent.checks.structure_report import (
 )
 from dq_agent.checks.structure_times import TEXT, by_family
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame
+from dq_agent.engines.base import Frame, scoped
 from dq_agent.load import Dataset
 from dq_agent.loading.frames import SPARK
 
@@ -103,10 +103,10 @@ def hand_over(dataset: Dataset, scope: Scope, handed: list[str]) -> Dataset:
     """The dataset whose frame is what the engine needs beside its own: the `handed` columns
     as read (`RAW`, a duration as its integer count in its unit), their normalised selves, the
     columns the scope filters on and each row's index in the file (`FILE_INDEX`)."""
-    schema = dataset.frame.collect_schema()
     raw_schema = dataset.raw.collect_schema()
     ts = dataset.roles.timestamp
-    wanted = [c for c in handed if c in schema]
+    # The normalised selves the loader could fail on: what `dropped` compares.
+    wanted = [c for c in handed if c in (*dataset.text_numeric_columns, ts)]
     # structure_check takes no maintenance windows (`excused=False`): the entity and the time
     # are all a scope filters on.
     if scope.entity is not None:
@@ -287,7 +287,7 @@ def structure_queries(
     handed: Dataset | None = None
     if handed_names:
         handed = hand_over(dataset, scope, handed_names)
-        paired = engine.rows(handed, scope)
+        paired = handed_rows(engine, handed, scope)
         sides["handed"] = _Side(
             rows=lambda: paired, counts=paired, row=FILE_INDEX, raw=lambda c: nw.col(RAW + c)
         )
@@ -333,6 +333,19 @@ def structure_queries(
         handed=handed,
         text_timestamp=text_timestamp,
     )
+
+
+def handed_rows(engine: Engine, handed: Dataset, scope: Scope) -> Frame:
+    """The handed-over frame's rows within `scope`, on `engine`. DuckDB scans it as Arrow
+    rather than copying it into a table (`Engine.rows`): the check's two or three queries read
+    it, and at 10M rows the table took 3.2 to 5.9 s to create against 0.35 s for the scan, the
+    queries on either 2.1 to 2.9 s. The other engines take it as any frame."""
+    connection = getattr(engine, "connection", None)
+    if engine.name != "duckdb" or connection is None:
+        return engine.rows(handed, scope)
+    arrow = handed.frame.collect().to_arrow(compat_level=pl.CompatLevel.newest())
+    rows: Frame = nw.from_native(connection.from_arrow(arrow))
+    return scoped(rows, handed, scope, index=False)
 
 
 def _distinct_texts(side: _Side, ts: str) -> Frame:
