@@ -183,6 +183,25 @@ def test_typed_timestamps_count_only_values_out_of_range(
     assert (m["timestamp_formats"], m["timestamps_without_offset"]) == ({}, None)
 
 
+def test_typed_timestamps_far_out_come_back_as_polars_text(
+    local_engine: Engine, tmp_path: Path
+) -> None:
+    """Times no Python datetime holds (years 33658 and -29719): counted, written by Polars."""
+    micros = [1_700_000_000 * 10**6 + 60 * 10**6 * i for i in range(38)] + [10**18, -(10**18)]
+    frame = pl.DataFrame(
+        {
+            "timestamp": pl.Series(micros).cast(pl.Datetime("us", "UTC")),
+            "value": [float(i % 5) for i in range(40)],
+        }
+    )
+    result = _run(local_engine, write_parquet(tmp_path / "far.parquet", frame))
+    assert (result.metrics["timestamp_values"], result.metrics["unparseable_timestamps"]) == (40, 2)
+    assert result.findings[0].examples == [
+        {"row": 38, "value": "+33658-09-27 01:46:40.000000+00:00"},
+        {"row": 39, "value": "-29719-04-05 22:13:20.000000+00:00"},
+    ]
+
+
 def _text_numbers(tmp_path: Path) -> Path:
     values = [f"{1000 + i}.5" for i in range(17)] + ["n/a", "err", "n/a", "12..5"]
     values[3] = " 1003 "  # surrounding spaces still parse

@@ -162,10 +162,10 @@ class StructureQueries:
         names = list(self.sides)
         counts: dict[str, Any] = {}
         for frame in frames[: len(names)]:
-            counts.update({k.removeprefix(SHIELD): v for k, v in frame.row(0, named=True).items()})
+            row = self._constants(frame).row(0, named=True)
+            counts.update({k.removeprefix(SHIELD): v for k, v in row.items()})
         counts["rows"] = int(counts["rows"])
         self._text_counts(counts)
-        self._constants(counts)
         timestamps = self._timestamps(counts, frames[len(names) :])
         return counts, timestamps
 
@@ -200,18 +200,23 @@ class StructureQueries:
         (values,) = self.engine.collect([query], self.dataset)
         return values.get_column(_VALUE).unique(maintain_order=True).head(MAX_EXAMPLES).to_list()
 
-    def _constants(self, counts: dict[str, Any]) -> None:
+    def _constants(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Each constant candidate's min and max as whether they are equal and the min as text,
+        by Polars, as on the Polars engine (`as_text`, on the value in the column's dtype as
+        read): the engines write numbers and times as text in their own ways, and a time far
+        out (year 33658) has no Python object."""
         raw_schema = self.dataset.raw.collect_schema()
         for i, name in enumerate(self.columns.constant_candidates):
-            low, high = counts.pop(f"{_MIN}{i}"), counts.pop(f"{_MAX}{i}")
-            counts[f"const_same_{i}"] = None if low is None else low == high
-            # As Polars writes the value as read (`as_text`): the engines' own text
-            # of a number or a time differs.
+            low, high = SHIELD + f"{_MIN}{i}", SHIELD + f"{_MAX}{i}"
+            if low not in frame.columns:
+                continue
             dtype = raw_schema[name]
-            value = pl.Series([low]).cast(dtype) if low is not None else None
-            counts[f"const_value_{i}"] = (
-                None if value is None else pl.select(as_text(pl.lit(value), dtype)).item()
-            )
+            value = pl.col(low) if frame.schema[low] == dtype else pl.col(low).cast(dtype)
+            frame = frame.with_columns(
+                (pl.col(low) == pl.col(high)).alias(SHIELD + f"const_same_{i}"),
+                as_text(value, dtype).alias(SHIELD + f"const_value_{i}"),
+            ).drop(low, high)
+        return frame
 
     def _timestamps(
         self, counts: dict[str, Any], frames: list[pl.DataFrame]
