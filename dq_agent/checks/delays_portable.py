@@ -49,7 +49,13 @@ from dq_agent.checks.delays_report import (
     TS,
     DelayCheckConfig,
 )
-from dq_agent.checks.portable import count, missing, with_epoch_micros
+from dq_agent.checks.portable import (
+    count,
+    missing,
+    quantile_by_rank,
+    ranked,
+    with_epoch_micros,
+)
 from dq_agent.engines import Engine
 from dq_agent.engines.base import Frame, entity_key_expr
 from dq_agent.load import Dataset
@@ -65,6 +71,7 @@ _PREV_US = "__prev_us"
 _STEP_US = "__step_us"
 _STEPS = "__steps"
 _SCALE = "__step_scale"
+_POSITIVE = "__positive_step"
 _RATIO = "__step_ratio"
 _TAIL = "__tail_bound"
 _NULL_KEY = "\x00"
@@ -117,7 +124,7 @@ def generic_queries(
     timing = timing.select(*columns, _TS_US)
 
     queries = [
-        _overall(timing, future_limit, settings, roles.ingest_time is not None),
+        _overall(engine, timing, future_limit, settings, roles.ingest_time is not None),
     ]
     in_time = engine.materialised(_in_time(engine, dataset, scope, entity, present, key, text))
     series = engine.materialised(_per_series(engine, in_time, settings))
@@ -161,7 +168,11 @@ def _entity_text() -> nw.Expr:
 
 
 def _overall(
-    timing: Frame, future_limit: datetime, settings: DelayCheckConfig, has_ingest: bool
+    engine: Engine,
+    timing: Frame,
+    future_limit: datetime,
+    settings: DelayCheckConfig,
+    has_ingest: bool,
 ) -> Frame:
     t = nw.col(TS)
     exprs = [
@@ -173,10 +184,16 @@ def _overall(
     ]
     if has_ingest:
         latency = nw.col(LATENCY)
+        p50 = latency.quantile(0.5, interpolation="linear")
+        p95 = latency.quantile(0.95, interpolation="linear")
+        if engine.out_of_core:
+            # From the latencies' ranks (`portable.ranked`): a sort DuckDB can do on disk.
+            timing = ranked(timing, LATENCY, [], FILE_ROW)
+            p50, p95 = quantile_by_rank(LATENCY, 0.5), quantile_by_rank(LATENCY, 0.95)
         exprs += [
             count(latency > settings.late_threshold_seconds).alias("late_rows"),
-            latency.quantile(0.5, interpolation="linear").alias("p50"),
-            latency.quantile(0.95, interpolation="linear").alias("p95"),
+            p50.alias("p50"),
+            p95.alias("p95"),
             latency.max().alias("max"),
         ]
     return timing.select(exprs)
@@ -209,6 +226,7 @@ def _in_time(
             PREV,
             _STEP_US,
             (nw.col(_STEP_US) / _US).alias(STEP),
+            _POSITION,
         )
     )
 
@@ -231,9 +249,16 @@ def _per_series(engine: Engine, in_time: Frame, settings: DelayCheckConfig) -> F
             nw.lit(settings.gap_factor * expected, dtype=nw.Float64).alias(BOUND),
         )
     own = nw.col(EXPECTED)
+    median: nw.Expr = nw.when(step_us > 0).then(nw.col(STEP)).median()
+    if engine.out_of_core:
+        # From the steps' ranks (`portable.ranked`): a window DuckDB sorts on disk, where its
+        # median aggregate holds every step of a series in memory.
+        positive = nw.when(step_us > 0).then(nw.col(STEP)).alias(_POSITIVE)
+        grouped = ranked(in_time.with_columns(positive), _POSITIVE, [KEY], _POSITION).group_by(KEY)
+        median = quantile_by_rank(_POSITIVE, 0.5)
     series = grouped.agg(
         *aggregates,
-        nw.when(step_us > 0).then(nw.col(STEP)).median().cast(nw.Float64).alias(EXPECTED),
+        median.cast(nw.Float64).alias(EXPECTED),
         count(step_us > 0).alias(_STEPS),
     )
     short = nw.col(_STEPS) < SHORT_SERIES_STEPS

@@ -43,7 +43,13 @@ from dq_agent.checks.base import (
     series_rows,
 )
 from dq_agent.checks.evidence import MAD_TO_SIGMA
-from dq_agent.checks.portable import PortablePlan, on_polars, with_epoch_micros
+from dq_agent.checks.portable import (
+    PortablePlan,
+    on_polars,
+    quantile_by_rank,
+    ranked,
+    with_epoch_micros,
+)
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.engines import Engine, PolarsEngine
 from dq_agent.engines.base import Frame
@@ -175,13 +181,18 @@ def _per_device(engine: Engine, dataset: Dataset, scope: Scope, ts: str) -> Fram
         step = nw.col(_STEP)
     # As `dt.total_seconds(fractional=True)` gives them on Polars: microseconds / 1e6.
     rows = rows.with_columns(nw.when(step > 0).then(step / 1e6).alias(_STEP))
+    # Polars' median, linear between the two middle steps (a quantile's only portable form);
+    # out of core from the steps' ranks (`portable.ranked`).
+    median = nw.col(_STEP).quantile(0.5, interpolation="linear")
+    if engine.out_of_core:
+        rows = ranked(rows, _STEP, entity, ROW)
+        median = quantile_by_rank(_STEP, 0.5)
     aggregates = [
         nw.col(ROW).min().cast(nw.Int64).alias(_RANK),
         nw.col(ts).count().cast(nw.Int64).alias(_ROWS),
         nw.col(ts).min().alias(_FIRST),
         nw.col(ts).max().alias(_LAST),
-        # Polars' median, linear between the two middle steps (a quantile's only portable form).
-        nw.col(_STEP).quantile(0.5, interpolation="linear").alias(_STEP),
+        median.alias(_STEP),
     ]
     devices = rows.group_by(*entity).agg(*aggregates) if entity else rows.select(*aggregates)
     return devices.filter(nw.col(_ROWS) > 0)

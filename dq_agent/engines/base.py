@@ -20,6 +20,11 @@ _KEEP = "__keep"
 
 class Engine(Protocol):
     name: str
+    out_of_core: bool
+    """Whether the engine works within a memory budget on data that does not fit
+    (`engines.duckdb_spill`): a check then takes quantiles from ranks (`portable.ranked`),
+    a window the engine sorts on disk, where a quantile aggregate holds a group's every value
+    in memory."""
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         """The rows of `dataset.frame` within `scope` (`Scope.filter`'s rows). With `index`,
@@ -176,6 +181,7 @@ class TableEngine:
     into Polars in the dataset's dtypes."""
 
     name: str
+    out_of_core = False
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         raise NotImplementedError

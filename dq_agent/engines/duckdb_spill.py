@@ -26,6 +26,8 @@ MIN_DUCKDB_BYTES = 128 * 2**20
 
 
 class SpilledDuckDBEngine(DuckDBEngine):
+    out_of_core = True
+
     def __init__(self, spilled: Path, memory_bytes: int) -> None:
         import duckdb
 

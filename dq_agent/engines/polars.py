@@ -25,6 +25,7 @@ _SERIES_KEPT = "__series_kept"
 
 class PolarsEngine:
     name = "polars"
+    out_of_core = False
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         frame = scope.filter(dataset)
