@@ -139,8 +139,9 @@ def generic_plan(
     ts = dataset.roles.timestamp
     excluded, matches = _exclusions(engine, dataset, settings.excluded)
     queries: list[Frame] = []
+    rows = in_order(engine, dataset, scope, checked) if checked else None
     for column in checked:
-        found = column_queries(engine, dataset, scope, column, config, excluded)
+        found = column_queries(engine, dataset, scope, column, config, excluded, rows)
         queries += [found.series, found.runs]
         if ts is not None:
             stuck = found.readings.filter(nw.col(STUCK))
@@ -199,16 +200,21 @@ def column_queries(
     column: str,
     config: Config,
     excluded: Sequence[str],
+    rows: Frame | None = None,
 ) -> ColumnQueries:
     """The column's series, judged runs and their readings (`excluded`: the names of the
-    series the settings leave out)."""
+    series the settings leave out; `rows`: `in_order`'s, when several columns share them)."""
     settings = config.section(FlatlineCheckConfig)
     limits = range_limits(dataset, column, config)
     if limits is not None:
         # The limits as range_check decides them on this engine (the same as on Polars).
         limits = resolve(engine, dataset, config).columns[column]
     has_time = dataset.roles.timestamp is not None
-    readings = engine.materialised(_readings(engine, dataset, scope, column, limits, settings))
+    if rows is None:
+        rows = in_order(engine, dataset, scope, [column])
+    readings = engine.materialised(
+        _readings(engine, dataset, scope, rows, column, limits, settings)
+    )
     series = engine.materialised(_series(dataset, readings, excluded))
     in_runs = engine.materialised(_in_runs(dataset, readings))
     starts = engine.materialised(_starts(in_runs, has_time, settings))
@@ -265,32 +271,41 @@ def _over(entity: Sequence[str], expr: nw.Expr) -> nw.Expr:
     return expr.over(*entity, order_by=_POSITION)
 
 
+def in_order(engine: Engine, dataset: Dataset, scope: Scope, columns: Sequence[str]) -> Frame:
+    """The scoped rows with a time (every row without a timestamp) in series order
+    (`Engine.in_series`), with `columns` and what a reading is named by, computed once for the
+    check's columns: numbering the rows is the generic path's largest cost."""
+    entity = list(dataset.roles.entity)
+    ts = dataset.roles.timestamp
+    timed = ~nw.col(ts).is_null() if ts is not None else nw.lit(True)
+    carried = list(dict.fromkeys([*entity, *([ts] if ts else []), *columns]))
+    if scope.filters_rows():
+        carried.append(FILE_ROW)
+    return engine.materialised(engine.in_series(dataset, scope, timed, carried, _POSITION))
+
+
 def _readings(
     engine: Engine,
     dataset: Dataset,
     scope: Scope,
+    rows: Frame,
     column: str,
     limits: ColumnRange | None,
     settings: FlatlineCheckConfig,
 ) -> Frame:
-    """`flatline._with_next`: the column's checked readings in series order, each with SAME
-    (it repeats the one before within `tolerance`) and NEXT_SAME (the next repeats it)."""
+    """`flatline._with_next`: the column's checked readings (of `rows`, from `in_order`) in
+    series order, each with SAME (it repeats the one before within `tolerance`) and NEXT_SAME
+    (the next repeats it)."""
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
-    schema = engine.rows(dataset, scope).collect_schema()
+    schema = rows.collect_schema()
     x = nw.col(column).cast(nw.Float64)
     keep = ~missing(schema, column, dataset.sentinels)
     if limits is not None:
         # range_check's own test of a reading (its generic path keeps the rows it holds for).
         keep = keep & ~limits.outside(x, series_key(entity)).fill_null(False)
-    if ts is not None:
-        keep = keep & ~nw.col(ts).is_null()
-    carried = list(dict.fromkeys([*entity, *([ts] if ts else []), column]))
-    at = ROW
-    if scope.filters_rows():
-        carried.append(FILE_ROW)
-        at = FILE_ROW
-    rows = engine.in_series(dataset, scope, keep, carried, _POSITION)
+    at = FILE_ROW if scope.filters_rows() else ROW
+    rows = rows.filter(keep)
     text = entity_key_expr(entity) if entity else nw.lit(None, dtype=nw.String)
     key = text.fill_null(_NULL_KEY) if entity else nw.lit(_NULL_KEY)
 
