@@ -28,6 +28,7 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/bench.py
+	$(BIN)/python -m bench.big
 
 # False alarms on clean data and detection of injected faults (a few minutes; not a test).
 # Options: make bench-quality ARGS="--quick --seed 5".

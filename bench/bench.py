@@ -10,10 +10,15 @@ are each child's alone (os.wait4); the seconds per step are what each program me
 (dq-agent: `timings` and each check's `duration_seconds`; the reference: its `timings`).
 Inspect exits 0 or 1 by its verdict on this deliberately faulty data: either is a result.
 
+With `--engines polars,duckdb` (the default; `spark` too on request: a JVM starts in each run),
+the five checks also run on each other engine (`--engine`), in the same alternation; the checks
+not yet ported to it run on Polars there, and the bench names them.
+
 Targets (issue 12), as ratios within one run, which hold on a loaded machine where absolute
 times do not: at 10M rows the five checks in at most 0.4x the reference's wall time and 1.5 GB
-peak RSS; all checks at most 1.5x the five. The bench also says whether the reference's headline
-counts agree with dq-agent's.
+peak RSS; all checks at most 1.5x the five; the five on DuckDB at most 1.5x on Polars. The
+bench also says whether the reference's headline counts agree with dq-agent's, and whether each
+engine's report equals Polars'.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +50,13 @@ VERDICT_EXIT_CODES = (0, 1)
 FIVE_CHECKS = ("null_check", "duplicate_check", "outlier_check", "delay_check", "structure_check")
 TARGET_RATIO = 1.5
 DQ_FIVE, DQ_ALL, REFERENCE = "dq-agent five", "dq-agent all", "reference"
+ENGINES = ("polars", "duckdb", "spark")
+# The five checks on another engine against Polars (issue 12: DuckDB at most 1.5x).
+TARGET_ENGINE_RATIO = {"duckdb": 1.5}
+
+
+def on_engine(engine: str) -> str:
+    return f"five on {engine}"
 
 
 @dataclass(frozen=True)
@@ -312,6 +325,35 @@ def report_ratio(runs: list[ChildRun], five: list[ChildRun]) -> float | None:
     return ratio
 
 
+def _outcomes(report: dict[str, Any]) -> dict[str, Any]:
+    """Each check's outcome without timings: what must not depend on the engine."""
+    return {
+        name: (check["status"], check["summary"], check["metrics"], check["findings"])
+        for name, check in report["checks"].items()
+    }
+
+
+def report_engines(polars: Contender, others: list[Contender]) -> bool:
+    """Print each engine's five checks against Polars' (time, and whether the report is the
+    same); True when a target is missed or a report differs."""
+    missed = False
+    for other in others:
+        engine = other.name.removeprefix("five on ")
+        assert other.report is not None and polars.report is not None
+        ratio = other.wall / polars.wall
+        _line(
+            f"five on {engine} / on polars",
+            f"{ratio:7.2f}x wall" + _against(ratio, TARGET_ENGINE_RATIO.get(engine), "x"),
+        )
+        on_polars = other.report["dataset"].get("on_polars") or []
+        if on_polars:
+            _line("  ran on Polars (not ported)", ", ".join(on_polars))
+        same = _outcomes(other.report) == _outcomes(polars.report)
+        _line("  results equal Polars'", "yes" if same else "NO: the reports differ")
+        missed = missed or not same or ratio > TARGET_ENGINE_RATIO.get(engine, float("inf"))
+    return missed
+
+
 def over_target(label: str, five: Contender, reference: Contender) -> bool:
     too_slow = five.wall / reference.wall > TARGET_REFERENCE_RATIO.get(label, float("inf"))
     return too_slow or five.peak_rss > TARGET_RSS_BYTES.get(label, float("inf"))
@@ -327,6 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         "--repeat", type=int, default=1, help="runs per size; the best wall time counts"
     )
     parser.add_argument(
+        "--engines",
+        default="polars,duckdb",
+        help=f"comma-separated, of {', '.join(ENGINES)}; the five checks run on each",
+    )
+    parser.add_argument(
         "--check-targets", action="store_true", help="exit 1 when a target is missed"
     )
     args = parser.parse_args(argv)
@@ -336,18 +383,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"unknown sizes {unknown}; use {', '.join(SIZES)}" if unknown else "--repeat < 1"
         )
+    engines = [e.strip() for e in args.engines.split(",") if e.strip() and e.strip() != "polars"]
+    if any(e not in ENGINES for e in engines):
+        parser.error(f"unknown engines in {args.engines!r}; use {', '.join(ENGINES)}")
 
     startup = run_measured([*inspect_command(), "--help"])
     print(f"CLI start-up (dq-agent --help): {startup.wall_seconds:.2f} s, {os.cpu_count()} CPUs")
     ok, missed = True, False
+    as_of = datetime.now(UTC).isoformat(timespec="seconds")
     for label in labels:
         path = ensure_dataset(args.data_dir / label, SIZES[label])
-        # --no-history: benchmark runs must not enter the user's run history.
-        options = ["--no-agent", "--format", "json", "--quiet", "--no-history"]
+        # --no-history: benchmark runs must not enter the user's run history. One reference
+        # time for every run, so that the engines' reports can be compared whole.
+        options = ["--no-agent", "--format", "json", "--quiet", "--no-history", "--as-of", as_of]
         command = [*inspect_command(), "inspect", str(path), *options]
         five_command = [*command, "--checks", ",".join(FIVE_CHECKS)]
         reference_command = [sys.executable, str(REFERENCE_SCRIPT), str(path)]
         commands = {DQ_FIVE: five_command, DQ_ALL: command, REFERENCE: reference_command}
+        for engine in engines:
+            commands[on_engine(engine)] = [*five_command, "--engine", engine]
         runs: dict[str, list[ChildRun]] = {name: [] for name in commands}
         # Alternating, so a change in the machine's load falls on all alike.
         for _ in range(args.repeat):
@@ -358,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = report_ratio(runs[DQ_ALL], runs[DQ_FIVE])
         if ok:
             missed = missed or over_target(label, contenders[0], contenders[2])
+            missed = report_engines(contenders[0], contenders[3:]) or missed
         missed = missed or (ratio or 0.0) > TARGET_RATIO
     if not ok:
         return 2

@@ -43,6 +43,7 @@ from dq_agent.loading.frames import SPARK, frame_input
 from dq_agent.outcome import Inspection, exit_code_for
 from dq_agent.report.json_report import report_dict
 from dq_agent.settings import AgentConfig
+from dq_agent.tools import not_ported
 
 ConfigSource = Config | str | os.PathLike[str] | Mapping[str, Any] | None
 AgentSettings = AgentConfig | Mapping[str, Any] | None
@@ -126,9 +127,8 @@ def _spark_engine(frame: Any, dataset: Dataset, config: Config) -> Engine:
             "maintenance windows over a PySpark DataFrame are not supported yet (their mask "
             "is computed with Polars): leave out the maintenance section"
         )
-    selected = config.selected_checks()
     ported = [spec.name for spec in CATALOGUE if is_portable(spec.plan)]
-    other = [name for name in selected if name not in ported]
+    other = not_ported(config)
     if other:
         raise InputError(
             f"on a PySpark DataFrame dq-agent runs the checks ported to Spark: "

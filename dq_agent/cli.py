@@ -176,6 +176,14 @@ def inspect(
             "the file's; a DuckDB table has no row order without it.",
         ),
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            help="Run the checks on polars (default) | duckdb | spark (extras: pip install "
+            "'dq-agent[duckdb]', 'dq-agent[spark]'); a check not yet ported runs on Polars.",
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Inspect PATH and print a data-quality report."""
@@ -194,6 +202,7 @@ def inspect(
         "limits.max_memory": max_memory,
         "run.checks": checks,
         "columns.order_by": order_by,
+        "run.engine": engine,
     }
     options = InspectOptions(
         path=path,

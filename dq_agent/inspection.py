@@ -22,19 +22,23 @@ from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
 from dq_agent.engines import Engine
 from dq_agent.engines.base import entity_key_expr
+from dq_agent.engines.names import engine_installed, engine_named
 from dq_agent.errors import (
     AgentUnavailableError,
     ConfigError,
     InputError,
     ModelUnavailableError,
 )
+from dq_agent.limits import memory_budget, over_budget
 from dq_agent.load import Dataset, load
+from dq_agent.loading.files import STDIN
 from dq_agent.maintenance import SECTION as MAINTENANCE
 from dq_agent.maintenance import excused_counts, materialise
+from dq_agent.out_of_core import OutOfCore, spill
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
-from dq_agent.runner import CHECK_FAILURES, resident, run_tools
-from dq_agent.tools import register_detection_tools
+from dq_agent.runner import check_failures, resident, run_tools
+from dq_agent.tools import not_ported, register_detection_tools
 from dq_agent.trace import Trace
 
 log = logging.getLogger(__name__)
@@ -137,7 +141,10 @@ def inspect_dataset(
     """Inspect a loaded dataset (a file's, or a caller's frame, `dq_agent.api`): the one path
     from loaded data to an Inspection. `started`: when the run began (before loading).
     `engine`: where the data lives when not in Polars (a caller's Spark DataFrame): every
-    check runs there and nothing is read into memory (the caller has refused what cannot)."""
+    check runs there and nothing is read into memory (the caller has refused what cannot).
+    Otherwise the loaded data is read into memory once and the checks run on the configured
+    engine (`run.engine`), handed over from that copy: a check not yet ported there runs on
+    Polars, and the report names it (`DatasetInfo.on_polars`)."""
     started = started or RunStart.now()
     started_at, clock = started.at, started.clock
     timing = config.section(DelayCheckConfig)
@@ -148,17 +155,28 @@ def inspect_dataset(
         timing.as_of = started_at.isoformat(timespec="seconds")
     timings: dict[str, float] = {}
 
+    adopted = engine is not None
+    out_of_core = None if adopted else _out_of_core(dataset, config)
+    if out_of_core is not None:
+        dataset, engine = out_of_core.dataset, out_of_core.engine
     info = profile(dataset, engine)
     timings["load_seconds"] = time.perf_counter() - clock
     if info.rows == 0:
         raise InputError(f"{dataset.path} has no data rows: nothing to check")
 
     maintenance: list[dict[str, Any]] = []
-    if engine is None:
-        # Where the data lives for the run: read into memory once, shared by every check.
+    if out_of_core is not None:
+        info = replace(info, engine_reason=out_of_core.note)
+    elif not adopted:
+        # Where the data lives for the run: read into memory once, shared by every check (and
+        # handed over from there to the configured engine, once).
         dataset = resident(dataset)
         dataset, maintenance = _maintenance(dataset, config)
-    tools = register_detection_tools(dataset, config, engine)
+        engine = engine_named(config.run.engine)
+        if engine is not None:
+            info = replace(info, engine=engine.name, on_polars=not_ported(config))
+    not_evaluated = out_of_core.not_evaluated if out_of_core is not None else None
+    tools = register_detection_tools(dataset, config, engine, not_evaluated)
     checks_started = time.perf_counter()
     outcome = None
     agent = AgentInfo(status="disabled", model=None, mode="none")
@@ -193,6 +211,27 @@ def inspect_dataset(
     )
 
 
+def _out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
+    """How the run goes when its Parquet data is over the memory budget (`limits`), else None
+    (CSV over a limit set was refused by loading: it is read into memory)."""
+    if dataset.file_format != "parquet" or STDIN in map(str, dataset.files):
+        # Parquet from standard input is in memory already, read whole by loading.
+        return None
+    over = over_budget(dataset.files, "parquet", memory_budget(config.limits.max_memory))
+    if over is None:
+        return None
+    if config.limits.max_memory is None:
+        # Over the machine's share only (the estimate overstates the peak): what cannot run
+        # out of core yet runs in memory, as before there was an out-of-core path, with a word.
+        missing = None if engine_installed("duckdb") else "the duckdb extra is not installed"
+        if config.maintenance:
+            missing = "maintenance windows do not run out of core yet"
+        if missing is not None and config.run.engine != "spark":
+            log.warning("%s; running in memory anyway: %s", over.reason(), missing)
+            return None
+    return spill(dataset, config, over)
+
+
 def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[str, Any]]]:
     """The readings each maintenance window excuses, and the dataset whose in-memory frame holds
     the mask the checks leave out (computed once here, `maintenance.materialise`)."""
@@ -210,7 +249,7 @@ def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[s
     try:
         frame, excusal = materialise(dataset.frame.collect(), excusal, timestamp, key)
         dataset = replace(dataset, frame=frame.lazy())
-    except CHECK_FAILURES:
+    except check_failures():
         # The data could not be held in memory (`resident`): each query evaluates the windows.
         log.debug("the maintenance mask stays an expression", exc_info=True)
     dataset = replace(dataset, excusal=excusal)

@@ -1,9 +1,11 @@
-"""The memory limit: refuse up front a run that would need more memory than the user allows.
+"""The memory budget: what a run may use, and whether its data is estimated to need more.
 
-A run killed by the OOM killer half-way through a nightly job leaves nothing to read, so when a
-limit is set (`--max-memory`, `limits.max_memory`, `DQ_AGENT_MAX_MEMORY`) the peak memory of the
-run is estimated before any data is read, and a run over the limit ends with exit 3 and a message
-saying what to do. There is no streaming mode: refusing is the behaviour.
+A run killed by the OOM killer half-way through a nightly job leaves nothing to read, so the
+peak memory of the run is estimated before any data is read and compared with the budget: the
+limit set (`--max-memory`, `limits.max_memory`, `DQ_AGENT_MAX_MEMORY`), else
+DEFAULT_BUDGET_SHARE of the machine's memory. Parquet over the budget runs out of core
+(`dq_agent.out_of_core`: spilled, checked on DuckDB within the budget); CSV, which loading reads
+into memory, over a limit set is refused with exit 3 and a message saying what to do.
 
 The estimate: peak = PROGRAM_BYTES + factor x data size, where the data size is
 - Parquet: the uncompressed size the file's own metadata records (sum of the row groups'
@@ -38,7 +40,9 @@ outgrow them (then measure again and update this table).
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from dq_agent.errors import ConfigError, InputError
@@ -120,6 +124,69 @@ def estimate_peak_bytes(dataset_files: list[Path], file_format: str) -> tuple[in
     program = format_size(PROGRAM_BYTES)
     rule = f"{basis} {format_size(data)} x {factor:g} + {program} for the program"
     return peak, rule
+
+
+@dataclass(frozen=True)
+class OverBudget:
+    """A run estimated to need more memory than its budget: it runs out of core
+    (`dq_agent.out_of_core`) instead of in memory."""
+
+    peak_bytes: int
+    limit_bytes: int
+    rule: str
+    """How the peak was estimated (`estimate_peak_bytes`)."""
+    origin: str
+    """Where the budget comes from: the setting, or this machine's memory."""
+
+    def reason(self) -> str:
+        return (
+            f"the data needs about {format_size(self.peak_bytes)} in memory ({self.rule}), "
+            f"more than {self.origin}"
+        )
+
+
+# Without a limit set, the budget is this share of the machine's memory (or of the cgroup's
+# limit): data estimated to need more runs out of core instead of meeting the OOM killer.
+DEFAULT_BUDGET_SHARE = 0.8
+_CGROUP_LIMIT = Path("/sys/fs/cgroup/memory.max")
+
+
+def machine_memory_bytes() -> int | None:
+    """The memory this process may use: the machine's, or its cgroup's limit when lower."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    try:
+        text = _CGROUP_LIMIT.read_text(encoding="ascii").strip()
+    except OSError:
+        return total
+    return min(total, int(text)) if text.isdigit() else total
+
+
+def memory_budget(max_memory: str | None) -> tuple[int, str] | None:
+    """The run's memory budget and where it comes from: `limits.max_memory` when set, else
+    DEFAULT_BUDGET_SHARE of this machine's memory; None when neither is known."""
+    if max_memory is not None:
+        limit = parse_size(max_memory)
+        return limit, f"the memory limit of {format_size(limit)} (--max-memory)"
+    machine = machine_memory_bytes()
+    if machine is None:
+        return None
+    budget = int(DEFAULT_BUDGET_SHARE * machine)
+    share = f"{DEFAULT_BUDGET_SHARE:.0%}"
+    return budget, f"{format_size(budget)}, {share} of this machine's memory (--max-memory)"
+
+
+def over_budget(
+    dataset_files: list[Path], file_format: str, budget: tuple[int, str] | None
+) -> OverBudget | None:
+    """The estimate, when the files are estimated to need more than `budget` (`memory_budget`)."""
+    if budget is None or not dataset_files:
+        return None
+    peak, rule = estimate_peak_bytes(dataset_files, file_format)
+    limit, origin = budget
+    return OverBudget(peak, limit, rule, origin) if peak > limit else None
 
 
 def check_memory_budget(dataset_files: list[Path], file_format: str, limit_bytes: int) -> None:

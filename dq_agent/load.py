@@ -194,7 +194,7 @@ def resolve_files(path: str) -> tuple[list[Path], str]:
 
 def load(path: str, config: Config) -> Dataset:
     """Open `path` and detect column roles. Raises InputError for anything unreadable, and for
-    data estimated to need more memory than `limits.max_memory` (checked before reading it).
+    CSV estimated to need more memory than `limits.max_memory` (checked before reading it).
 
     Parquet stays a lazy scan: each query reads only its columns. CSV is read once into memory:
     a lazy CSV scan re-reads and re-infers the whole file for every query of every check (a
@@ -205,7 +205,9 @@ def load(path: str, config: Config) -> Dataset:
         return load_frame(read_table(path), config)
     inputs = resolve_inputs(path)
     files, file_format = inputs.files, inputs.file_format
-    if config.limits.max_memory is not None and inputs.stdin is None:
+    # CSV is read into memory here: over the limit it is refused before reading. Parquet is
+    # scanned lazily, and a run over its budget goes out of core (`dq_agent.out_of_core`).
+    if config.limits.max_memory is not None and inputs.stdin is None and file_format == "csv":
         check_memory_budget(files, file_format, parse_size(config.limits.max_memory))
     _check_timezone(config.columns.timezone)
     read = read_csv_files(inputs, config) if file_format == "csv" else read_parquet_files(inputs)

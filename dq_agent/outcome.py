@@ -29,13 +29,33 @@ class DatasetInfo:
     inferred: list[dict[str, str]] = field(default_factory=list)
     """What loading guessed (`loading.notes.Inference.to_dict`): role, value, reason, setting."""
     engine: str = "polars"
-    """Where every check of the run ran (`dq_agent.engines`): "spark" for a Spark DataFrame."""
+    """Where the checks of the run ran (`dq_agent.engines`, `run.engine`): "spark" for a
+    Spark DataFrame."""
+    on_polars: list[str] = field(default_factory=list)
+    """The selected checks not yet ported to `engine`, which ran on Polars instead (the data
+    was read into memory by the loader anyway)."""
+
+    engine_reason: str | None = None
+    """Why the run chose `engine` itself, when it did: the data over the memory budget."""
+
+    def engine_note(self) -> str | None:
+        """Where the checks ran, for a report, when not all on Polars (None otherwise)."""
+        if self.engine == "polars":
+            return None
+        parts = [self.engine]
+        if self.engine_reason:
+            parts.append(self.engine_reason)
+        if self.on_polars:
+            parts.append(f"on Polars, not yet ported there: {', '.join(self.on_polars)}")
+        return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "format": self.file_format,
             "engine": self.engine,
+            "on_polars": list(self.on_polars),
+            "engine_reason": self.engine_reason,
             "files": self.files,
             "rows": self.rows,
             "columns": list(self.columns),

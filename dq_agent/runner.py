@@ -19,6 +19,7 @@ from dataclasses import replace
 import polars as pl
 
 from dq_agent.checks.base import CheckPlan, materialising, run_plans
+from dq_agent.engines.names import engine_failures
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Source
 from dq_agent.tools import Tool
@@ -26,7 +27,7 @@ from dq_agent.tools import Tool
 log = logging.getLogger(__name__)
 
 # Failures a check may raise on odd data; anything else is a bug and propagates.
-CHECK_FAILURES: tuple[type[BaseException], ...] = (
+_POLARS_FAILURES: tuple[type[BaseException], ...] = (
     pl.exceptions.PolarsError,
     ValueError,
     TypeError,
@@ -37,6 +38,12 @@ CHECK_FAILURES: tuple[type[BaseException], ...] = (
     # query engine has panicked on some plan shapes over empty intermediate results).
     pl.exceptions.PanicException,
 )
+
+
+def check_failures() -> tuple[type[BaseException], ...]:
+    """What a check may raise on odd data, on Polars and on the engines in use
+    (`engines.names.engine_failures`); anything else is a bug and propagates."""
+    return _POLARS_FAILURES + engine_failures()
 
 
 def failure_result(tool: str, exc: BaseException) -> CheckResult:
@@ -65,7 +72,7 @@ def run_tools(
         for tool in tools:
             try:
                 plans.append(tool.plan())
-            except CHECK_FAILURES as exc:
+            except check_failures() as exc:
                 log.debug("planning %s failed", tool.name, exc_info=True)
                 results[tool.name] = failure_result(tool.name, exc)
         if timings is not None:
@@ -73,7 +80,7 @@ def run_tools(
         for plan in plans:
             try:
                 (results[plan.tool],) = run_plans([plan])
-            except CHECK_FAILURES as exc:
+            except check_failures() as exc:
                 # A failing query fails its own check only.
                 log.debug("running %s failed", plan.tool, exc_info=True)
                 results[plan.tool] = failure_result(plan.tool, exc)
@@ -85,7 +92,7 @@ def resident(dataset: Dataset) -> Dataset:
     fails, the lazy frame stays, so each check still fails or succeeds on its own."""
     try:
         frame = dataset.frame.collect()
-    except CHECK_FAILURES:
+    except check_failures():
         log.debug(
             "reading %s into memory failed; the checks read it themselves",
             dataset.path,

@@ -12,7 +12,6 @@ scopes, such as a time window outside the data, and a narrowed run checks nothin
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -22,14 +21,15 @@ import polars as pl
 
 from dq_agent.catalogue import CATALOGUE, CHECK_NAMES
 from dq_agent.checks.base import CheckPlan, Scope, entity_key, missing_column_message, run_plans
-from dq_agent.checks.portable import on_engine
+from dq_agent.checks.portable import is_portable, on_engine
 from dq_agent.checks.spec import PlanFunction
 from dq_agent.config import Config
 from dq_agent.engines import Engine
+from dq_agent.engines.names import engine_failures
 from dq_agent.errors import ToolArgumentError, ToolRegistrationError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
-from dq_agent.result import CheckResult
+from dq_agent.result import CheckResult, Status
 from dq_agent.timeparse import parse_iso_time
 
 # The detection tools in report order, as the catalogue declares them.
@@ -60,10 +60,8 @@ class Tool:
 
     def run_scoped(self, scope: Scope) -> CheckResult:
         """Run the tool on `scope` (from `scope_from`, which checked it against the data)."""
-        plan = self.plan(scope)
-        started = time.perf_counter()
-        (result,) = run_plans([plan])
-        return replace(result, duration_seconds=time.perf_counter() - started)
+        (result,) = run_plans([self.plan(scope)])  # its duration measured there
+        return result
 
     def ollama_schema(self) -> dict[str, Any]:
         return {
@@ -163,13 +161,42 @@ def no_arguments() -> dict[str, Any]:
     return {"type": "object", "properties": {}, "required": []}
 
 
+def _plan_of(plan: PlanFunction, engine: Engine | None, not_evaluated: str | None) -> PlanFunction:
+    """The plan function a check's tool runs: on `engine` where the check is ported, else its
+    Polars plan; a check that cannot run gives the result saying so."""
+    if not_evaluated is not None:
+
+        def skipped(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+            tool = next(s.name for s in CATALOGUE if s.plan is plan)
+            result = CheckResult(tool, Status.SKIPPED, not_evaluated)
+            return CheckPlan(tool, [], lambda _: result)
+
+        return skipped
+    if engine is not None and is_portable(plan):
+        return on_engine(plan, engine)
+    return plan
+
+
+def not_ported(config: Config) -> list[str]:
+    """The checks `config` selects that are not yet written for every engine: on another
+    engine than Polars they run on Polars."""
+    selected = config.selected_checks()
+    return [s.name for s in CATALOGUE if s.name in selected and not is_portable(s.plan)]
+
+
 def register_detection_tools(
-    dataset: Dataset, config: Config, engine: Engine | None = None
+    dataset: Dataset,
+    config: Config,
+    engine: Engine | None = None,
+    not_evaluated: Mapping[str, str] | None = None,
 ) -> list[Tool]:
     """The catalogue's detection tools selected by `config` (`run.checks`, default all) bound to
-    `dataset` and `config`, in report order. With `engine` (a caller's Spark DataFrame), each
-    runs on that engine: only ported checks can (`portable.is_portable`; `dq_agent.api` refuses
-    the others before this)."""
+    `dataset` and `config`, in report order. With `engine`, each check ported to every engine
+    (`portable.is_portable`) runs there, the others on Polars (`not_ported`; for a caller's
+    Spark DataFrame, which Polars does not hold, `dq_agent.api` refuses them before this).
+    A check named in `not_evaluated` does not run: its result says it was not evaluated, with
+    the reason given (a run out of core: `out_of_core`)."""
+    not_evaluated = not_evaluated or {}
     selected = config.selected_checks()
     tools: list[Tool] = []
     # Windows need a time to fall in: without a timestamp column the inspection refuses them.
@@ -177,6 +204,13 @@ def register_detection_tools(
     excusal = dataset.excusal
     if excusal is None and dataset.roles.timestamp is not None:
         excusal = config.excusal()
+    registration_failures: tuple[type[BaseException], ...] = (
+        pl.exceptions.PolarsError,
+        ValueError,
+        KeyError,
+        TypeError,
+        *engine_failures(),
+    )
     for spec in (s for s in CATALOGUE if s.name in selected):
         name = spec.name
         try:
@@ -186,11 +220,15 @@ def register_detection_tools(
                 no_arguments(),
                 dataset,
                 config,
-                spec.plan if engine is None else on_engine(spec.plan, engine),
+                _plan_of(spec.plan, engine, not_evaluated.get(name)),
                 excusal if spec.excused else None,
             )
-            tool.plan()  # building the plan validates the tool against this dataset; nothing is collected
-        except (pl.exceptions.PolarsError, ValueError, KeyError, TypeError) as exc:
+            if engine is None or not is_portable(spec.plan):
+                # Building the plan validates the tool against this dataset; nothing is
+                # collected. On another engine building may compute (`Engine.materialised`):
+                # it happens when the check runs, where a failure fails that check alone.
+                tool.plan()
+        except registration_failures as exc:
             raise ToolRegistrationError(f"detection tool {name} failed to register: {exc}") from exc
         tools.append(tool)
     registered = [t.name for t in tools]

@@ -31,15 +31,6 @@ from tests.test_conformance import spark_engine as spark_engine
 _run = runner(plan_range_check, build_range_check)
 
 
-def _file_rows_on(engine: Engine) -> None:
-    """A scope that leaves rows out names readings by their row in the file (`FILE_ROW`),
-    which the Spark engine's rows do not carry yet (engines/spark.py drops it, as the DuckDB
-    engine did). On Spark nothing narrows a scope today: the library refuses a model (the
-    drill-down) and maintenance windows there."""
-    if engine.name == "spark":
-        pytest.skip("the Spark engine's rows drop FILE_ROW: narrowed scopes not run on Spark")
-
-
 def _counts(result: CheckResult, column: str) -> tuple[Any, ...]:
     m = result.metrics["columns"][column]
     return (m["fail_count"], m["suspect_count"], m["runs"], m["devices_affected"])
@@ -103,7 +94,6 @@ def test_scopes_narrow_alike(
     humidity: tuple[int, ...] | None,
     temp: tuple[int, ...] | None,
 ) -> None:
-    _file_rows_on(engine)
     config = _limits(temp={"max": 90.0, "suspect_max": 60.0})
     result = _run(engine, _fleet(tmp_path), config, scope)
     if humidity is not None:
@@ -119,7 +109,6 @@ def test_maintenance_windows_leave_readings_out(
     engine: Engine, tmp_path: Path, computed: bool
 ) -> None:
     # Device a's minutes 10-11 in a window: -3 and -4 excused; -5 and 104 remain (two runs).
-    _file_rows_on(engine)
     window = Window(0, _utc(10), _utc(11), "a", None)
     config = Config()
     dataset, excusal = with_windows(load(str(_fleet(tmp_path)), config), (window,), computed)

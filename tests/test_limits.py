@@ -16,11 +16,16 @@ from dq_agent.cli import app
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.limits import (
     CSV_PEAK_FACTOR,
+    DEFAULT_BUDGET_SHARE,
     PARQUET_PEAK_FACTOR,
     PROGRAM_BYTES,
+    OverBudget,
     check_memory_budget,
     estimate_peak_bytes,
     format_size,
+    machine_memory_bytes,
+    memory_budget,
+    over_budget,
     parquet_data_bytes,
     parse_size,
 )
@@ -121,18 +126,39 @@ def test_corrupt_parquet_footer_is_an_input_error(tmp_path: Path) -> None:
         parquet_data_bytes(path)
 
 
-def test_cli_refuses_up_front_with_exit_3(parquet_file: Path) -> None:
+def test_cli_refuses_csv_over_the_limit_up_front_with_exit_3(
+    parquet_file: Path, tmp_path: Path
+) -> None:
+    csv = tmp_path / "sensors.csv"
+    pl.read_parquet(parquet_file).write_csv(csv)
     runner = CliRunner()
     env = {**ENV, "DQ_AGENT_MAX_MEMORY": "100M"}
-    result = runner.invoke(app, ["inspect", str(parquet_file), "--no-agent"], env=env)
+    result = runner.invoke(app, ["inspect", str(csv), "--no-agent"], env=env)
     assert result.exit_code == 3
     assert result.stdout == ""
-    assert result.stderr.startswith("dq-agent: error: sensors.parquet needs about 387 MB")
+    assert result.stderr.startswith("dq-agent: error: sensors.csv needs about ")
     assert "the limit is 100 MB" in result.stderr
     env["DQ_AGENT_MAX_MEMORY"] = "4G"
-    result = runner.invoke(app, ["inspect", str(parquet_file), "--no-agent", "-f", "json"], env=env)
+    result = runner.invoke(app, ["inspect", str(csv), "--no-agent", "-f", "json"], env=env)
     assert result.exit_code in (0, 1)
     assert json.loads(result.stdout)["dataset"]["rows"] == 2000
+
+
+def test_the_budget_is_the_limit_set_else_a_share_of_the_machine(parquet_file: Path) -> None:
+    assert memory_budget("2G") == (2 * 2**30, "the memory limit of 2.0 GB (--max-memory)")
+    machine = machine_memory_bytes()
+    assert machine is not None and machine > 0
+    budget = memory_budget(None)
+    assert budget is not None
+    assert budget[0] == int(DEFAULT_BUDGET_SHARE * machine)
+    assert budget[1].endswith("80% of this machine's memory (--max-memory)")
+    peak, rule = estimate_peak_bytes([parquet_file], "parquet")
+    assert over_budget([parquet_file], "parquet", (peak, "x")) is None
+    over = over_budget([parquet_file], "parquet", (peak - 1, "the limit"))
+    assert over == OverBudget(peak, peak - 1, rule, "the limit")
+    assert over.reason() == f"the data needs about {format_size(peak)} in memory ({rule}), " + (
+        "more than the limit"
+    )
 
 
 # A child's peak RSS (ru_maxrss) starts at its parent's size when forked, and a test process

@@ -21,7 +21,7 @@ from dq_agent.agent.drilldown import DRILL_DOWN_NAME, run_drill_down
 from dq_agent.agent.sentinel import SENTINEL_NAME, Sentinel, SentinelVerdict
 from dq_agent.errors import ToolArgumentError
 from dq_agent.result import CheckResult, Source
-from dq_agent.runner import CHECK_FAILURES, failure_result
+from dq_agent.runner import check_failures, failure_result
 from dq_agent.tools import Tool
 from dq_agent.trace import Trace
 
@@ -110,7 +110,7 @@ class Dispatcher:
     def _run(self, tool: Tool, arguments: dict[str, Any], key: str) -> Outcome:
         try:
             result = tool().with_source(Source.AGENT)
-        except CHECK_FAILURES as exc:
+        except check_failures() as exc:
             return Outcome(tool.name, failure_result(tool.name, exc).observation(), FAILED)
         self._memory.add(key)
         self.results[tool.name] = result
@@ -136,7 +136,7 @@ class Dispatcher:
             result = run_drill_down(self.tools, arguments)
         except ToolArgumentError as exc:
             return self._reject(DRILL_DOWN_NAME, f"Invalid arguments for {DRILL_DOWN_NAME}: {exc}.")
-        except CHECK_FAILURES as exc:
+        except check_failures() as exc:
             tool = str(arguments.get("tool"))
             return Outcome(DRILL_DOWN_NAME, failure_result(tool, exc).observation(), FAILED)
         self._memory.add(key)

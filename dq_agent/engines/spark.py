@@ -2,7 +2,7 @@
 
 A file's dataset is read by dq-agent's own loader, as for every engine (the same dialect, role
 and type decisions); its normalised frame is then handed over as Parquet, written once into the
-run's temporary folder with the file order as a column (`FILE_ROW`: a Spark frame has no order
+run's temporary folder (`dq_agent.scratch`) with the file order as a column (`FILE_ROW`: a Spark frame has no order
 of its own), and read by the session (keyed by the frame; the file is removed with it). A
 caller's own Spark DataFrame (`dq_agent.inspect`) is adopted as it is (`SparkEngine.adopt`):
 nothing is collected to the driver but the queries' small results.
@@ -16,10 +16,6 @@ caller's session is refused without it.
 
 from __future__ import annotations
 
-import atexit
-import itertools
-import shutil
-import tempfile
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +29,7 @@ from dq_agent.engines.base import Frame, TableEngine, scoped
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
+from dq_agent.scratch import scratch_path
 
 INSTALL = "the Spark engine needs pyspark and Java 17 or newer: pip install 'dq-agent[spark]'"
 _SESSION_ZONE = "spark.sql.session.timeZone"
@@ -64,6 +61,11 @@ def local_session() -> Any:
     builder = SparkSession.builder.master("local[*]").appName("dq-agent")
     for key, value in _LOCAL_CONF.items():
         builder = builder.config(key, value)
+    # Errors only, from the JVM's start: Spark's default profile warns on every start.
+    logging = Path(__file__).with_name("spark_log4j2.properties")
+    builder = builder.config(
+        "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={logging.as_uri()}"
+    )
     try:
         session = builder.getOrCreate()
     except PySparkRuntimeError as exc:
@@ -90,8 +92,6 @@ class SparkEngine(TableEngine):
             )
         self._frames: dict[tuple[int, Excusal | None], Any] = {}
         self._adopted: dict[int, Any] = {}
-        self._names = itertools.count()
-        self._folder: Path | None = None
 
     def adopt(self, dataset: Dataset, frame: Any, timezone: str = "UTC") -> None:
         """Run `dataset`'s queries on `frame`, the caller's Spark DataFrame whose first rows it
@@ -125,9 +125,13 @@ class SparkEngine(TableEngine):
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         frame: Frame = nw.from_native(self._frame(dataset, scope.excused))
-        # An adopted frame's FILE_ROW ids increase but are not consecutive: always renumbered.
+        # An adopted frame's FILE_ROW ids increase but are not consecutive: always renumbered,
+        # and not handed on (a row named by it would not be the caller's row; nothing narrows
+        # a scope there: the library refuses a model and maintenance windows on such a frame).
+        # A handed-over file's FILE_ROW is the file's row, which a narrowed scope's findings name.
         adopted = id(dataset.frame) in self._adopted
-        return scoped(frame, dataset, scope, index=index, renumber=adopted).drop(FILE_ROW)
+        rows = scoped(frame, dataset, scope, index=index, renumber=adopted)
+        return rows.drop(FILE_ROW) if adopted else rows
 
     def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
         """Spark's `xxhash64` (a long). It skips a null value (a and null hash like null and
@@ -171,19 +175,13 @@ class SparkEngine(TableEngine):
             handed = handed.with_columns(excusal.expression(ts, entity_key(dataset)).alias(EXCUSED))
         durations = [n for n, t in handed.collect_schema().items() if isinstance(t, pl.Duration)]
         handed = handed.with_columns(pl.col(durations).cast(pl.Duration("us")))
-        path = self._folder_path() / f"frame_{next(self._names)}.parquet"
+        path = scratch_path("spark-frame", ".parquet")
         handed.sink_parquet(path)
         frame = _with_intervals(self.session.read.parquet(str(path)), durations)
         self._frames[key] = frame
         # The file holds a copy of the data: remove it when the frame goes.
         weakref.finalize(dataset.frame, self._drop, key, path).atexit = False
         return frame
-
-    def _folder_path(self) -> Path:
-        if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="dq-agent-spark-"))
-            atexit.register(shutil.rmtree, self._folder, ignore_errors=True)
-        return self._folder
 
     def _drop(self, key: tuple[int, Excusal | None], path: Path) -> None:
         self._frames.pop(key, None)

@@ -46,6 +46,9 @@ def render_markdown(inspection: Inspection) -> str:
         lines.append(f"- Time range: {md(info.time_start)} to {md(info.time_end)}")
     if info.inferred:
         lines.append(f"- Guessed: {md(inferred_line(info.inferred), 600)}")
+    engine = info.engine_note()
+    if engine:
+        lines.append(f"- Engine: {md(engine)}")
     lines += [f"- Audit: {md(audit_line(inspection))}", ""]
     lines += _picture(inspection)
     lines += ["| Dimension | Status | Key figures | Source |", "|---|---|---|---|"]

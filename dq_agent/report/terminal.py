@@ -74,6 +74,9 @@ def _header(inspection: Inspection) -> RenderableType:
     body.append(one_line(info.path, 300), style="bold")
     body.append("\n" + safe(" · ".join(facts), 400))
     body.append("\nroles: " + safe(role_text, 400), style="dim")
+    engine = info.engine_note()
+    if engine:
+        body.append("\nengine: " + safe(engine, 400), style="dim")
     guessed = inferred_line(info.inferred)
     if guessed:
         body.append("\nguessed: " + safe(guessed, 600), style="dim")

@@ -1,0 +1,56 @@
+"""The engines a run can name (`run.engine`, `--engine`) and the one each name gives.
+
+Only the names are known up front: an engine's module, and its optional extra (duckdb,
+pyspark), is imported when a run asks for it, so the config can be checked without them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dq_agent.engines.base import Engine
+
+DEFAULT_ENGINE = "polars"
+ENGINE_NAMES = ("polars", "duckdb", "spark")
+
+
+def engine_named(name: str) -> Engine | None:
+    """The engine `name` runs the checks on, or None for Polars (the production path, which
+    needs no engine object: the runner collects the checks' Polars queries itself). Raises
+    ConfigError when the engine's extra is not installed."""
+    if name == DEFAULT_ENGINE:
+        return None
+    if name == "duckdb":
+        from dq_agent.engines.duckdb import DuckDBEngine
+
+        return DuckDBEngine()
+    if name == "spark":
+        from dq_agent.engines.spark import SparkEngine
+
+        return SparkEngine()
+    raise ValueError(f"unknown engine {name!r}: one of {', '.join(ENGINE_NAMES)}")
+
+
+def engine_installed(name: str) -> bool:
+    """Whether the package engine `name` needs is installed (without importing it)."""
+    package = {"polars": "polars", "duckdb": "duckdb", "spark": "pyspark"}[name]
+    return importlib.util.find_spec(package) is not None
+
+
+def engine_failures() -> tuple[type[BaseException], ...]:
+    """The errors a query may raise on the engines this process has imported (a DuckDB binder
+    error, a Spark analysis error): one check failing on that engine, as a Polars error is on
+    Polars. An engine not imported cannot have raised: its module is not imported for this."""
+    found: list[type[BaseException]] = []
+    duckdb = sys.modules.get("duckdb")
+    if duckdb is not None:
+        found.append(duckdb.Error)
+    if "pyspark" in sys.modules:
+        from py4j.protocol import Py4JError
+        from pyspark.errors import PySparkException
+
+        found += [PySparkException, Py4JError]
+    return tuple(found)

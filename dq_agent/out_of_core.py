@@ -1,0 +1,92 @@
+"""Data over the memory budget: checked out of core instead of refused.
+
+When a Parquet input is estimated to need more memory than the run's budget
+(`limits.over_budget`), the loader's normalised frame is streamed to a Parquet file in the
+run's temporary folder (`scratch`), with the file order and nothing else in memory, and the
+checks run on DuckDB over that file within the budget (`engines.duckdb_spill`: DuckDB's memory
+limit, its temporary files in the same folder). A run that asked for Spark (`run.engine`) runs
+there instead: the Spark engine hands a frame over as Parquet too, streamed. The checks not yet
+written for every engine cannot run that way (they need the data in memory): each is reported
+as not evaluated, saying why and what to do, never silently left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import polars as pl
+
+from dq_agent.checks.base import FILE_ROW
+from dq_agent.config import Config
+from dq_agent.engines import Engine
+from dq_agent.engines.duckdb_spill import SpilledDuckDBEngine
+from dq_agent.errors import ConfigError, InputError
+from dq_agent.limits import PROGRAM_BYTES, OverBudget, format_size
+from dq_agent.load import Dataset
+from dq_agent.maintenance import SECTION as MAINTENANCE
+from dq_agent.scratch import scratch_path
+from dq_agent.tools import not_ported
+
+# DuckDB gets this share of what the budget leaves beyond the program's own memory (Python,
+# Polars, pyarrow and DuckDB loaded: PROGRAM_BYTES): the rest is for the collected results.
+DUCKDB_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class OutOfCore:
+    """How an over-budget run goes: the dataset over the spilled file, the engine, and the
+    checks that cannot run so, with the reason the report gives."""
+
+    dataset: Dataset
+    engine: Engine
+    note: str
+    not_evaluated: dict[str, str]
+
+
+def spill(dataset: Dataset, config: Config, over: OverBudget) -> OutOfCore:
+    """Stream `dataset`'s normalised frame to the scratch folder and return the engine that
+    checks it there. Raises ConfigError for what cannot run out of core yet."""
+    if config.maintenance:
+        raise ConfigError(
+            f"bad value for '{MAINTENANCE}' in {config.origin_of(MAINTENANCE)}: maintenance "
+            f"windows are not supported yet when the data is over the memory budget ("
+            f"{over.reason()}); raise --max-memory or leave the windows out"
+        )
+    path = scratch_path("data", ".parquet")
+    handed = dataset.frame.with_row_index(FILE_ROW).with_columns(pl.col(FILE_ROW).cast(pl.Int64))
+    try:
+        handed.sink_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot spill {dataset.path} to {path.parent}: {first}") from exc
+    spilled = replace(dataset, frame=pl.scan_parquet(path).drop(FILE_ROW))
+    if config.run.engine == "spark":
+        from dq_agent.engines.spark import SparkEngine
+
+        engine: Engine = SparkEngine()
+        where = f"out of core: {over.reason()}; handed over to Spark as Parquet"
+    else:
+        duckdb = _duckdb(path, over)
+        engine = duckdb
+        where = (
+            f"out of core: {over.reason()}; spilled to a temporary folder and checked by "
+            f"DuckDB within {format_size(duckdb.memory_bytes)}"
+        )
+    reason = (
+        f"not evaluated: the data is over the memory budget ({format_size(over.peak_bytes)} "
+        f"estimated, {format_size(over.limit_bytes)} allowed) and this check does not run out "
+        "of core yet; raise --max-memory to run it in memory"
+    )
+    return OutOfCore(spilled, engine, where, dict.fromkeys(not_ported(config), reason))
+
+
+def _duckdb(path: Path, over: OverBudget) -> SpilledDuckDBEngine:
+    memory = int(DUCKDB_SHARE * max(over.limit_bytes - PROGRAM_BYTES, 0))
+    try:
+        return SpilledDuckDBEngine(path, memory)
+    except ConfigError as exc:
+        raise InputError(
+            f"{over.reason()}: checking it out of core needs DuckDB ({exc.message}); "
+            "or raise --max-memory"
+        ) from exc
