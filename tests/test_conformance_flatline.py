@@ -165,8 +165,6 @@ def test_scopes_narrow_alike(
 
 
 def test_an_entity_scope_names_rows_of_the_file(local_engine: Engine, tmp_path: Path) -> None:
-    # On Spark a scope that leaves rows out is not run: its rows drop FILE_ROW (as for
-    # range_check and delay_check; nothing narrows a scope on Spark today).
     result = _run(local_engine, fleet(tmp_path), config_for_fleet(), Scope(entity="b"))
     run = result.metrics["columns"]["temp"]["longest_run"]
     assert (run["start_row"], run["end_row"]) == (MINUTES + 5, MINUTES + 16)
