@@ -3,7 +3,9 @@ tests/test_conformance.py, whose engines and comparison it uses), with each case
 counts: stuck runs in a fleet, rest levels, setpoints and states, tolerance, runs of one
 reading, durations, maintenance windows, a long layout with exclusions, scopes, the readings
 range_check flags left out; and the readings of judged runs (`flatline.judged_readings`) alike
-on every engine."""
+on every engine. A Spark query costs seconds here (one shared session, many stages per
+column): Spark runs the two one-column cases that reach every part of the generic path (runs,
+rest levels, groups, states, a long layout); the other cases run on Polars and DuckDB."""
 
 from __future__ import annotations
 
@@ -48,10 +50,12 @@ def test_sample_data_counts(local_engine: Engine, file_name: str) -> None:
     assert sum(e.count for e in result.events) == wanted["stuck_readings"]
 
 
-def test_a_fleet_with_stuck_runs_setpoint_and_range_flags(engine: Engine, tmp_path: Path) -> None:
+def test_a_fleet_with_stuck_runs_setpoint_and_range_flags(
+    local_engine: Engine, tmp_path: Path
+) -> None:
     """temp: a stuck for 15, b for 11 across a missing value; rh's 12 readings at -5 are
     range_check's (left out); valve: a whole device stuck; setpoint never varies."""
-    result = _run(engine, fleet(tmp_path), config_for_fleet())
+    result = _run(local_engine, fleet(tmp_path), config_for_fleet())
     assert _runs(result, "temp") == (2, 26)
     assert result.metrics["columns"]["temp"]["checked_values"] == 2 * MINUTES - 16
     assert _runs(result, "rh") == (0, 0)

@@ -3,14 +3,15 @@
 The same runs, statistics and verdicts as the Polars queries of `flatline` (whose docstrings
 say what each figure means), written for an engine that runs SQL-like windows:
 
-- a column's checked readings are the scoped rows neither missing nor out of range (range_check's
-  own test, `ColumnRange.outside`, as its generic path finds flagged rows) and with a time, in
-  series order (`Engine.in_series`);
-- whether a reading repeats the one before (within `tolerance`) is a `shift(1)` over the entity
-  ordered by position, in a `with_columns` of its own; whether the next repeats it, a `shift(-1)`
-  of that in another; each reading of a run of two or more gets its run by a cumulative count of
-  run starts over those readings only (most readings with decimals are runs of one, which need
-  none), and the run's start and length by windows over the run;
+- the scoped rows with a time are numbered in series order once for all the check's columns
+  (`Engine.in_series`, `in_order`); a column's checked readings are those neither missing nor
+  out of range (range_check's own test, `ColumnRange.outside`, as its generic path finds
+  flagged rows);
+- whether a reading repeats the one before (within `tolerance`) and whether the next repeats
+  it come from a `shift(1)` and a `shift(-1)` over the entity ordered by position, in one
+  `with_columns` of their own; each reading of a run of two or more gets its run by a
+  cumulative count of run starts over those readings only (most readings with decimals are
+  runs of one, which need none), and the run's start and length by windows over the run;
 - the per-series figures are an aggregate, their group's figures aggregates joined back; the
   verdicts are the Polars strategy's expressions over the few long runs and the runs at values
   that may be rest levels.

@@ -106,6 +106,9 @@ def unmatched_exclusions(
 def stats(
     values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig
 ) -> pl.LazyFrame:
+    """One row of the column's figures for `result`: from `values` (one row, VALUES), its
+    judged runs and its series table. Named `__stat_*`: a collected column named like one of
+    the data's would take that column's dtype (`engines.base.normalised`)."""
     kept = ~pl.col(SKIPPED)
     constant = pl.col(GROUP_KEY).filter(pl.col(CONSTANT)).unique()
     readings = runs.select(
