@@ -167,7 +167,9 @@ def judged_readings(
     """The readings of the column's stuck runs (STUCK) and of its runs at a rest level
     (AT_REST), on any engine: ENTITY (text), TIME (with a timestamp), AT_ROW (the row in the
     file), X, STUCK and AT_REST. What spike_check and outlier_check leave out (one value, one
-    cause: a stuck reading is no spike; a pump off is no outlier of its running readings)."""
+    cause: a stuck reading is no spike; a pump off is no outlier of its running readings), when
+    flatline_check runs and checks the column (the caller tests `excluded` and the run's
+    checks, as outlier_check's `_rest` does)."""
     if not isinstance(engine, PolarsEngine):
         return generic_readings(engine, dataset, scope, column, config)
     runs = judged_runs(dataset, scope, column, config)
