@@ -141,7 +141,11 @@ def inspect(
     ] = False,
     max_memory: Annotated[
         str | None,
-        typer.Option("--max-memory", help="Refuse (exit 3) a run estimated to need more, e.g. 2G."),
+        typer.Option(
+            "--max-memory",
+            help="Memory budget, e.g. 2G (default 80% of the machine): Parquet over it runs out "
+            "of core, CSV over it is refused (exit 3).",
+        ),
     ] = None,
     no_history: Annotated[
         bool,

@@ -18,7 +18,7 @@ from rich.text import Text
 from dq_agent.agent.doctor import render_doctor, run_doctor
 from dq_agent.api import record_run
 from dq_agent.config import Config, resolve
-from dq_agent.errors import UsageError
+from dq_agent.errors import EXIT_INPUT, UsageError
 from dq_agent.evaluate import evaluate_model, evaluations_json, run_table
 from dq_agent.history import (
     HistoryError,
@@ -293,4 +293,14 @@ def run_inspect(options: InspectOptions, stdout: Console | None = None) -> int:
             or ""
         )
         sys.stdout.flush()
+    if code == EXIT_INPUT:
+        # The report says which checks; the exit code's reason gets its line like any error.
+        what = (
+            "nothing was checked: every check errored or was not evaluated"
+            if inspection.nothing_checked()
+            else f"part of the data was not checked: {', '.join(inspection.unchecked())} failed"
+        )
+        _stderr_console(quiet=False).print(
+            f"dq-agent: exit 3: {what} (see the report)", markup=False, highlight=False
+        )
     return code

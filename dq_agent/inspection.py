@@ -22,19 +22,20 @@ from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
 from dq_agent.engines import Engine
 from dq_agent.engines.base import entity_key_expr
-from dq_agent.engines.names import engine_installed, engine_named
+from dq_agent.engines.names import (
+    DEFAULT_ENGINE,
+    engine_named,
+)
 from dq_agent.errors import (
     AgentUnavailableError,
     ConfigError,
     InputError,
     ModelUnavailableError,
 )
-from dq_agent.limits import memory_budget, over_budget
 from dq_agent.load import Dataset, load
-from dq_agent.loading.files import STDIN
 from dq_agent.maintenance import SECTION as MAINTENANCE
 from dq_agent.maintenance import excused_counts, materialise
-from dq_agent.out_of_core import OutOfCore, spill
+from dq_agent.out_of_core import check_names, plan_out_of_core
 from dq_agent.outcome import AgentInfo, Audit, DatasetInfo, Inspection
 from dq_agent.result import Source
 from dq_agent.runner import check_failures, resident, run_tools
@@ -156,7 +157,7 @@ def inspect_dataset(
     timings: dict[str, float] = {}
 
     adopted = engine is not None
-    out_of_core = None if adopted else _out_of_core(dataset, config)
+    out_of_core = None if adopted else plan_out_of_core(dataset, config)
     if out_of_core is not None:
         dataset, engine = out_of_core.dataset, out_of_core.engine
     info = profile(dataset, engine)
@@ -172,7 +173,7 @@ def inspect_dataset(
         # handed over from there to the configured engine, once).
         dataset = resident(dataset)
         dataset, maintenance = _maintenance(dataset, config)
-        engine = engine_named(config.run.engine)
+        engine = _configured_engine(dataset, config)
         if engine is not None:
             info = replace(info, engine=engine.name, on_polars=not_ported(config))
     not_evaluated = out_of_core.not_evaluated if out_of_core is not None else None
@@ -211,25 +212,18 @@ def inspect_dataset(
     )
 
 
-def _out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
-    """How the run goes when its Parquet data is over the memory budget (`limits`), else None
-    (CSV over a limit set was refused by loading: it is read into memory)."""
-    if dataset.file_format != "parquet" or STDIN in map(str, dataset.files):
-        # Parquet from standard input is in memory already, read whole by loading.
+def _configured_engine(dataset: Dataset, config: Config) -> Engine | None:
+    """The engine `run.engine` names, or None for Polars; None too when no selected check is
+    ported there yet (they all run on Polars: the report says polars, as it is)."""
+    if config.run.engine == DEFAULT_ENGINE:
         return None
-    over = over_budget(dataset.files, "parquet", memory_budget(config.limits.max_memory))
-    if over is None:
+    if len(not_ported(config)) == len(config.selected_checks()):
+        log.warning(
+            "none of the selected checks runs on %s yet: they run on Polars", config.run.engine
+        )
         return None
-    if config.limits.max_memory is None:
-        # Over the machine's share only (the estimate overstates the peak): what cannot run
-        # out of core yet runs in memory, as before there was an out-of-core path, with a word.
-        missing = None if engine_installed("duckdb") else "the duckdb extra is not installed"
-        if config.maintenance:
-            missing = "maintenance windows do not run out of core yet"
-        if missing is not None and config.run.engine != "spark":
-            log.warning("%s; running in memory anyway: %s", over.reason(), missing)
-            return None
-    return spill(dataset, config, over)
+    check_names(dataset, config.run.engine, "run with --engine polars, or rename them")
+    return engine_named(config.run.engine)
 
 
 def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[str, Any]]]:

@@ -12,6 +12,7 @@ as not evaluated, saying why and what to do, never silently left out.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,12 +22,16 @@ from dq_agent.checks.base import FILE_ROW
 from dq_agent.config import Config
 from dq_agent.engines import Engine
 from dq_agent.engines.duckdb_spill import SpilledDuckDBEngine
+from dq_agent.engines.names import DEFAULT_ENGINE, engine_installed, unsupported_names
 from dq_agent.errors import ConfigError, InputError
-from dq_agent.limits import PROGRAM_BYTES, OverBudget, format_size
+from dq_agent.limits import PROGRAM_BYTES, OverBudget, format_size, memory_budget, over_budget
 from dq_agent.load import Dataset
+from dq_agent.loading.files import STDIN
 from dq_agent.maintenance import SECTION as MAINTENANCE
 from dq_agent.scratch import scratch_path
 from dq_agent.tools import not_ported
+
+log = logging.getLogger(__name__)
 
 # DuckDB gets this share of what the budget leaves beyond the program's own memory (Python,
 # Polars, pyarrow and DuckDB loaded: PROGRAM_BYTES): the rest is for the collected results.
@@ -42,6 +47,51 @@ class OutOfCore:
     engine: Engine
     note: str
     not_evaluated: dict[str, str]
+
+
+def plan_out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
+    """How the run goes when its Parquet data is over the memory budget (`limits`), else None
+    (in memory; CSV over a limit set was refused by loading, which reads it into memory)."""
+    if dataset.file_format != "parquet" or STDIN in map(str, dataset.files):
+        # Parquet from standard input is in memory already, read whole by loading.
+        return None
+    over = over_budget(dataset.files, "parquet", memory_budget(config.limits.max_memory))
+    if over is None:
+        return None
+    if config.run.engine == DEFAULT_ENGINE and config.origin_of("run.engine") != "the defaults":
+        # Asked to run in memory: as it was before there was an out-of-core path.
+        if config.limits.max_memory is None:
+            log.warning("%s; running in memory, as --engine polars asks", over.reason())
+            return None
+        raise InputError(
+            f"{dataset.path}: {over.reason()}, and --engine polars (run.engine, "
+            f"{config.origin_of('run.engine')}) runs in memory: raise --max-memory, or leave "
+            "the engine to dq-agent to check it out of core"
+        )
+    engine = "spark" if config.run.engine == "spark" else "duckdb"
+    if config.limits.max_memory is None:
+        # Over the machine's share only (the estimate overstates the peak): what cannot run
+        # out of core yet runs in memory, as before there was an out-of-core path, with a word.
+        missing = None if engine_installed(engine) else f"the {engine} extra is not installed"
+        if unsupported_names(engine, dataset.columns):
+            missing = f"column names {engine} cannot take (run with --max-memory to see them)"
+        if config.maintenance:
+            missing = "maintenance windows do not run out of core yet"
+        if missing is not None:
+            log.warning("%s; running in memory anyway: %s", over.reason(), missing)
+            return None
+    check_names(dataset, engine, "raise --max-memory to check the data in memory")
+    return spill(dataset, config, over)
+
+
+def check_names(dataset: Dataset, engine: str, remedy: str) -> None:
+    """Refuse (InputError) column names `engine` cannot run the checks on, naming them."""
+    problems = unsupported_names(engine, dataset.columns)
+    if problems:
+        raise InputError(
+            f"{dataset.path}: the checks cannot run on {engine} with these column names: "
+            f"{'; '.join(problems)}; {remedy}"
+        )
 
 
 def spill(dataset: Dataset, config: Config, over: OverBudget) -> OutOfCore:

@@ -298,3 +298,17 @@ def test_checks_option_rejects_an_unknown_check(clean_parquet: Path) -> None:
     code, _, err = run("inspect", str(clean_parquet), "--no-agent", "--checks", "null_chek")
     assert code == 2
     assert "'run.checks' in option --checks" in err and "null_chek" in err
+
+
+def test_exit_3_says_why_on_stderr(clean_parquet: Path) -> None:
+    # range_check without limits judges nothing: not evaluated, so nothing was checked.
+    code, out, err = run("inspect", str(clean_parquet), "--no-agent", "--checks", "range_check")
+    assert code == 3
+    assert "SKIPPED" in out
+    assert err.strip().splitlines()[-1] == (
+        "dq-agent: exit 3: nothing was checked: every check errored or was not evaluated "
+        "(see the report)"
+    )
+    code, _, err = run("inspect", str(clean_parquet), "--no-agent", "-q", "--checks", "range_check")
+    assert code == 3
+    assert "dq-agent: exit 3: nothing was checked" in err

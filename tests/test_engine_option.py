@@ -110,7 +110,7 @@ def test_the_checks_on_duckdb_give_the_polars_run_and_the_report_says_where_they
     assert runs["polars"]["dataset"]["on_polars"] == []
 
 
-def test_the_terminal_and_markdown_reports_name_the_engine() -> None:
+def test_every_report_names_the_engine() -> None:
     code, out, _ = _cli("inspect", SAMPLE, "--no-agent", "--engine", "duckdb", "--as-of", AS_OF)
     assert code == 0
     text = " ".join(out.replace("│", " ").split())
@@ -119,6 +119,14 @@ def test_the_terminal_and_markdown_reports_name_the_engine() -> None:
         "inspect", SAMPLE, "--no-agent", "--engine", "duckdb", "-f", "markdown", "--as-of", AS_OF
     )
     assert "- Engine: duckdb" in out
+    code, out, _ = _cli(
+        "inspect", SAMPLE, "--no-agent", "--engine", "duckdb", "-f", "html", "--as-of", AS_OF
+    )
+    assert '<p class="dim">Engine: duckdb; on Polars, not yet ported there: ' in out
+    code, out, _ = _cli(
+        "inspect", SAMPLE, "--no-agent", "--engine", "duckdb", "-f", "junit", "--as-of", AS_OF
+    )
+    assert '<property name="dq.engine" value="duckdb; on Polars, not yet ported there: ' in out
     code, out, _ = _cli("inspect", SAMPLE, "--no-agent", "--as-of", AS_OF)
     assert "engine:" not in out
 
@@ -237,3 +245,41 @@ def test_an_engine_error_fails_its_check_only() -> None:
             assert result.error == 'BinderException: Referenced column "x" not found'
         else:
             assert result.status != "error", name
+
+
+def test_an_engine_no_selected_check_runs_on_is_not_reported() -> None:
+    others = [s.name for s in CATALOGUE if not is_portable(s.plan)]
+    code, out, err = _cli(
+        "inspect", SAMPLE, "--no-agent", "-f", "json", "--engine", "duckdb",
+        "--checks", others[0], "--as-of", AS_OF,
+    )  # fmt: skip
+    assert code == 0, err
+    dataset = json.loads(out)["dataset"]
+    assert (dataset["engine"], dataset["on_polars"]) == ("polars", [])
+    assert "none of the selected checks runs on duckdb yet" in err
+
+
+@pytest.mark.parametrize(
+    ("columns", "problem"),
+    [
+        (["device", "timestamp", "Druck.bar"], "'Druck.bar' (a dot)"),
+        (["device", "timestamp", "Temp", "temp"], "'Temp' and 'temp' (the same name but for case)"),
+        (["device", "timestamp", "temp", ""], "a column without a name"),
+    ],
+)
+def test_column_names_an_engine_cannot_take_are_refused_naming_them(
+    tmp_path: Path, columns: list[str], problem: str
+) -> None:
+    # DuckDB and Spark compare names without case; Narwhals writes a dot into their SQL as a
+    # table or field: such a run would fail check by check, or mix two columns up.
+    path = tmp_path / "odd.csv"
+    rows = [f"a,2024-01-01T00:{m:02d}:00" + ",1.5" * (len(columns) - 2) for m in range(30)]
+    path.write_text(",".join(columns) + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    code, out, err = _cli("inspect", str(path), "--no-agent", "--engine", "duckdb")
+    assert code == 3
+    assert out == ""
+    message = " ".join(err.split())
+    assert f"the checks cannot run on duckdb with these column names: {problem}" in message
+    assert "run with --engine polars, or rename them" in message
+    code, _, _ = _cli("inspect", str(path), "--no-agent")
+    assert code in (0, 1)

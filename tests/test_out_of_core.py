@@ -181,3 +181,25 @@ def test_nan_is_counted_as_nan_out_of_core(tmp_path: Path) -> None:
     temp = out_of_core["metrics"]["columns"]["temp"]
     assert (temp["nan_count"], temp["nonfinite_count"]) == (5, 0)
     assert out_of_core["metrics"] == in_memory["metrics"]
+
+
+def test_an_explicit_polars_engine_over_the_budget_is_refused_as_before() -> None:
+    code, out, err = _cli(
+        "inspect", SAMPLE, "--no-agent", "--max-memory", OVER, "--engine", "polars"
+    )
+    assert code == 3
+    assert out == ""
+    message = " ".join(err.split())
+    assert "more than the memory limit of 390 MB (--max-memory), and --engine polars" in message
+    assert "raise --max-memory, or leave the engine to dq-agent" in message
+
+
+def test_column_names_duckdb_cannot_take_are_refused_out_of_core(tmp_path: Path) -> None:
+    path = tmp_path / "dots.parquet"
+    minutes = pl.datetime_range(datetime(2025, 12, 1), datetime(2025, 12, 1, 1), "1m", eager=True)
+    pl.DataFrame({"device": "a", "timestamp": minutes, "Druck.bar": 1.0}).write_parquet(path)
+    code, out, err = _cli("inspect", str(path), "--no-agent", "--max-memory", "1M")
+    assert (code, out) == (3, "")
+    message = " ".join(err.split())
+    assert "cannot run on duckdb with these column names: 'Druck.bar' (a dot)" in message
+    assert "raise --max-memory to check the data in memory" in message

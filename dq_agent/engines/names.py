@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -54,3 +55,23 @@ def engine_failures() -> tuple[type[BaseException], ...]:
 
         found += [PySparkException, Py4JError]
     return tuple(found)
+
+
+def unsupported_names(engine: str, columns: Sequence[str]) -> list[str]:
+    """The data's column names `engine` cannot run the checks on, each with why (empty when it
+    can): DuckDB and Spark compare names without case, and Narwhals writes a name into their
+    queries unquoted, so a dot reads as a table or struct field there."""
+    if engine == DEFAULT_ENGINE:
+        return []
+    problems = [f"{name!r} (a dot)" for name in columns if "." in name]
+    if "" in columns:
+        problems.append("a column without a name")
+    by_case: dict[str, list[str]] = {}
+    for name in columns:
+        by_case.setdefault(name.casefold(), []).append(name)
+    problems += [
+        f"{' and '.join(repr(n) for n in same)} (the same name but for case)"
+        for same in by_case.values()
+        if len(same) > 1
+    ]
+    return problems

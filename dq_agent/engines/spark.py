@@ -73,8 +73,19 @@ def local_session() -> Any:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"{INSTALL} ({first})") from exc
     session.sparkContext.setLogLevel("ERROR")
+    _quiet_query_errors()
     _LOCAL.append(session)
     return session
+
+
+def _quiet_query_errors() -> None:
+    """PySpark logs every failing query's exception with its Java stack (KBs of JSON on
+    stderr) before raising it; dq-agent reports the failure as that check's error already."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        # PySpark's own logger class (a plain Logger would refuse its keyword arguments).
+        PySparkLogger.getLogger(name).disabled = True
 
 
 class SparkEngine(TableEngine):

@@ -125,9 +125,14 @@ def _roles(inspection: Inspection) -> str:
 
 
 def _guessed(inspection: Inspection) -> list[str]:
-    """What loading guessed and the setting that fixes each: never a silent guess."""
+    """What loading guessed and the setting that fixes each: never a silent guess; and where
+    the checks ran, when not all on Polars."""
     guessed = inferred_line(inspection.dataset.inferred)
-    return [f'<p class="dim">Guessed: {text(guessed, 1200)}</p>'] if guessed else []
+    lines = [f'<p class="dim">Guessed: {text(guessed, 1200)}</p>'] if guessed else []
+    engine = inspection.dataset.engine_note()
+    if engine:
+        lines.append(f'<p class="dim">Engine: {text(engine, 1200)}</p>')
+    return lines
 
 
 def _picture(inspection: Inspection) -> list[str]:

@@ -93,6 +93,7 @@ def render_junit(inspection: Inspection, warn_as: str = "pass") -> str:
         ("dq.path", one_line(info.path, 300)),
         ("dq.rows", str(info.rows)),
         ("dq.as_of", inspection.as_of or ""),
+        ("dq.engine", info.engine_note() or info.engine),
     ):
         ET.SubElement(properties, "property", name=name, value=value)
     guessed = inferred_line(info.inferred)
