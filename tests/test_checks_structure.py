@@ -13,8 +13,9 @@ import pytest
 
 from dq_agent.checks.base import Scope
 from dq_agent.checks.flatline import plan_flatline_check
-from dq_agent.checks.structure import format_family, plan_structure_check
+from dq_agent.checks.structure import plan_structure_check
 from dq_agent.checks.structure_report import dtype_matches, normalise_offset
+from dq_agent.checks.structure_times import format_family
 from dq_agent.config import Config, resolve
 from dq_agent.errors import ConfigError
 from dq_agent.load import load

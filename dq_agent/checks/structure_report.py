@@ -83,6 +83,15 @@ MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
 REPLACEMENT_CHARACTER = "\ufffd"
 ZONE_FAMILY = "iso8601+zone"
+# The timestamps' frame (`add_timestamps`), one row per format family and offset, and the
+# counts come back under names of this prefix: a result column named like a column of the data
+# would be given its dtype (`engines.base.normalised`).
+SHIELD = "__structure::"
+VALUES = SHIELD + "values"
+DROPPED = SHIELD + "dropped"
+FAMILY = SHIELD + "family"
+OFFSET = SHIELD + "offset"
+EXAMPLES = SHIELD + "examples"
 _UNPARSEABLE_MAJORITY = 0.5
 _DTYPE_ALIASES = {
     "utf8": "string",
@@ -385,25 +394,25 @@ class StructureReport:
 
     def add_timestamps(self, groups: pl.DataFrame, is_text: bool) -> None:
         column = self.columns.timestamp
-        values = int(groups.get_column("values").sum())
-        dropped = int(groups.get_column("dropped").sum())
+        values = int(groups.get_column(VALUES).sum())
+        dropped = int(groups.get_column(DROPPED).sum())
         examples = sorted(
-            (e for group in groups.get_column("examples").to_list() for e in group),
+            (e for group in groups.get_column(EXAMPLES).to_list() for e in group),
             key=lambda e: e[ROW],
         )
         families: dict[str, int] = {}
         offsets: dict[str, int] = {}
         without_offset = 0
         for group in groups.iter_rows(named=True):
-            family = group["family"]
+            family = group[FAMILY]
             if family is None:
                 continue
-            families[family] = families.get(family, 0) + group["values"]
-            if group["offset"] is not None:
-                key = normalise_offset(group["offset"])
-                offsets[key] = offsets.get(key, 0) + group["values"]
+            families[family] = families.get(family, 0) + group[VALUES]
+            if group[OFFSET] is not None:
+                key = normalise_offset(group[OFFSET])
+                offsets[key] = offsets.get(key, 0) + group[VALUES]
             elif family != ZONE_FAMILY:
-                without_offset += group["values"]
+                without_offset += group[VALUES]
         families = dict(sorted(families.items(), key=lambda kv: (-kv[1], kv[0])))
         offsets = dict(sorted(offsets.items(), key=lambda kv: (-kv[1], kv[0])))
         mixed_zones = (bool(offsets) and without_offset > 0) or len(offsets) > 1
