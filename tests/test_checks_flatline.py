@@ -49,14 +49,14 @@ def _rh_b(i: int) -> float:
     return -5.0 if 20 <= i <= 31 else _varying(i, 50.0)
 
 
-def _fleet(tmp_path: Path) -> Path:
+def fleet(tmp_path: Path) -> Path:
     rows = [[minute(i), "a", _temp_a(i), _varying(i, 40.0), 50, 1.0] for i in range(MINUTES)] + [
         [minute(i), "b", _temp_b(i), _rh_b(i), 50, _varying(i, 1.0)] for i in range(MINUTES)
     ]
     return write_csv(tmp_path / "fleet.csv", HEADER, rows)
 
 
-def _config() -> Config:
+def config_for_fleet() -> Config:
     """The loader does not take a constant integer column for a value: name the values."""
     config = Config()
     config.columns.values = ["temp", "rh", "setpoint", "valve"]
@@ -64,7 +64,7 @@ def _config() -> Config:
 
 
 def test_stuck_runs_are_found_with_start_end_and_length(tmp_path: Path) -> None:
-    result = run_check(plan_flatline_check, _fleet(tmp_path), _config())
+    result = run_check(plan_flatline_check, fleet(tmp_path), config_for_fleet())
     metrics = result.metrics
     temp = metrics["columns"]["temp"]
     assert (temp["stuck_runs"], temp["stuck_readings"]) == (2, 26)
@@ -93,8 +93,8 @@ def test_stuck_runs_are_found_with_start_end_and_length(tmp_path: Path) -> None:
 
 
 def test_settings_move_the_line(tmp_path: Path) -> None:
-    path = _fleet(tmp_path)
-    config = _config()
+    path = fleet(tmp_path)
+    config = config_for_fleet()
     config.flatline_check.min_readings = 5
     config.flatline_check.excluded = ["val*", "setpoint"]
     result = run_check(plan_flatline_check, path, config)
@@ -105,7 +105,7 @@ def test_settings_move_the_line(tmp_path: Path) -> None:
     config.flatline_check.chance = 1e-5
     result = run_check(plan_flatline_check, path, config)
     assert result.metrics["columns"]["temp"]["stuck_runs"] == 2
-    config = _config()
+    config = config_for_fleet()
     config.flatline_check.flag_constant_columns = True
     result = run_check(plan_flatline_check, path, config)
     assert result.metrics["columns"]["setpoint"]["stuck_runs"] == 2
@@ -116,7 +116,7 @@ def test_a_duration_alone_can_make_a_run_long_enough(tmp_path: Path) -> None:
     config = Config()
     config.flatline_check.min_readings = 100
     config.flatline_check.min_duration_seconds = 12 * 60
-    result = run_check(plan_flatline_check, _fleet(tmp_path), config)
+    result = run_check(plan_flatline_check, fleet(tmp_path), config)
     # a's 15 readings span 14 minutes; b's 11 readings only 11 minutes.
     assert result.metrics["columns"]["temp"]["stuck_runs"] == 1
 
@@ -134,7 +134,7 @@ def test_tolerance_joins_near_equal_readings(tmp_path: Path) -> None:
 
 
 def test_an_entity_scope_reports_rows_of_the_file(tmp_path: Path) -> None:
-    result = run_check(plan_flatline_check, _fleet(tmp_path), scope=Scope(entity="b"))
+    result = run_check(plan_flatline_check, fleet(tmp_path), scope=Scope(entity="b"))
     run = result.metrics["columns"]["temp"]["longest_run"]
     assert (run["start_row"], run["end_row"]) == (MINUTES + 5, MINUTES + 16)
 
@@ -164,12 +164,12 @@ def test_a_device_that_repeats_by_nature_is_judged_by_its_own_repeat_share(
     assert result.metrics["stuck_readings"] == 50
 
 
-def _running(i: int, offset: float) -> float:
+def running(i: int, offset: float) -> float:
     """A reading in hundredths that never repeats its neighbour."""
     return offset + ((i * 7919) % 1000) / 100
 
 
-def _pumps(tmp_path: Path, off_for_days: bool) -> Path:
+def pumps(tmp_path: Path, off_for_days: bool) -> Path:
     """Pumps a, b, c of 1,440 minutes cycle on and off (flow exactly 0.0 while off, for 60 of
     every 120 minutes, and a for 5 minutes once more); pump d runs except for 900 minutes off in the middle when
     `off_for_days`, else it cycles too."""
@@ -180,18 +180,18 @@ def _pumps(tmp_path: Path, off_for_days: bool) -> Path:
             off = (i // 60) % 2 == 1 or (device == "a" and 30 <= i < 35)
             if device == "d" and off_for_days:
                 off = 300 <= i < 1200
-            rows.append((T0 + timedelta(minutes=i), device, 0.0 if off else _running(i, 120.0)))
+            rows.append((T0 + timedelta(minutes=i), device, 0.0 if off else running(i, 120.0)))
     frame = pl.DataFrame(rows, schema=["timestamp", "pump", "flow"], orient="row")
     return write_parquet(tmp_path / f"pumps_{off_for_days}.parquet", frame)
 
 
 def test_a_pump_at_rest_is_normal_operation_unless_far_longer_than_usual(tmp_path: Path) -> None:
-    clean = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=False))
+    clean = run_check(plan_flatline_check, pumps(tmp_path, off_for_days=False))
     assert clean.status is Status.PASS, clean.summary
     # 12 off runs of 60 readings per pump: 0.0 is a level the pumps rest at.
     assert (clean.metrics["stuck_runs"], clean.metrics["rest_readings"]) == (0, 4 * 12 * 60 + 5)
     # Off for 900 minutes where the others are off for 60 at a time: stuck.
-    faulty = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=True))
+    faulty = run_check(plan_flatline_check, pumps(tmp_path, off_for_days=True))
     assert [(f.entity, f.count, f.start) for f in faulty.findings] == [("d", 900, iso_minute(300))]
     assert faulty.metrics["rest_readings"] == 3 * 12 * 60 + 5
 
@@ -201,10 +201,10 @@ def test_runs_of_one_reading_count_when_min_readings_is_one(tmp_path: Path) -> N
     the longer runs, whose fills they need none of): the pumps' verdicts stay as by default."""
     config = Config()
     config.flatline_check.min_readings = 1
-    clean = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=False), config)
+    clean = run_check(plan_flatline_check, pumps(tmp_path, off_for_days=False), config)
     assert clean.status is Status.PASS, clean.summary
     assert (clean.metrics["stuck_runs"], clean.metrics["rest_readings"]) == (0, 4 * 12 * 60 + 5)
-    faulty = run_check(plan_flatline_check, _pumps(tmp_path, off_for_days=True), config)
+    faulty = run_check(plan_flatline_check, pumps(tmp_path, off_for_days=True), config)
     assert [(f.entity, f.count) for f in faulty.findings] == [("d", 900)]
 
 
@@ -217,7 +217,7 @@ def test_an_intermittently_frozen_sensor_is_found_run_by_run(tmp_path: Path) -> 
         for i in range(672):
             frozen = device == "f" and any(a <= i < a + 100 for a in starts)
             j = max(a for a in starts if a <= i) if frozen else i
-            rows.append((T0 + timedelta(minutes=i), device, _running(j, 300.0)))
+            rows.append((T0 + timedelta(minutes=i), device, running(j, 300.0)))
     frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "temp_k"], orient="row")
     result = run_check(plan_flatline_check, write_parquet(tmp_path / "edge.parquet", frame))
     assert sorted((f.entity, f.count, f.start) for f in result.findings) == [
@@ -226,23 +226,23 @@ def test_an_intermittently_frozen_sensor_is_found_run_by_run(tmp_path: Path) -> 
     assert result.metrics["stuck_readings"] == 600
 
 
-def _historian(tmp_path: Path) -> Path:
+def historian(tmp_path: Path) -> Path:
     """A historian export (TagName, ts, Value), 400 seconds: two varying tags, a setpoint
     that never changes, a valve state 0/1 and a level stuck for readings 100..149."""
     rows = []
     for i in range(400):
         ts = (T0 + timedelta(seconds=i)).isoformat()
         rows += [
-            ("P1.TT101.PV", ts, _running(i, 60.0)),
+            ("P1.TT101.PV", ts, running(i, 60.0)),
             ("P1.FIC101.SP", ts, 12.5),
             ("P1.XV101.ST", ts, float(i // 90 % 2)),
-            ("P1.LT101.PV", ts, _running(100 if 100 <= i < 150 else i, 70.0)),
+            ("P1.LT101.PV", ts, running(100 if 100 <= i < 150 else i, 70.0)),
         ]
     return write_csv(tmp_path / "historian.csv", ["TagName", "ts", "Value"], rows)
 
 
 def test_a_long_layout_is_judged_per_tag(tmp_path: Path) -> None:
-    result = run_check(plan_flatline_check, _historian(tmp_path))
+    result = run_check(plan_flatline_check, historian(tmp_path))
     metrics = result.metrics
     assert [(f.entity, f.count) for f in result.findings] == [("P1.LT101.PV", 50)]
     # The setpoint tag is a setpoint, as a constant column of the wide layout; the state tag
@@ -255,7 +255,7 @@ def test_a_long_layout_is_judged_per_tag(tmp_path: Path) -> None:
 def test_an_exclusion_names_a_tag_and_one_naming_nothing_is_said(tmp_path: Path) -> None:
     config = Config()
     config.flatline_check.excluded = ["P1.LT101.*", "P2.*"]
-    result = run_check(plan_flatline_check, _historian(tmp_path), config)
+    result = run_check(plan_flatline_check, historian(tmp_path), config)
     metrics = result.metrics
     assert (metrics["stuck_runs"], metrics["excluded_series"]) == (0, 1)
     assert metrics["unmatched_exclusions"] == ["P2.*"]
@@ -264,7 +264,7 @@ def test_an_exclusion_names_a_tag_and_one_naming_nothing_is_said(tmp_path: Path)
 
 def test_a_setpoint_shared_by_the_fleet_is_constant_not_a_rest_level(tmp_path: Path) -> None:
     rows = [
-        (T0 + timedelta(minutes=i), d, 75.0, _running(i, 20.0)) for d in "abcd" for i in range(100)
+        (T0 + timedelta(minutes=i), d, 75.0, running(i, 20.0)) for d in "abcd" for i in range(100)
     ]
     frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "setpoint", "temp"], orient="row")
     result = run_check(plan_flatline_check, write_parquet(tmp_path / "sp.parquet", frame))
@@ -310,9 +310,9 @@ def test_only_a_setpoint_is_not_evaluated(tmp_path: Path) -> None:
 
 
 def test_every_column_excluded_is_not_evaluated(tmp_path: Path) -> None:
-    config = _config()
+    config = config_for_fleet()
     config.flatline_check.excluded = ["*"]
-    result = run_check(plan_flatline_check, _fleet(tmp_path), config)
+    result = run_check(plan_flatline_check, fleet(tmp_path), config)
     assert result.status is Status.SKIPPED
     assert result.summary == (
         "not evaluated: every value column is excluded (flatline_check.excluded: temp, rh, "

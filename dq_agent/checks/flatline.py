@@ -32,19 +32,64 @@ of each reading in a run of two or more comes from cumulative expressions (forwa
 fills over those readings only; most readings with decimals are runs of one, which need none);
 only the runs long enough to judge, the runs at values that may be rest levels and the series
 are grouped; no loop over rows.
+
+Written for every engine (`checks.portable`): on Polars these queries, over nodes the later
+value checks and the flag file read too (a run computes them once); on DuckDB and Spark the
+same figures from generic Narwhals queries (`flatline_portable`); the finish, the same on every
+engine, is `flatline_report`'s. `judged_readings` gives the readings of the judged runs on any
+engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import narwhals as nw
 import polars as pl
 
-from dq_agent.checks import ranges
-from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural, together
-from dq_agent.checks.range_limits import ColumnRange
+from dq_agent.checks.base import SERIES, CheckPlan, Scope, together
+from dq_agent.checks.flatline_portable import generic_plan, generic_readings
+from dq_agent.checks.flatline_report import (
+    AT_REST,
+    CONSTANT,
+    GROUP_KEY,
+    GROUP_PAIRS,
+    GROUP_SAME,
+    GROUP_SHARE,
+    HIGH,
+    LEVEL_LONG,
+    LEVEL_RUNS,
+    LEVEL_STAYS,
+    LEVEL_USUAL,
+    LOW,
+    MIN_OTHER_RUNS,
+    MIN_OUTSIDE_PAIRS,
+    NEXT_SAME,
+    PAIRS_N,
+    REPEATING,
+    REST_RUNS,
+    RUN_AT,
+    RUN_END,
+    RUN_END_ROW,
+    RUN_LENGTH,
+    RUNS,
+    SAME,
+    SAME_N,
+    SKIPPED,
+    STATE,
+    STUCK,
+    TOOL,
+    USUAL,
+    VALUES,
+    WHOLE,
+    FlatlineCheckConfig,
+    can_hold_a_run,
+    range_limits,
+    result,
+    stats,
+    unmatched_exclusions,
+)
+from dq_agent.checks.portable import PolarsMode, PortablePlan, on_polars
 from dq_agent.checks.ranges import GOOD, LEVEL, leveled_values
 from dq_agent.checks.series_kinds import (
     EXCLUDED,
@@ -69,75 +114,32 @@ from dq_agent.checks.series_values import (
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
+from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
-from dq_agent.settings import fraction, non_negative, positive, setting
+from dq_agent.result import CheckResult
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
 
-TOOL = "flatline_check"
-MAX_FINDINGS = 20
-MAX_NAMES = 5
-STUCK = "__stuck"
-AT_REST = "__at_rest"
-SAME = "__same"
-RUN_LENGTH = "__run_length"
-RUN_END = "__run_end"
-RUN_END_ROW = "__run_end_row"
-CONSTANT = "__constant"
-STATE = "__state"
-_RUN_AT = "__run_at"
-_WHOLE = "__whole"
-_LOW = "__low"
-_HIGH = "__high"
-_SAME_N = "__same_n"
-_NEXT_SAME = "__next_same"
-_PAIRS_N = "__pairs_n"
-_RUNS = "__runs"
-_REPEATING = "__repeating"
-_GROUP_KEY = "__group_key"
-_GROUP_SAME = "__group_same"
-_GROUP_PAIRS = "__group_pairs"
-_GROUP_SHARE = "__group_share"
-_SKIPPED = "__skipped"
-_LEVEL_RUNS = "__level_runs"
-_LEVEL_LONG = "__level_long"
-_LEVEL_STAYS = "__level_stays"
-_LEVEL_USUAL = "__level_usual"
-_USUAL = "__usual"
-MIN_OTHER_RUNS = 20
-"""A device's own share of repeating runs counts when it has this many other runs."""
-MIN_OUTSIDE_PAIRS = 20
-"""Else its share of repeating steps outside the run, weighed with this many steps' worth of
-the group's share."""
-REST_RUNS = 3
-"""A value this many other long runs of the group sit at is a rest level (off, fully open)."""
-
-
-@dataclass
-class FlatlineCheckConfig:
-    min_readings: int = setting(10, rule=positive)
-    """A stuck run has at least this many readings (or lasts `min_duration_seconds`)."""
-    min_duration_seconds: float | None = setting(None, rule=positive)
-    tolerance: float = setting(0.0, rule=non_negative)
-    """Neighbouring readings this close (absolute) count as the same value."""
-    chance: float = setting(0.001, rule=fraction)
-    """A run is stuck when fewer than this many runs as long are expected by chance."""
-    flag_constant_columns: bool = False
-    excluded: list[str] = field(default_factory=list)
-    """Names or glob patterns of columns or series (a tag, a `variable`, a device, or the
-    series' whole name `PUMP-007/temp_k`) not to check; one naming nothing is said."""
-    warn_at: float | None = setting(0.0, rule=non_negative)
-    fail_at: float | None = setting(0.01, rule=non_negative)
-
-
-def range_limits(dataset: Dataset, column: str, config: Config) -> ColumnRange | None:
-    """The column's limits when range_check runs in this run (`run.checks`), else None: a
-    check left out of the run leaves nothing out of the others."""
-    if ranges.TOOL not in config.selected_checks():
-        return None
-    return ranges.column_range(dataset, column, config)
+__all__ = [
+    "AT_REST",
+    "SPEC",
+    "STUCK",
+    "TOOL",
+    "FlatlineCheckConfig",
+    "build_flatline_check",
+    "checked_values",
+    "judged_readings",
+    "judged_runs",
+    "judged_series",
+    "plan_flatline_check",
+    "range_limits",
+    "rest_rows",
+    "running_values",
+    "series_stats",
+    "stuck_readings",
+]
 
 
 def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
@@ -157,6 +159,29 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
         return values.drop(POSITION).with_columns(pl.int_range(pl.len()).alias(POSITION))
 
     return shared(dataset, ("checked", scope, column, limits, tuple(dataset.sentinels)), build)
+
+
+def judged_readings(
+    engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
+) -> Frame:
+    """The readings of the column's stuck runs (STUCK) and of its runs at a rest level
+    (AT_REST), on any engine: ENTITY (text), TIME (with a timestamp), AT_ROW (the row in the
+    file), X, STUCK and AT_REST. What spike_check and outlier_check leave out (one value, one
+    cause: a stuck reading is no spike; a pump off is no outlier of its running readings), when
+    flatline_check runs and checks the column (the caller tests `excluded` and the run's
+    checks, as outlier_check's `_rest` does)."""
+    if not isinstance(engine, PolarsEngine):
+        return generic_readings(engine, dataset, scope, column, config)
+    runs = judged_runs(dataset, scope, column, config)
+    start = pl.col(RUN_AT)
+    positions = runs.select(
+        pl.int_ranges(start, start + pl.col(RUN_LENGTH)).alias(POSITION), STUCK, AT_REST
+    ).explode(POSITION)
+    timed = [TIME] if dataset.roles.timestamp is not None else []
+    readings = checked_values(dataset, scope, column, config).join(positions, on=POSITION)
+    return nw.from_native(
+        readings.select(pl.col(ENTITY).cast(pl.String), *timed, AT_ROW, X, STUCK, AT_REST)
+    )
 
 
 def stuck_readings(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
@@ -192,7 +217,7 @@ def _positions(
     runs = judged_runs(dataset, scope, column, config)
     if flag is not None:
         runs = runs.filter(pl.col(flag))
-    start = pl.col(_RUN_AT)
+    start = pl.col(RUN_AT)
     return runs.select(pl.int_ranges(start, start + pl.col(RUN_LENGTH)).explode().alias(POSITION))
 
 
@@ -250,13 +275,13 @@ def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.Laz
     The fills that give a reading its run are computed only over readings in such runs (a
     reading that repeats the one before or is repeated by the next): in data with decimals
     most readings are runs of one, which `_singles` gives without any fill."""
-    run_end = ~pl.col(_NEXT_SAME)
-    length = pl.when(run_end).then(pl.col(POSITION) - pl.col(_RUN_AT) + 1).backward_fill()
+    run_end = ~pl.col(NEXT_SAME)
+    length = pl.when(run_end).then(pl.col(POSITION) - pl.col(RUN_AT) + 1).backward_fill()
     return (
         _with_next(dataset, scope, column, config)
-        .filter(pl.col(SAME) | pl.col(_NEXT_SAME))
+        .filter(pl.col(SAME) | pl.col(NEXT_SAME))
         .with_columns(
-            pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(_RUN_AT),
+            pl.when(~pl.col(SAME)).then(pl.col(POSITION)).forward_fill().alias(RUN_AT),
             pl.when(run_end).then(pl.col(TIME)).backward_fill().alias(RUN_END),
             pl.when(run_end).then(pl.col(AT_ROW)).backward_fill().alias(RUN_END_ROW),
         )
@@ -269,9 +294,9 @@ def _singles(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.
     """The readings of `_repeats` that are a run of their own, in `_runs`' columns."""
     return (
         _with_next(dataset, scope, column, config)
-        .filter(~pl.col(SAME) & ~pl.col(_NEXT_SAME))
+        .filter(~pl.col(SAME) & ~pl.col(NEXT_SAME))
         .with_columns(
-            pl.col(POSITION).alias(_RUN_AT),
+            pl.col(POSITION).alias(RUN_AT),
             pl.col(TIME).alias(RUN_END),
             pl.col(AT_ROW).alias(RUN_END_ROW),
             pl.lit(1, dtype=pl.Int64).alias(RUN_LENGTH),
@@ -282,7 +307,7 @@ def _singles(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.
 def _with_next(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """`_repeats` with whether the next reading repeats this one (the run goes on)."""
     return _repeats(dataset, scope, column, config).with_columns(
-        pl.col(SAME).shift(-1).fill_null(False).alias(_NEXT_SAME)
+        pl.col(SAME).shift(-1).fill_null(False).alias(NEXT_SAME)
     )
 
 
@@ -293,13 +318,13 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
     repeating = starts & pl.col(SAME).shift(-1).fill_null(False)
     per_series = repeats.group_by(SERIES).agg(
         pl.col(ENTITY).first().cast(pl.String).alias(KEY),
-        pl.col(SAME).sum().alias(_SAME_N),
-        (pl.len() - 1).alias(_PAIRS_N),
-        starts.sum().alias(_RUNS),
-        repeating.sum().alias(_REPEATING),
-        whole(pl.col(X)).alias(_WHOLE),
-        pl.col(X).min().alias(_LOW),
-        pl.col(X).max().alias(_HIGH),
+        pl.col(SAME).sum().alias(SAME_N),
+        (pl.len() - 1).alias(PAIRS_N),
+        starts.sum().alias(RUNS),
+        repeating.sum().alias(REPEATING),
+        whole(pl.col(X)).alias(WHOLE),
+        pl.col(X).min().alias(LOW),
+        pl.col(X).max().alias(HIGH),
     )
     if kinds is None:
         per_series = per_series.with_columns(
@@ -309,14 +334,14 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
         per_series = per_series.join(kinds, on=KEY, how="left").with_columns(
             pl.col(EXCLUDED).fill_null(False)
         )
-    group = pl.col(_GROUP_KEY)
+    group = pl.col(GROUP_KEY)
     named = pl.col(EXCLUDED)
     state = is_state(
         group,
-        pl.col(_WHOLE).filter(~named),
-        pl.col(_LOW).filter(~named),
-        pl.col(_HIGH).filter(~named),
-        (pl.col(_PAIRS_N) + 1).filter(~named),
+        pl.col(WHOLE).filter(~named),
+        pl.col(LOW).filter(~named),
+        pl.col(HIGH).filter(~named),
+        (pl.col(PAIRS_N) + 1).filter(~named),
     )
     kept = ~pl.col(STATE) & ~named
 
@@ -324,21 +349,21 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
         return pl.col(name).filter(kept).sum().over(group)
 
     return (
-        per_series.with_columns(pl.col(GROUP).fill_null("").alias(_GROUP_KEY))
+        per_series.with_columns(pl.col(GROUP).fill_null("").alias(GROUP_KEY))
         .with_columns((state & ~named).alias(STATE))
         .with_columns(
-            total(_SAME_N).alias(_GROUP_SAME),
-            total(_PAIRS_N).alias(_GROUP_PAIRS),
+            total(SAME_N).alias(GROUP_SAME),
+            total(PAIRS_N).alias(GROUP_PAIRS),
             # The share of the group's runs that repeat at all: each run counts once however
             # long, so a few stuck runs barely move it (their readings would dominate a share
             # of steps, and then vouch for each other).
-            (total(_REPEATING) / total(_RUNS)).fill_nan(None).alias(_GROUP_SHARE),
+            (total(REPEATING) / total(RUNS)).fill_nan(None).alias(GROUP_SHARE),
         )
         .with_columns(
-            (
-                kept & (pl.col(_GROUP_PAIRS) > 0) & (pl.col(_GROUP_SAME) == pl.col(_GROUP_PAIRS))
-            ).alias(CONSTANT),
-            (~kept).alias(_SKIPPED),
+            (kept & (pl.col(GROUP_PAIRS) > 0) & (pl.col(GROUP_SAME) == pl.col(GROUP_PAIRS))).alias(
+                CONSTANT
+            ),
+            (~kept).alias(SKIPPED),
         )
     )
 
@@ -357,7 +382,7 @@ def _judged(
     if settings.min_duration_seconds is not None:
         lasts = (pl.col(RUN_END) - pl.col(TIME)).dt.total_seconds() >= settings.min_duration_seconds
         long_enough = long_enough | lasts.fill_null(False)
-    columns = [SERIES, ENTITY, X, TIME, AT_ROW, _RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW]
+    columns = [SERIES, ENTITY, X, TIME, AT_ROW, RUN_AT, RUN_LENGTH, RUN_END, RUN_END_ROW]
     # Several queries read the runs: computed once (the projections they push down differ, so
     # common-plan elimination would not see one plan).
     starts = runs.select(columns).cache()
@@ -368,10 +393,10 @@ def _judged(
     # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
     # (off, fully open), with its own chance of staying: all its runs, short ones too.
     maybe_rest = (
-        candidates.filter(~pl.col(_SKIPPED))
-        .group_by(_GROUP_KEY, X)
-        .agg(pl.len().alias(_LEVEL_LONG))
-        .filter(pl.col(_LEVEL_LONG) >= REST_RUNS)
+        candidates.filter(~pl.col(SKIPPED))
+        .group_by(GROUP_KEY, X)
+        .agg(pl.len().alias(LEVEL_LONG))
+        .filter(pl.col(LEVEL_LONG) >= REST_RUNS)
     )
     # Every run (one reading long too) at such a value: runs of one are most readings, so they
     # are narrowed to the few values in one pass, read by the level statistics and the short
@@ -386,12 +411,12 @@ def _judged(
     # Only the columns the level's statistics need: most readings start a run.
     levels = (
         at_maybe_rest.select(SERIES, X, RUN_LENGTH)
-        .join(series.filter(~pl.col(_SKIPPED)).select(SERIES, _GROUP_KEY), on=SERIES)
-        .join(maybe_rest.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
-        .group_by(_GROUP_KEY, X)
+        .join(series.filter(~pl.col(SKIPPED)).select(SERIES, GROUP_KEY), on=SERIES)
+        .join(maybe_rest.select(GROUP_KEY, X), on=[GROUP_KEY, X], how="semi")
+        .group_by(GROUP_KEY, X)
         .agg(
-            pl.len().alias(_LEVEL_RUNS),
-            (pl.col(RUN_LENGTH) - 1).sum().alias(_LEVEL_STAYS),
+            pl.len().alias(LEVEL_RUNS),
+            (pl.col(RUN_LENGTH) - 1).sum().alias(LEVEL_STAYS),
         )
     )
     inside = length - 1
@@ -400,23 +425,23 @@ def _judged(
     # runs (a setpoint changed once, a short series) its steps outside the run that repeat,
     # weighed with MIN_OUTSIDE_PAIRS steps' worth of the group's share (7 steps of a device
     # of 20 readings neither stand for it alone nor count for nothing).
-    other_runs = pl.col(_RUNS) - 1
+    other_runs = pl.col(RUNS) - 1
     own_runs = pl.when(other_runs >= MIN_OTHER_RUNS).then(
-        (pl.col(_REPEATING) - (length >= 2).cast(pl.Int64)) / other_runs
+        (pl.col(REPEATING) - (length >= 2).cast(pl.Int64)) / other_runs
     )
-    group_share = pl.col(_GROUP_SHARE).fill_null(0.0)
-    outside_pairs = pl.col(_PAIRS_N) - inside
+    group_share = pl.col(GROUP_SHARE).fill_null(0.0)
+    outside_pairs = pl.col(PAIRS_N) - inside
     own_steps = pl.when(outside_pairs > 0).then(
-        (pl.col(_SAME_N) - inside + MIN_OUTSIDE_PAIRS * group_share)
+        (pl.col(SAME_N) - inside + MIN_OUTSIDE_PAIRS * group_share)
         / (outside_pairs + MIN_OUTSIDE_PAIRS)
     )
     share = pl.max_horizontal(group_share, pl.coalesce(own_runs, own_steps, pl.lit(0.0)))
-    beyond_chance = pl.col(_GROUP_PAIRS) * share.pow(inside) < settings.chance
+    beyond_chance = pl.col(GROUP_PAIRS) * share.pow(inside) < settings.chance
     # A run is as long as usual at its level when its level's other runs stay that long often
     # enough: each stays with the share of their steps that stayed (leave-one-out).
-    stays = pl.col(_LEVEL_STAYS) - inside
-    level_share = stays / (stays + pl.col(_LEVEL_RUNS) - 1)
-    as_usual = (pl.col(_LEVEL_RUNS) * level_share.pow(inside) >= settings.chance).fill_null(False)
+    stays = pl.col(LEVEL_STAYS) - inside
+    level_share = stays / (stays + pl.col(LEVEL_RUNS) - 1)
+    as_usual = (pl.col(LEVEL_RUNS) * level_share.pow(inside) >= settings.chance).fill_null(False)
     # A rest level is one that at least REST_RUNS other long runs rest at, each beyond chance
     # (as a stuck run is) and as long as usual there: several stuck sensors frozen at the same
     # ordinary value (20.69) make no rest level, so their value's ordinary readings are not left
@@ -426,25 +451,25 @@ def _judged(
     usual_long = (as_usual & beyond_chance & ~pl.col(CONSTANT)).cast(pl.Int64)
     # Read by the rest levels and the verdicts: computed once.
     candidates = (
-        candidates.join(levels, on=[_GROUP_KEY, X], how="left")
-        .with_columns(as_usual.alias(_USUAL))
+        candidates.join(levels, on=[GROUP_KEY, X], how="left")
+        .with_columns(as_usual.alias(USUAL))
         .cache()
     )
     rest_levels = (
-        candidates.filter(~pl.col(_SKIPPED))
-        .group_by(_GROUP_KEY, X)
-        .agg(usual_long.sum().alias(_LEVEL_USUAL))
-        .filter(pl.col(_LEVEL_USUAL) >= REST_RUNS)
+        candidates.filter(~pl.col(SKIPPED))
+        .group_by(GROUP_KEY, X)
+        .agg(usual_long.sum().alias(LEVEL_USUAL))
+        .filter(pl.col(LEVEL_USUAL) >= REST_RUNS)
         .cache()
     )
-    at_rest = pl.col(_LEVEL_USUAL).fill_null(0) - usual_long >= REST_RUNS
-    usual = at_rest & pl.col(_USUAL)
+    at_rest = pl.col(LEVEL_USUAL).fill_null(0) - usual_long >= REST_RUNS
+    usual = at_rest & pl.col(USUAL)
     unlikely = beyond_chance & ~usual
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
     judged = (
-        candidates.join(rest_levels, on=[_GROUP_KEY, X], how="left")
-        .filter(~pl.col(_SKIPPED))
+        candidates.join(rest_levels, on=[GROUP_KEY, X], how="left")
+        .filter(~pl.col(SKIPPED))
         # A setpoint that never varies is constant, not resting: its readings stay in.
         .select(
             *columns,
@@ -457,18 +482,36 @@ def _judged(
     short = (
         at_maybe_rest.join(rest_levels.select(X).unique(), on=X, how="semi")
         .filter(~long_enough)
-        .join(series.select(SERIES, _GROUP_KEY, _SKIPPED, CONSTANT), on=SERIES, how="left")
-        .join(rest_levels.select(_GROUP_KEY, X), on=[_GROUP_KEY, X], how="semi")
-        .filter(~pl.col(_SKIPPED) & ~pl.col(CONSTANT))
+        .join(series.select(SERIES, GROUP_KEY, SKIPPED, CONSTANT), on=SERIES, how="left")
+        .join(rest_levels.select(GROUP_KEY, X), on=[GROUP_KEY, X], how="semi")
+        .filter(~pl.col(SKIPPED) & ~pl.col(CONSTANT))
         .select(*columns, pl.lit(False).alias(STUCK), pl.lit(True).alias(AT_REST))
     )
-    return pl.concat([judged, short]).sort(_RUN_AT)
+    return pl.concat([judged, short]).sort(RUN_AT)
 
 
-def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+def build_flatline_check(
+    engine: Engine, dataset: Dataset, config: Config, scope: Scope
+) -> PortablePlan:
     settings = config.section(FlatlineCheckConfig)
     columns = value_columns(dataset, scope)
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
+    if not isinstance(engine, PolarsEngine):
+        return generic_plan(engine, dataset, config, scope, columns, checked)
+    plan = _polars_plan(dataset, config, scope, columns, checked)
+    return PortablePlan(TOOL, [nw.from_native(q) for q in plan.queries], plan.finish, plan.engine)
+
+
+plan_flatline_check = on_polars(build_flatline_check)
+
+
+def _polars_plan(
+    dataset: Dataset, config: Config, scope: Scope, columns: list[str], checked: list[str]
+) -> CheckPlan:
+    """The Polars engine's strategy: the queries over the shared nodes of the column's series
+    (`checked_values`, `series_stats`, `judged_runs`), which spike_check, outlier_check and the
+    flag file read too, so a run computes them once."""
+    settings = config.section(FlatlineCheckConfig)
     queries: list[pl.LazyFrame] = []
     # Each column's checked readings, then its series statistics, then its judged runs, each
     # step computed for all columns at once.
@@ -482,28 +525,23 @@ def plan_flatline_check(dataset: Dataset, config: Config, scope: Scope) -> Check
         for column in checked:
             judged_runs(dataset, scope, column, config)
     for column in checked:
-        values = checked_values(dataset, scope, column, config)
+        values = checked_values(dataset, scope, column, config).select(pl.len().alias(VALUES))
         runs = judged_runs(dataset, scope, column, config)
         series = series_stats(dataset, scope, column, config)
-        queries += [_stats(values, runs, series, settings), runs.filter(pl.col(STUCK))]
+        queries += [stats(values, runs, series, settings), runs.filter(pl.col(STUCK))]
     # Which exclusions name a series (a tag of a long layout), to say those naming nothing.
     queries.append(series_matches(dataset, settings.excluded))
     has_time = dataset.roles.timestamp is not None
-    names = dataset.roles.values
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         pairs = zip(frames[:-1:2], frames[1:-1:2], strict=True)
         matches = frames[-1].row(0) if frames[-1].width else ()
-        unmatched = [
-            p
-            for p, series in zip(settings.excluded, matches, strict=True)
-            if not series and not any(matches_any(c, [p]) for c in names)
-        ]
-        return _result(
+        unmatched = unmatched_exclusions(dataset, settings, matches)
+        return result(
             checked, dict(zip(checked, pairs, strict=True)), columns, settings, has_time, unmatched
         )
 
-    engines: list[Engine] = ["in-memory"] * len(queries)
+    engines: list[PolarsMode] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
     stuck = {c: stuck_readings(dataset, scope, c, config) for c in checked}
     return with_reading_events(plan, dataset, stuck, "stuck")
@@ -524,244 +562,10 @@ SPEC = CheckSpec(
 )
 
 
-def _stats(
-    values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig
-) -> pl.LazyFrame:
-    kept = ~pl.col(_SKIPPED)
-    constant = pl.col(_GROUP_KEY).filter(pl.col(CONSTANT)).unique()
-    readings = runs.select(
-        pl.col(RUN_LENGTH).filter(pl.col(STUCK)).sum().alias("stuck_readings"),
-        pl.col(RUN_LENGTH).filter(pl.col(AT_REST)).sum().alias("rest_readings"),
-    )
-    return (
-        values.select(pl.len().alias("values"))
-        .join(readings, how="cross")
-        .join(
-            series.select(
-                (pl.col(_SAME_N).filter(kept).sum() / pl.col(_PAIRS_N).filter(kept).sum())
-                .fill_nan(0.0)
-                .fill_null(0.0)
-                .alias("repeat_share"),
-                constant.sort().head(MAX_NAMES).implode().alias("constant"),
-                constant.len().alias("constant_groups"),
-                pl.col(_GROUP_KEY).filter(kept).n_unique().alias("groups"),
-                pl.col(STATE).sum().alias("state_series"),
-                pl.col(EXCLUDED).sum().alias("excluded_series"),
-                # The series that could hold a stuck run at all: none means nothing was judged.
-                _can_hold_a_run(settings).sum().alias("judged_series"),
-                (pl.col(_PAIRS_N) + 1).filter(_varying(settings)).max().alias("longest_series"),
-            ),
-            how="cross",
-        )
-    )
-
-
 def judged_series(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """SERIES of the column's series flatline_check judges (for the flag file's "not
     evaluated"): not a state, not excluded, varying (unless `flag_constant_columns`), and
     with enough readings to hold a stuck run."""
     settings = config.section(FlatlineCheckConfig)
     stats = series_stats(dataset, scope, column, config)
-    return stats.filter(_can_hold_a_run(settings)).select(SERIES)
-
-
-def _varying(settings: FlatlineCheckConfig) -> pl.Expr:
-    kept = ~pl.col(_SKIPPED)
-    return kept if settings.flag_constant_columns else kept & ~pl.col(CONSTANT)
-
-
-def _can_hold_a_run(settings: FlatlineCheckConfig) -> pl.Expr:
-    return _varying(settings) & (pl.col(_PAIRS_N) + 1 >= shortest_run(settings))
-
-
-def shortest_run(settings: FlatlineCheckConfig) -> int:
-    """The fewest readings a stuck run can have: `min_readings`, or 2 when a duration is set
-    (two readings far apart can last `min_duration_seconds`)."""
-    if settings.min_duration_seconds is not None:
-        return min(settings.min_readings, 2)
-    return settings.min_readings
-
-
-def _result(
-    checked: Sequence[str],
-    frames: dict[str, tuple[pl.DataFrame, pl.DataFrame]],
-    columns: Sequence[str],
-    settings: FlatlineCheckConfig,
-    has_time: bool,
-    unmatched: Sequence[str],
-) -> CheckResult:
-    per_column: dict[str, dict[str, Any]] = {}
-    findings: list[Finding] = []
-    statuses: list[Status] = []
-    constant: list[str] = []
-    constant_series: list[str] = []
-    for column in checked:
-        stats_frame, runs = frames[column]
-        stats = stats_frame.row(0, named=True)
-        values, stuck = int(stats["values"]), int(stats["stuck_readings"])
-        groups: list[str] = []
-        if not settings.flag_constant_columns and stats["constant_groups"]:
-            # Nothing varies in the column at all (every device, every quantity); else in a
-            # long layout (groups named, not ""), the quantities that never vary.
-            if stats["constant_groups"] == stats["groups"]:
-                constant.append(column)
-            else:
-                groups = [g for g in stats["constant"] if g]
-                constant_series += groups
-        status = status_from_thresholds(stuck, values, settings.warn_at, settings.fail_at)
-        statuses.append(status)
-        runs = runs.sort([RUN_LENGTH, ENTITY, _RUN_AT], descending=[True, False, False])
-        per_column[column] = {
-            "checked_values": values,
-            "repeat_share": round(float(stats["repeat_share"]), 6),
-            "stuck_runs": runs.height,
-            "stuck_readings": stuck,
-            "longest_run": _run(runs.row(0, named=True), has_time) if runs.height else None,
-            "rest_readings": int(stats["rest_readings"]),
-            "state_series": int(stats["state_series"]),
-            "excluded_series": int(stats["excluded_series"]),
-            "constant_series": groups,
-            "judged_series": int(stats["judged_series"]),
-            "longest_series": _count(stats["longest_series"]),
-        }
-        severity = Status.FAIL if status is Status.FAIL else Status.WARN
-        findings += [
-            _finding(column, row, severity, has_time)
-            for row in runs.head(MAX_FINDINGS).iter_rows(named=True)
-        ]
-    findings.sort(key=lambda f: (-f.count, f.column or "", f.entity or ""))
-    metrics: dict[str, Any] = {
-        "stuck_runs": sum(m["stuck_runs"] for m in per_column.values()),
-        "stuck_readings": sum(m["stuck_readings"] for m in per_column.values()),
-        "rest_readings": sum(m["rest_readings"] for m in per_column.values()),
-        "constant_columns": constant,
-        # In a long layout: the quantities (tags, variables) that never vary, at most MAX_NAMES
-        # per column.
-        "constant_series": constant_series,
-        "state_series": sum(m["state_series"] for m in per_column.values()),
-        "excluded_columns": [c for c in columns if c not in checked],
-        "excluded_series": sum(m["excluded_series"] for m in per_column.values()),
-        "unmatched_exclusions": list(unmatched),
-        "columns": per_column,
-        # One finding per stuck run; each column lists at most MAX_FINDINGS of its runs.
-        "findings_left_out": max(
-            0, sum(m["stuck_runs"] for m in per_column.values()) - MAX_FINDINGS
-        ),
-    }
-    if not any(m["judged_series"] for m in per_column.values()):
-        # No series could hold a stuck run: not a pass (README "Not evaluated").
-        return CheckResult(TOOL, Status.SKIPPED, _not_evaluated(metrics, settings), metrics)
-    return CheckResult(
-        TOOL, worst_status(statuses), _summary(metrics), metrics, findings[:MAX_FINDINGS]
-    )
-
-
-def _count(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _not_evaluated(metrics: dict[str, Any], settings: FlatlineCheckConfig) -> str:
-    """Why no series was judged, and what makes one judgeable."""
-    if not metrics["columns"]:
-        if metrics["excluded_columns"]:
-            return (
-                "not evaluated: every value column is excluded (flatline_check.excluded: "
-                f"{', '.join(metrics['excluded_columns'][:MAX_NAMES])})"
-            )
-        return (
-            "not evaluated: no numeric value column to check for stuck sensors (set "
-            "columns.values if the readings are there)"
-        )
-    reasons = []
-    constant = [*metrics["constant_columns"], *metrics["constant_series"]]
-    if constant:
-        reasons.append(
-            f"{', '.join(constant[:MAX_NAMES])} never varies (a setpoint or a constant: not "
-            "called stuck; flatline_check.flag_constant_columns judges it)"
-        )
-    if metrics["state_series"]:
-        reasons.append(f"{metrics['state_series']:,} series of states (integer codes)")
-    if metrics["excluded_series"]:
-        reasons.append(f"{metrics['excluded_series']:,} series excluded (flatline_check.excluded)")
-    longest = max((m["longest_series"] or 0 for m in metrics["columns"].values()), default=0)
-    need = shortest_run(settings)
-    if longest and longest < need:
-        reasons.append(
-            f"no device has the {need} readings a stuck run needs in a column (the most: "
-            f"{longest}; flatline_check.min_readings, or min_duration_seconds)"
-        )
-    if not reasons:
-        reasons.append("no readings to judge")
-    return "not evaluated: " + "; ".join(reasons)
-
-
-def _run(row: dict[str, Any], has_time: bool) -> dict[str, Any]:
-    return {
-        "entity": row[ENTITY],
-        "value": row[X],
-        "length": int(row[RUN_LENGTH]),
-        "start": iso(row[TIME]) if has_time else None,
-        "end": iso(row[RUN_END]) if has_time else None,
-        "start_row": row[AT_ROW],
-        "end_row": row[RUN_END_ROW],
-    }
-
-
-def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool) -> Finding:
-    run = _run(row, has_time)
-    span = ""
-    if has_time and row[TIME] is not None and row[RUN_END] is not None:
-        span = f" over {row[RUN_END] - row[TIME]}"
-    where = run["entity"] if run["entity"] is not None else "the series"
-    at_key = "timestamp" if has_time else "row"
-    return Finding(
-        what=f"{column} stuck at {run['value']:g} on {where} for {run['length']} readings{span}",
-        count=run["length"],
-        severity=severity,
-        column=column,
-        entity=run["entity"],
-        start=run["start"],
-        end=run["end"],
-        examples=[
-            {
-                "entity": run["entity"],
-                at_key: run["start"] if has_time else run["start_row"],
-                "value": run["value"],
-            },
-            {
-                "entity": run["entity"],
-                at_key: run["end"] if has_time else run["end_row"],
-                "value": run["value"],
-            },
-        ],
-    )
-
-
-def _summary(metrics: dict[str, Any]) -> str:
-    if not metrics["columns"]:
-        return "no numeric value column to check for stuck sensors"
-    constant = [*metrics["constant_columns"], *metrics["constant_series"]]
-    notes = (
-        [f"{', '.join(constant[:MAX_NAMES])} never varies (not called stuck)"] if constant else []
-    )
-    if metrics["rest_readings"]:
-        notes.append(
-            f"{plural(metrics['rest_readings'], 'reading')} at a level the series rests at "
-            "(off, fully open) in runs as long as usual there: normal operation"
-        )
-    if metrics["state_series"]:
-        notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")
-    if metrics["unmatched_exclusions"]:
-        notes.append(
-            "flatline_check.excluded names no column or series: "
-            + ", ".join(metrics["unmatched_exclusions"])
-        )
-    note = "".join(f"; {n}" for n in notes)
-    if not metrics["stuck_runs"]:
-        return f"no stuck runs in {plural(len(metrics['columns']), 'column')}" + note
-    affected = [(c, m) for c, m in metrics["columns"].items() if m["stuck_runs"]]
-    shown = ", ".join(f"{c} {m['stuck_runs']}" for c, m in affected[:3])
-    return (
-        f"{plural(metrics['stuck_runs'], 'stuck run')} ({shown}), "
-        f"{plural(metrics['stuck_readings'], 'reading')} in all" + note
-    )
+    return stats.filter(can_hold_a_run(settings)).select(SERIES)

@@ -1,0 +1,336 @@
+"""flatline_check's settings, the names of its frames' columns and its finish: the result from
+each column's statistics and stuck runs, the same code whatever the engine that computed them
+(`flatline` on Polars, `flatline_portable` elsewhere)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from dq_agent.checks import ranges
+from dq_agent.checks.base import iso, plural
+from dq_agent.checks.range_limits import ColumnRange
+from dq_agent.checks.series_kinds import EXCLUDED
+from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, X, matches_any
+from dq_agent.load import Dataset
+from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
+from dq_agent.settings import fraction, non_negative, positive, setting
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
+TOOL = "flatline_check"
+MAX_FINDINGS = 20
+MAX_NAMES = 5
+STUCK = "__stuck"
+AT_REST = "__at_rest"
+SAME = "__same"
+RUN_LENGTH = "__run_length"
+RUN_END = "__run_end"
+RUN_END_ROW = "__run_end_row"
+CONSTANT = "__constant"
+STATE = "__state"
+RUN_AT = "__run_at"
+WHOLE = "__whole"
+LOW = "__low"
+HIGH = "__high"
+SAME_N = "__same_n"
+NEXT_SAME = "__next_same"
+PAIRS_N = "__pairs_n"
+RUNS = "__runs"
+REPEATING = "__repeating"
+GROUP_KEY = "__group_key"
+GROUP_SAME = "__group_same"
+GROUP_PAIRS = "__group_pairs"
+GROUP_SHARE = "__group_share"
+SKIPPED = "__skipped"
+LEVEL_RUNS = "__level_runs"
+LEVEL_LONG = "__level_long"
+LEVEL_STAYS = "__level_stays"
+LEVEL_USUAL = "__level_usual"
+USUAL = "__usual"
+MIN_OTHER_RUNS = 20
+"""A device's own share of repeating runs counts when it has this many other runs."""
+MIN_OUTSIDE_PAIRS = 20
+"""Else its share of repeating steps outside the run, weighed with this many steps' worth of
+the group's share."""
+REST_RUNS = 3
+"""A value this many other long runs of the group sit at is a rest level (off, fully open)."""
+
+
+@dataclass
+class FlatlineCheckConfig:
+    min_readings: int = setting(10, rule=positive)
+    """A stuck run has at least this many readings (or lasts `min_duration_seconds`)."""
+    min_duration_seconds: float | None = setting(None, rule=positive)
+    tolerance: float = setting(0.0, rule=non_negative)
+    """Neighbouring readings this close (absolute) count as the same value."""
+    chance: float = setting(0.001, rule=fraction)
+    """A run is stuck when fewer than this many runs as long are expected by chance."""
+    flag_constant_columns: bool = False
+    excluded: list[str] = field(default_factory=list)
+    """Names or glob patterns of columns or series (a tag, a `variable`, a device, or the
+    series' whole name `PUMP-007/temp_k`) not to check; one naming nothing is said."""
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
+VALUES = "__stat_values"
+"""The column's checked readings, the one figure `stats` takes from its first frame."""
+
+
+def range_limits(dataset: Dataset, column: str, config: Config) -> ColumnRange | None:
+    """The column's limits when range_check runs in this run (`run.checks`), else None: a
+    check left out of the run leaves nothing out of the others."""
+    if ranges.TOOL not in config.selected_checks():
+        return None
+    return ranges.column_range(dataset, column, config)
+
+
+def unmatched_exclusions(
+    dataset: Dataset, settings: FlatlineCheckConfig, matches: Sequence[bool]
+) -> list[str]:
+    """The `excluded` patterns that name no value column and no series (`matches`: whether
+    each names a series, `series_kinds.series_matches`)."""
+    names = dataset.roles.values
+    return [
+        p
+        for p, series in zip(settings.excluded, matches, strict=True)
+        if not series and not any(matches_any(c, [p]) for c in names)
+    ]
+
+
+def stats(
+    values: pl.LazyFrame, runs: pl.LazyFrame, series: pl.LazyFrame, settings: FlatlineCheckConfig
+) -> pl.LazyFrame:
+    """One row of the column's figures for `result`: from `values` (one row, VALUES), its
+    judged runs and its series table. Named `__stat_*`: a collected column named like one of
+    the data's would take that column's dtype (`engines.base.normalised`)."""
+    kept = ~pl.col(SKIPPED)
+    constant = pl.col(GROUP_KEY).filter(pl.col(CONSTANT)).unique()
+    readings = runs.select(
+        pl.col(RUN_LENGTH).filter(pl.col(STUCK)).sum().alias("__stat_stuck_readings"),
+        pl.col(RUN_LENGTH).filter(pl.col(AT_REST)).sum().alias("__stat_rest_readings"),
+    )
+    return values.join(readings, how="cross").join(
+        series.select(
+            (pl.col(SAME_N).filter(kept).sum() / pl.col(PAIRS_N).filter(kept).sum())
+            .fill_nan(0.0)
+            .fill_null(0.0)
+            .alias("__stat_repeat_share"),
+            constant.sort().head(MAX_NAMES).implode().alias("__stat_constant"),
+            constant.len().alias("__stat_constant_groups"),
+            pl.col(GROUP_KEY).filter(kept).n_unique().alias("__stat_groups"),
+            pl.col(STATE).sum().alias("__stat_state_series"),
+            pl.col(EXCLUDED).sum().alias("__stat_excluded_series"),
+            # The series that could hold a stuck run at all: none means nothing was judged.
+            can_hold_a_run(settings).sum().alias("__stat_judged_series"),
+            (pl.col(PAIRS_N) + 1).filter(varying(settings)).max().alias("__stat_longest_series"),
+        ),
+        how="cross",
+    )
+
+
+def varying(settings: FlatlineCheckConfig) -> pl.Expr:
+    kept = ~pl.col(SKIPPED)
+    return kept if settings.flag_constant_columns else kept & ~pl.col(CONSTANT)
+
+
+def can_hold_a_run(settings: FlatlineCheckConfig) -> pl.Expr:
+    return varying(settings) & (pl.col(PAIRS_N) + 1 >= shortest_run(settings))
+
+
+def shortest_run(settings: FlatlineCheckConfig) -> int:
+    """The fewest readings a stuck run can have: `min_readings`, or 2 when a duration is set
+    (two readings far apart can last `min_duration_seconds`)."""
+    if settings.min_duration_seconds is not None:
+        return min(settings.min_readings, 2)
+    return settings.min_readings
+
+
+def result(
+    checked: Sequence[str],
+    frames: dict[str, tuple[pl.DataFrame, pl.DataFrame]],
+    columns: Sequence[str],
+    settings: FlatlineCheckConfig,
+    has_time: bool,
+    unmatched: Sequence[str],
+) -> CheckResult:
+    per_column: dict[str, dict[str, Any]] = {}
+    findings: list[Finding] = []
+    statuses: list[Status] = []
+    constant: list[str] = []
+    constant_series: list[str] = []
+    for column in checked:
+        stats_frame, runs = frames[column]
+        figures = stats_frame.row(0, named=True)
+        values, stuck = int(figures[VALUES]), int(figures["__stat_stuck_readings"])
+        groups: list[str] = []
+        if not settings.flag_constant_columns and figures["__stat_constant_groups"]:
+            # Nothing varies in the column at all (every device, every quantity); else in a
+            # long layout (groups named, not ""), the quantities that never vary.
+            if figures["__stat_constant_groups"] == figures["__stat_groups"]:
+                constant.append(column)
+            else:
+                groups = [g for g in figures["__stat_constant"] if g]
+                constant_series += groups
+        status = status_from_thresholds(stuck, values, settings.warn_at, settings.fail_at)
+        statuses.append(status)
+        runs = runs.sort([RUN_LENGTH, ENTITY, RUN_AT], descending=[True, False, False])
+        per_column[column] = {
+            "checked_values": values,
+            "repeat_share": round(float(figures["__stat_repeat_share"]), 6),
+            "stuck_runs": runs.height,
+            "stuck_readings": stuck,
+            "longest_run": _run(runs.row(0, named=True), has_time) if runs.height else None,
+            "rest_readings": int(figures["__stat_rest_readings"]),
+            "state_series": int(figures["__stat_state_series"]),
+            "excluded_series": int(figures["__stat_excluded_series"]),
+            "constant_series": groups,
+            "judged_series": int(figures["__stat_judged_series"]),
+            "longest_series": _count(figures["__stat_longest_series"]),
+        }
+        severity = Status.FAIL if status is Status.FAIL else Status.WARN
+        findings += [
+            _finding(column, row, severity, has_time)
+            for row in runs.head(MAX_FINDINGS).iter_rows(named=True)
+        ]
+    findings.sort(key=lambda f: (-f.count, f.column or "", f.entity or ""))
+    metrics: dict[str, Any] = {
+        "stuck_runs": sum(m["stuck_runs"] for m in per_column.values()),
+        "stuck_readings": sum(m["stuck_readings"] for m in per_column.values()),
+        "rest_readings": sum(m["rest_readings"] for m in per_column.values()),
+        "constant_columns": constant,
+        # In a long layout: the quantities (tags, variables) that never vary, at most MAX_NAMES
+        # per column.
+        "constant_series": constant_series,
+        "state_series": sum(m["state_series"] for m in per_column.values()),
+        "excluded_columns": [c for c in columns if c not in checked],
+        "excluded_series": sum(m["excluded_series"] for m in per_column.values()),
+        "unmatched_exclusions": list(unmatched),
+        "columns": per_column,
+        # One finding per stuck run; each column lists at most MAX_FINDINGS of its runs.
+        "findings_left_out": max(
+            0, sum(m["stuck_runs"] for m in per_column.values()) - MAX_FINDINGS
+        ),
+    }
+    if not any(m["judged_series"] for m in per_column.values()):
+        # No series could hold a stuck run: not a pass (README "Not evaluated").
+        return CheckResult(TOOL, Status.SKIPPED, _not_evaluated(metrics, settings), metrics)
+    return CheckResult(
+        TOOL, worst_status(statuses), _summary(metrics), metrics, findings[:MAX_FINDINGS]
+    )
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _not_evaluated(metrics: dict[str, Any], settings: FlatlineCheckConfig) -> str:
+    """Why no series was judged, and what makes one judgeable."""
+    if not metrics["columns"]:
+        if metrics["excluded_columns"]:
+            return (
+                "not evaluated: every value column is excluded (flatline_check.excluded: "
+                f"{', '.join(metrics['excluded_columns'][:MAX_NAMES])})"
+            )
+        return (
+            "not evaluated: no numeric value column to check for stuck sensors (set "
+            "columns.values if the readings are there)"
+        )
+    reasons = []
+    constant = [*metrics["constant_columns"], *metrics["constant_series"]]
+    if constant:
+        reasons.append(
+            f"{', '.join(constant[:MAX_NAMES])} never varies (a setpoint or a constant: not "
+            "called stuck; flatline_check.flag_constant_columns judges it)"
+        )
+    if metrics["state_series"]:
+        reasons.append(f"{metrics['state_series']:,} series of states (integer codes)")
+    if metrics["excluded_series"]:
+        reasons.append(f"{metrics['excluded_series']:,} series excluded (flatline_check.excluded)")
+    longest = max((m["longest_series"] or 0 for m in metrics["columns"].values()), default=0)
+    need = shortest_run(settings)
+    if longest and longest < need:
+        reasons.append(
+            f"no device has the {need} readings a stuck run needs in a column (the most: "
+            f"{longest}; flatline_check.min_readings, or min_duration_seconds)"
+        )
+    if not reasons:
+        reasons.append("no readings to judge")
+    return "not evaluated: " + "; ".join(reasons)
+
+
+def _run(row: dict[str, Any], has_time: bool) -> dict[str, Any]:
+    return {
+        "entity": row[ENTITY],
+        "value": row[X],
+        "length": int(row[RUN_LENGTH]),
+        "start": iso(row[TIME]) if has_time else None,
+        "end": iso(row[RUN_END]) if has_time else None,
+        "start_row": row[AT_ROW],
+        "end_row": row[RUN_END_ROW],
+    }
+
+
+def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool) -> Finding:
+    run = _run(row, has_time)
+    span = ""
+    if has_time and row[TIME] is not None and row[RUN_END] is not None:
+        span = f" over {row[RUN_END] - row[TIME]}"
+    where = run["entity"] if run["entity"] is not None else "the series"
+    at_key = "timestamp" if has_time else "row"
+    return Finding(
+        what=f"{column} stuck at {run['value']:g} on {where} for {run['length']} readings{span}",
+        count=run["length"],
+        severity=severity,
+        column=column,
+        entity=run["entity"],
+        start=run["start"],
+        end=run["end"],
+        examples=[
+            {
+                "entity": run["entity"],
+                at_key: run["start"] if has_time else run["start_row"],
+                "value": run["value"],
+            },
+            {
+                "entity": run["entity"],
+                at_key: run["end"] if has_time else run["end_row"],
+                "value": run["value"],
+            },
+        ],
+    )
+
+
+def _summary(metrics: dict[str, Any]) -> str:
+    if not metrics["columns"]:
+        return "no numeric value column to check for stuck sensors"
+    constant = [*metrics["constant_columns"], *metrics["constant_series"]]
+    notes = (
+        [f"{', '.join(constant[:MAX_NAMES])} never varies (not called stuck)"] if constant else []
+    )
+    if metrics["rest_readings"]:
+        notes.append(
+            f"{plural(metrics['rest_readings'], 'reading')} at a level the series rests at "
+            "(off, fully open) in runs as long as usual there: normal operation"
+        )
+    if metrics["state_series"]:
+        notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")
+    if metrics["unmatched_exclusions"]:
+        notes.append(
+            "flatline_check.excluded names no column or series: "
+            + ", ".join(metrics["unmatched_exclusions"])
+        )
+    note = "".join(f"; {n}" for n in notes)
+    if not metrics["stuck_runs"]:
+        return f"no stuck runs in {plural(len(metrics['columns']), 'column')}" + note
+    affected = [(c, m) for c, m in metrics["columns"].items() if m["stuck_runs"]]
+    shown = ", ".join(f"{c} {m['stuck_runs']}" for c, m in affected[:3])
+    return (
+        f"{plural(metrics['stuck_runs'], 'stuck run')} ({shown}), "
+        f"{plural(metrics['stuck_readings'], 'reading')} in all" + note
+    )
