@@ -19,15 +19,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from dq_agent.checks import flatline, flatline_portable
-from dq_agent.checks.base import CheckPlan, Scope, materialising, run_plans, series_rows
+from dq_agent.checks.base import Scope
 from dq_agent.checks.portable import PortablePlan, run_portable
 from dq_agent.config import Config
 from dq_agent.engines import POLARS, Engine
@@ -36,17 +33,7 @@ from dq_agent.result import CheckResult
 from dq_agent.runner import resident
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.test_conformance import _comparable, _same
-
-Run = Callable[[Dataset, Config, Scope], CheckResult]
-
-
-def _plan(plan: Callable[[Dataset, Config, Scope], CheckPlan]) -> Run:
-    def run(dataset: Dataset, config: Config, scope: Scope) -> CheckResult:
-        (result,) = run_plans([plan(dataset, config, scope)])
-        return result
-
-    return run
+from engine_rounds import Run, hand_over, plan_run, rounds
 
 
 def _generic(engine: Engine, dataset: Dataset, config: Config, scope: Scope) -> PortablePlan:
@@ -68,24 +55,6 @@ def _generic_on_polars(dataset: Dataset, config: Config, scope: Scope) -> CheckR
     return run_portable(_generic, POLARS, dataset, config, scope)
 
 
-def _engine(name: str, dataset: Dataset) -> Engine:
-    started = time.perf_counter()
-    engine: Any
-    if name == "duckdb":
-        from dq_agent.engines.duckdb import DuckDBEngine
-
-        engine = DuckDBEngine()
-        engine._table(dataset, None)
-    else:
-        from dq_agent.engines.spark import SparkEngine, local_session
-
-        engine = SparkEngine(local_session())
-        engine._frame(dataset, None)
-    print(f"{name}: start and hand-over {time.perf_counter() - started:.2f} s", flush=True)
-    chosen: Engine = engine
-    return chosen
-
-
 def _before(path: Path) -> Run:
     spec = importlib.util.spec_from_file_location("flatline_before", path)
     assert spec is not None and spec.loader is not None
@@ -94,7 +63,7 @@ def _before(path: Path) -> Run:
     spec.loader.exec_module(module)
     # Its settings are the catalogue's section: the config is keyed by the class.
     module.FlatlineCheckConfig = flatline.FlatlineCheckConfig
-    return _plan(module.plan_flatline_check)
+    return plan_run(module.plan_flatline_check)
 
 
 def main() -> None:
@@ -111,53 +80,17 @@ def main() -> None:
     started = time.perf_counter()
     dataset = resident(load(str(args.data), config))
     print(f"load + resident {time.perf_counter() - started:.2f} s", flush=True)
-    runs: dict[str, Run] = {"polars strategy": _plan(flatline.plan_flatline_check)}
+    runs: dict[str, Run] = {"polars strategy": plan_run(flatline.plan_flatline_check)}
     if args.before is not None:
         runs["before"] = _before(args.before)
     if not args.no_generic_on_polars:
         runs["generic on polars"] = _generic_on_polars
     for name in filter(None, args.engines.split(",")):
-        runs[name] = _on(_engine(name, dataset))
+        runs[name] = _on(hand_over(name, dataset))
     print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for mode in args.modes.split(","):
-        _rounds(mode, runs, dataset, config, scope, args.repeat)
+        rounds(mode, runs, dataset, config, scope, args.repeat)
     print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
-
-
-def _rounds(
-    mode: str, runs: dict[str, Run], dataset: Dataset, config: Config, scope: Scope, repeat: int
-) -> None:
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for round_ in range(repeat):
-        names = list(runs)
-        names = names[round_ % len(names) :] + names[: round_ % len(names)]
-        results: dict[str, CheckResult] = {}
-        shared: list[float] = []
-        for name in names:
-            if mode == "run":
-                with materialising() as step:
-                    series_rows(dataset, scope)
-                    shared.append(step.seconds)
-                    started = time.perf_counter()
-                    results[name] = runs[name](dataset, config, scope)
-            else:
-                started = time.perf_counter()
-                results[name] = runs[name](dataset, config, scope)
-            times[name].append(time.perf_counter() - started)
-        production = _comparable(results["polars strategy"])
-        line = ", ".join(
-            f"{n} {times[n][-1]:.2f} s"
-            + ("" if not _same(production, _comparable(results[n])) else " DIFFERENT")
-            for n in names
-        )
-        order = f"; series order {min(shared):.2f}-{max(shared):.2f} s apart" if shared else ""
-        print(f"[{mode}] round {round_ + 1}: {line}{order}", flush=True)
-    for name, seconds in times.items():
-        print(
-            f"[{mode}] {name}: median {statistics.median(seconds):.2f} s, "
-            f"best {min(seconds):.2f} s",
-            flush=True,
-        )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import importlib.util
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +36,10 @@ from dq_agent.result import CheckResult
 from dq_agent.runner import resident
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from engine_rounds import Run, hand_over
+
 from tests.test_conformance import _comparable, _same
 
-Run = Callable[[Dataset, Config, Scope], CheckResult]
 _REPORT = "dq_agent.checks.structure_report"
 
 
@@ -53,24 +53,6 @@ def _on(engine: Engine) -> Run:
         return run_portable(structure.build_structure_check, engine, dataset, config, scope)
 
     return run
-
-
-def _engine(name: str, dataset: Dataset) -> Engine:
-    started = time.perf_counter()
-    engine: Any
-    if name == "duckdb":
-        from dq_agent.engines.duckdb import DuckDBEngine
-
-        engine = DuckDBEngine()
-        engine._table(dataset, None)
-    else:
-        from dq_agent.engines.spark import SparkEngine, local_session
-
-        engine = SparkEngine(local_session())
-        engine._frame(dataset, None)
-    print(f"{name}: start and hand-over {time.perf_counter() - started:.2f} s", flush=True)
-    chosen: Engine = engine
-    return chosen
 
 
 def _load(name: str, path: Path) -> Any:
@@ -117,7 +99,7 @@ def main() -> None:
     if args.before is not None:
         runs["before"] = _before(args.before)
     for name in filter(None, args.engines.split(",")):
-        runs[name] = _on(_engine(name, dataset))
+        runs[name] = _on(hand_over(name, dataset))
     times: dict[str, list[float]] = {name: [] for name in runs}
     for round_ in range(args.repeat):
         names = list(runs)

@@ -27,6 +27,7 @@ from dq_agent.config import Config
 from dq_agent.engines import Engine
 from dq_agent.result import CheckResult, Status
 from tests.fixtures_checks import T0, minute, write_parquet
+from tests.test_checks_structure import MIXED_TIMESTAMPS
 from tests.test_conformance import SAMPLE_DIR, runner
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
@@ -103,19 +104,6 @@ def test_invalid_utf8_within_a_scope(local_engine: Engine, tmp_path: Path) -> No
     nobody = _run(local_engine, path, scope=Scope(entity="zz"))
     assert nobody.metrics["rows"] == 0
     assert next(f for f in nobody.findings if "no rows" in f.what).severity is Status.WARN
-
-
-# Twelve timestamps: six plain ISO, three with an offset (two of +01:00 written two ways, one Z),
-# one date, two that no accepted format parses; a device each half.
-MIXED_TIMESTAMPS = [
-    *(f"2024-01-01 00:0{i}:00" for i in range(6)),
-    "2024-01-01T00:10:00+01:00",
-    "2024-01-01T00:11:00+0100",
-    "2024-01-01T00:12:00Z",
-    "2024-01-02",
-    "not a time",
-    "03-01-2024 00:00",
-]
 
 
 def _mixed_csv(tmp_path: Path) -> Path:
