@@ -278,7 +278,8 @@ def in_order(engine: Engine, dataset: Dataset, scope: Scope, columns: Sequence[s
     check's columns: numbering the rows is the generic path's largest cost."""
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
-    timed = ~nw.col(ts).is_null() if ts is not None else nw.lit(True)
+    # Without a timestamp every row is kept (None: a literal is no filter on every engine).
+    timed = ~nw.col(ts).is_null() if ts is not None else None
     carried = list(dict.fromkeys([*entity, *([ts] if ts else []), *columns]))
     if scope.filters_rows():
         carried.append(FILE_ROW)
