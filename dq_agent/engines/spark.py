@@ -155,9 +155,11 @@ class SparkEngine(TableEngine):
         return out
 
     def materialised(self, frame: Frame) -> Frame:
-        """Spark's `cache`: computed by the first query that reads it, kept for the others
-        (released by Spark when the frame is no longer referenced)."""
-        out: Frame = nw.from_native(frame.to_native().cache())
+        """Spark's `localCheckpoint`, computed now: the later queries start from its stored
+        rows, not from its plan. With `cache` each query still carried the whole plan that
+        built the frame, and a check's plans grew with every frame built on another:
+        flatline_check's test of pumps took 46 s to plan locally, and CI timed out in it."""
+        out: Frame = nw.from_native(frame.to_native().localCheckpoint(eager=True))
         return out
 
     def _frame(self, dataset: Dataset, excusal: Excusal | None) -> Any:
