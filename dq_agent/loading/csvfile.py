@@ -14,7 +14,7 @@ import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -184,34 +184,50 @@ def read_csv_file(
 ) -> pl.DataFrame:
     """One file in memory, without its comment lines and its trailing separator's column."""
     source: Path | bytes = stdin if stdin is not None else file
-    header: dict[str, object] = {"skip_lines": layout.comment_lines}
-    if layout.data_only_trailing:
-        # The header names as Polars reads them (repeats renamed), plus one for the empty
-        # field after the last separator: a line with yet more fields still fails.
-        named = pl.scan_csv(
-            source, glob=False, separator=dialect.separator, skip_lines=layout.comment_lines
-        ).collect_schema()
-        header = {
-            "has_header": False,
-            "skip_lines": layout.comment_lines + 1,
-            "new_columns": [*named.names(), "__trailing_separator__"],
-        }
     frame = pl.scan_csv(
         source,
         # The files are already resolved: a "[" in a name is a character, not a glob.
         glob=False,
-        separator=dialect.separator,
-        decimal_comma=dialect.decimal_comma,
-        encoding="utf8-lossy",
-        null_values=list(config.reading().missing_markers),
         # Inference over the whole file: a float after thousands of integers must not kill
         # the run.
         infer_schema_length=None,
-        try_parse_dates=False,
-        **header,  # type: ignore[arg-type]
+        **csv_options(config, dialect),
+        **header_options(source, dialect, layout),
     ).collect()
     if layout.trailing_separator and frame.width > 1:
         last = frame.columns[-1]
         if frame.get_column(last).null_count() == frame.height:
             frame = frame.drop(last)
     return frame
+
+
+def csv_options(config: Config, dialect: CsvDialect) -> dict[str, Any]:
+    """How every CSV is parsed, in memory or streamed (`loading.csvstream`): the same bytes
+    must give the same values either way."""
+    return {
+        "separator": dialect.separator,
+        "decimal_comma": dialect.decimal_comma,
+        "encoding": "utf8-lossy",
+        "null_values": list(config.reading().missing_markers),
+        "try_parse_dates": False,
+    }
+
+
+def header_options(source: Path | bytes, dialect: CsvDialect, layout: CsvLayout) -> dict[str, Any]:
+    """Where the header is and what the columns are called: comment lines skipped, and a
+    trailing separator only the data lines have given a column of its own."""
+    if not layout.data_only_trailing:
+        return {"skip_lines": layout.comment_lines}
+    # The header names as Polars reads them (repeats renamed), plus one for the empty
+    # field after the last separator: a line with yet more fields still fails.
+    named = pl.scan_csv(
+        source, glob=False, separator=dialect.separator, skip_lines=layout.comment_lines
+    ).collect_schema()
+    return {
+        "has_header": False,
+        "skip_lines": layout.comment_lines + 1,
+        "new_columns": [*named.names(), TRAILING_COLUMN],
+    }
+
+
+TRAILING_COLUMN = "__trailing_separator__"
