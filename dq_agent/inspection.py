@@ -168,6 +168,8 @@ def inspect_dataset(
     maintenance: list[dict[str, Any]] = []
     if out_of_core is not None:
         info = replace(info, engine_reason=out_of_core.note)
+        # The windows' mask was computed into the spilled file (`out_of_core.spill`).
+        maintenance = out_of_core.maintenance
     elif not adopted:
         # Where the data lives for the run: read into memory once, shared by every check (and
         # handed over from there to the configured engine, once).

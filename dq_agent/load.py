@@ -3,7 +3,8 @@ Polars plan, with the column roles found (`roles`).
 
 Parquet stays a lazy scan: loading reads the schema and a small sample for role detection, and
 decodes each page once with pyarrow to reject corrupt files (`verify_parquet`); the checks do
-the scanning. CSV is read into memory once, file by file (`loading.csvfile`). Several files are
+the scanning. CSV is read into memory once, file by file (`loading.csvfile`), or streamed to
+Parquet when over the memory budget (`loading.csvstream`). Several files are
 put one below the other in natural order (`loading.files`), their columns unified
 (`loading.unify`); each row's file is known (`Dataset.file_index`). Before anything is read,
 the memory limit is checked (`limits`).
@@ -25,11 +26,11 @@ from dq_agent.errors import ConfigError, InputError
 from dq_agent.limits import (
     PARQUET_PEAK_FACTOR,
     PROGRAM_BYTES,
-    check_memory_budget,
     format_size,
     parse_size,
 )
 from dq_agent.loading import files as file_inputs
+from dq_agent.loading.csvstream import streams
 from dq_agent.loading.duckdb_source import is_duckdb_source, parse_source, read_table
 from dq_agent.loading.files import resolve_inputs
 from dq_agent.loading.frames import DUCKDB, FrameInput, not_evaluated_notes
@@ -194,7 +195,8 @@ def resolve_files(path: str) -> tuple[list[Path], str]:
 
 def load(path: str, config: Config) -> Dataset:
     """Open `path` and detect column roles. Raises InputError for anything unreadable, and for
-    CSV estimated to need more memory than `limits.max_memory` (checked before reading it).
+    CSV estimated to need more memory than `limits.max_memory` when the run asked for Polars
+    (checked before reading it; otherwise such CSV is streamed to Parquet, `csvstream`).
 
     Parquet stays a lazy scan: each query reads only its columns. CSV is read once into memory:
     a lazy CSV scan re-reads and re-infers the whole file for every query of every check (a
@@ -205,16 +207,18 @@ def load(path: str, config: Config) -> Dataset:
         return load_frame(read_table(path), config)
     inputs = resolve_inputs(path)
     files, file_format = inputs.files, inputs.file_format
-    # CSV is read into memory here: over the limit it is refused before reading. Parquet is
-    # scanned lazily, and a run over its budget goes out of core (`dq_agent.out_of_core`).
-    if config.limits.max_memory is not None and inputs.stdin is None and file_format == "csv":
-        check_memory_budget(files, file_format, parse_size(config.limits.max_memory))
+    # CSV over the memory budget is streamed to Parquet, before anything is read into memory;
+    # then it is scanned lazily as Parquet is, and the run goes out of core
+    # (`dq_agent.out_of_core`).
+    streamed = streams(inputs, config)
     _check_timezone(config.columns.timezone)
-    read = read_csv_files(inputs, config) if file_format == "csv" else read_parquet_files(inputs)
-    # CSV is in memory: its text times are read in two passes (see `complete_times`).
-    return _dataset(
-        path, files, file_format, _FORMAT_NAMES[file_format], read, config, file_format == "csv"
-    )
+    if file_format == "csv":
+        read = read_csv_files(inputs, config, streamed)
+    else:
+        read = read_parquet_files(inputs)
+    # CSV in memory: its text times are read in two passes (see `complete_times`).
+    in_memory = file_format == "csv" and not streamed
+    return _dataset(path, files, file_format, _FORMAT_NAMES[file_format], read, config, in_memory)
 
 
 def load_frame(source: FrameInput, config: Config) -> Dataset:

@@ -1,32 +1,38 @@
 """Data over the memory budget: checked out of core instead of refused.
 
-When a Parquet input is estimated to need more memory than the run's budget
-(`limits.over_budget`), the loader's normalised frame is streamed to a Parquet file in the
-run's temporary folder (`scratch`), with the file order and nothing else in memory, and the
-checks run on DuckDB over that file within the budget (`engines.duckdb_spill`: DuckDB's memory
-limit, its temporary files in the same folder). A run that asked for Spark (`run.engine`) runs
-there instead: the Spark engine hands a frame over as Parquet too, streamed. The checks not yet
-written for every engine cannot run that way (they need the data in memory): each is reported
-as not evaluated, saying why and what to do, never silently left out.
+When the input is estimated to need more memory than the run's budget (`limits.over_budget`),
+the loader's normalised frame is streamed to a Parquet file in the run's temporary folder
+(`scratch`), with the file order and the maintenance windows' mask (computed by Polars while
+streaming) and nothing else in memory, and the checks run on DuckDB over that file within the
+budget (`engines.duckdb_spill`: DuckDB's memory limit, its temporary files in the same folder).
+Parquet is scanned where it lies; CSV has been streamed to Parquet by loading
+(`loading.csvstream`), with the types and formats the in-memory read would decide. A run that
+asked for Spark (`run.engine`) runs there instead: the Spark engine hands a frame over as
+Parquet too, streamed. The checks not yet written for every engine cannot run that way (they
+need the data in memory): each is reported as not evaluated, saying why and what to do, never
+silently left out.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import FILE_ROW
+from dq_agent.checks.base import FILE_ROW, entity_key
 from dq_agent.config import Config
 from dq_agent.engines import Engine
 from dq_agent.engines.duckdb_spill import SpilledDuckDBEngine
-from dq_agent.engines.names import DEFAULT_ENGINE, engine_installed, unsupported_names
+from dq_agent.engines.names import engine_installed, unsupported_names
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.limits import PROGRAM_BYTES, OverBudget, format_size, memory_budget, over_budget
 from dq_agent.load import Dataset
+from dq_agent.loading.csvstream import asked_in_memory
 from dq_agent.loading.files import STDIN
+from dq_agent.maintenance import EXCUSED, Excusal, excused_counts
 from dq_agent.maintenance import SECTION as MAINTENANCE
 from dq_agent.scratch import scratch_path
 from dq_agent.tools import not_ported
@@ -36,6 +42,7 @@ log = logging.getLogger(__name__)
 # DuckDB gets this share of what the budget leaves beyond the program's own memory (Python,
 # Polars, pyarrow and DuckDB loaded: PROGRAM_BYTES): the rest is for the collected results.
 DUCKDB_SHARE = 0.8
+_FILE_FORMATS = ("parquet", "csv")
 
 
 @dataclass(frozen=True)
@@ -47,18 +54,21 @@ class OutOfCore:
     engine: Engine
     note: str
     not_evaluated: dict[str, str]
+    maintenance: list[dict[str, Any]] = field(default_factory=list)
+    """The readings each maintenance window excused (`maintenance.excused_counts`)."""
 
 
 def plan_out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
-    """How the run goes when its Parquet data is over the memory budget (`limits`), else None
-    (in memory; CSV over a limit set was refused by loading, which reads it into memory)."""
-    if dataset.file_format != "parquet" or STDIN in map(str, dataset.files):
-        # Parquet from standard input is in memory already, read whole by loading.
+    """How the run goes when its data is over the memory budget (`limits`), else None (in
+    memory). CSV over the budget has been streamed to Parquet by loading (`csvstream.streams`
+    decides it by this same estimate), unless the run asked for Polars."""
+    if dataset.file_format not in _FILE_FORMATS or STDIN in map(str, dataset.files):
+        # Standard input is in memory already, read whole by loading.
         return None
-    over = over_budget(dataset.files, "parquet", memory_budget(config.limits.max_memory))
+    over = over_budget(dataset.files, dataset.file_format, memory_budget(config.limits.max_memory))
     if over is None:
         return None
-    if config.run.engine == DEFAULT_ENGINE and config.origin_of("run.engine") != "the defaults":
+    if asked_in_memory(config):
         # Asked to run in memory: as it was before there was an out-of-core path.
         if config.limits.max_memory is None:
             log.warning("%s; running in memory, as --engine polars asks", over.reason())
@@ -75,8 +85,6 @@ def plan_out_of_core(dataset: Dataset, config: Config) -> OutOfCore | None:
         missing = None if engine_installed(engine) else f"the {engine} extra is not installed"
         if unsupported_names(engine, dataset.columns):
             missing = f"column names {engine} cannot take (run with --max-memory to see them)"
-        if config.maintenance:
-            missing = "maintenance windows do not run out of core yet"
         if missing is not None:
             log.warning("%s; running in memory anyway: %s", over.reason(), missing)
             return None
@@ -95,40 +103,65 @@ def check_names(dataset: Dataset, engine: str, remedy: str) -> None:
 
 
 def spill(dataset: Dataset, config: Config, over: OverBudget) -> OutOfCore:
-    """Stream `dataset`'s normalised frame to the scratch folder and return the engine that
-    checks it there. Raises ConfigError for what cannot run out of core yet."""
-    if config.maintenance:
-        raise ConfigError(
-            f"bad value for '{MAINTENANCE}' in {config.origin_of(MAINTENANCE)}: maintenance "
-            f"windows are not supported yet when the data is over the memory budget ("
-            f"{over.reason()}); raise --max-memory or leave the windows out"
-        )
+    """Stream `dataset`'s normalised frame to the scratch folder, with the maintenance windows'
+    mask, and return the engine that checks it there."""
     path = scratch_path("data", ".parquet")
     handed = dataset.frame.with_row_index(FILE_ROW).with_columns(pl.col(FILE_ROW).cast(pl.Int64))
+    excusal = _excusal(dataset, config)
+    if excusal is not None:
+        # Computed once, by Polars, while streaming: as `maintenance.materialise` does in memory.
+        assert dataset.roles.timestamp is not None
+        mask = excusal.expression(dataset.roles.timestamp, entity_key(dataset))
+        handed = handed.with_columns(mask.alias(EXCUSED))
+        excusal = replace(excusal, column=EXCUSED)
     try:
         handed.sink_parquet(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(f"cannot spill {dataset.path} to {path.parent}: {first}") from exc
-    spilled = replace(dataset, frame=pl.scan_parquet(path).drop(FILE_ROW))
+    spilled = replace(dataset, frame=pl.scan_parquet(path).drop(FILE_ROW), excusal=excusal)
+    windows = _excused(spilled, config)
+    streamed = "the CSV streamed to Parquet, " if dataset.file_format == "csv" else ""
     if config.run.engine == "spark":
         from dq_agent.engines.spark import SparkEngine
 
         engine: Engine = SparkEngine()
-        where = f"out of core: {over.reason()}; handed over to Spark as Parquet"
+        where = f"out of core: {over.reason()}; {streamed}handed over to Spark as Parquet"
     else:
         duckdb = _duckdb(path, over)
         engine = duckdb
         where = (
-            f"out of core: {over.reason()}; spilled to a temporary folder and checked by "
-            f"DuckDB within {format_size(duckdb.memory_bytes)}"
+            f"out of core: {over.reason()}; {streamed}spilled to a temporary folder and "
+            f"checked by DuckDB within {format_size(duckdb.memory_bytes)}"
         )
     reason = (
         f"not evaluated: the data is over the memory budget ({format_size(over.peak_bytes)} "
         f"estimated, {format_size(over.limit_bytes)} allowed) and this check does not run out "
         "of core yet; raise --max-memory to run it in memory"
     )
-    return OutOfCore(spilled, engine, where, dict.fromkeys(not_ported(config), reason))
+    return OutOfCore(spilled, engine, where, dict.fromkeys(not_ported(config), reason), windows)
+
+
+def _excusal(dataset: Dataset, config: Config) -> Excusal | None:
+    """The run's maintenance windows, refused (ConfigError) without a timestamp column as in
+    memory (`inspection._maintenance`)."""
+    excusal = config.excusal()
+    if excusal is not None and dataset.roles.timestamp is None:
+        raise ConfigError(
+            f"bad value for '{MAINTENANCE}' in {config.origin_of(MAINTENANCE)}: maintenance "
+            "windows need a timestamp column and the data has none (set columns.timestamp)"
+        )
+    return excusal
+
+
+def _excused(dataset: Dataset, config: Config) -> list[dict[str, Any]]:
+    """The readings each window excused, counted over the spilled file (its mask column)."""
+    if dataset.excusal is None or dataset.roles.timestamp is None:
+        return []
+    origin = config.origin_of(MAINTENANCE)
+    key = entity_key(dataset)
+    counts = excused_counts(dataset.frame, dataset.excusal, dataset.roles.timestamp, key, origin)
+    return [count.to_dict() for count in counts]
 
 
 def _duckdb(path: Path, over: OverBudget) -> SpilledDuckDBEngine:

@@ -133,7 +133,8 @@ def test_cli_refuses_csv_over_the_limit_up_front_with_exit_3(
     pl.read_parquet(parquet_file).write_csv(csv)
     runner = CliRunner()
     env = {**ENV, "DQ_AGENT_MAX_MEMORY": "100M"}
-    result = runner.invoke(app, ["inspect", str(csv), "--no-agent"], env=env)
+    # Asked to run in memory (otherwise CSV over the budget is streamed, `test_out_of_core_csv`).
+    result = runner.invoke(app, ["inspect", str(csv), "--no-agent", "--engine", "polars"], env=env)
     assert result.exit_code == 3
     assert result.stdout == ""
     assert result.stderr.startswith("dq-agent: error: sensors.csv needs about ")

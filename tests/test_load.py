@@ -265,10 +265,14 @@ def test_corrupt_parquet_page_is_rejected_before_polars_reads_it(tmp_path: Path)
 
 
 def test_memory_limit_is_checked_before_reading(tmp_path: Path) -> None:
+    # Over the limit, CSV is streamed to Parquet (`loading.csvstream`), unless the run asked
+    # for Polars, which reads it into memory: refused then, before reading.
     path = write_bytes(tmp_path, "d.csv", b"timestamp,v\n2024-01-01T00:00:00,1\n")
-    config = resolve(None, cli={"limits.max_memory": "1K"}, environ={})
+    config = resolve(None, cli={"limits.max_memory": "1K", "run.engine": "polars"}, environ={})
     with pytest.raises(InputError, match=r"d.csv needs about .* the limit is 1.0 KB"):
         load(str(path), config)
+    streamed = load(str(path), resolve(None, cli={"limits.max_memory": "1K"}, environ={}))
+    assert streamed.frame.select(pl.col("v").sum()).collect().item() == 1
 
 
 def test_read_errors_never_carry_control_bytes() -> None:

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from dq_agent.limits import check_memory_budget, memory_budget, over_budget, parse_size
 from dq_agent.loading.csvfile import CsvDialect, CsvLayout, csv_options, header_options
+from dq_agent.loading.files import Inputs
 from dq_agent.scratch import scratch_path
 
 if TYPE_CHECKING:
@@ -37,6 +39,30 @@ BLOCK_BYTES = 8 * 2**20
 _TEXT = pl.String()
 _QUOTE = b'"'
 _LINE_END = b"\n"
+
+
+def streams(inputs: Inputs, config: Config) -> bool:
+    """Whether CSV input is streamed to Parquet, not read into memory: when it is over the
+    run's memory budget (`limits`), as Parquet then runs out of core (`dq_agent.out_of_core`).
+    Not standard input (in memory already), nor a run that asked for Polars (in memory, as
+    asked: over a limit set that is refused here, exit 3)."""
+    if inputs.file_format != "csv" or inputs.stdin is not None:
+        return False
+    if over_budget(inputs.files, "csv", memory_budget(config.limits.max_memory)) is None:
+        return False
+    if asked_in_memory(config):
+        if config.limits.max_memory is not None:
+            check_memory_budget(inputs.files, "csv", parse_size(config.limits.max_memory))
+        return False
+    return True
+
+
+def asked_in_memory(config: Config) -> bool:
+    """Whether the run asked for Polars (`--engine polars`), which checks data in memory."""
+    # Imported here: the engines package imports the checks, which import loading.
+    from dq_agent.engines.names import DEFAULT_ENGINE
+
+    return config.run.engine == DEFAULT_ENGINE and config.origin_of("run.engine") != "the defaults"
 
 
 @dataclass

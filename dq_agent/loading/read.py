@@ -14,6 +14,7 @@ import polars as pl
 
 from dq_agent.errors import InputError
 from dq_agent.loading.csvfile import CsvDialect, csv_dialect, csv_layout, read_csv_file
+from dq_agent.loading.csvstream import stream_csv_file
 from dq_agent.loading.files import STDIN, Inputs
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.unify import combine
@@ -52,8 +53,9 @@ class FilesRead:
     decimal_comma: bool = False
 
 
-def read_csv_files(inputs: Inputs, config: Config) -> FilesRead:
-    """Each CSV file read into memory, then the files one below the other."""
+def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> FilesRead:
+    """Each CSV file read into memory, or `streamed` to Parquet in the scratch folder (too big
+    for memory: `loading.csvstream`), then the files one below the other."""
     files, stdin = inputs.files, inputs.stdin
     dialect: CsvDialect = csv_dialect(files[0], config, stdin)
     parts: list[tuple[Path, pl.LazyFrame]] = []
@@ -65,15 +67,19 @@ def read_csv_files(inputs: Inputs, config: Config) -> FilesRead:
         layout = csv_layout(file, dialect.separator, stdin)
         first_layout = first_layout or layout
         try:
-            frame = read_csv_file(file, config, dialect, layout, stdin)
+            if streamed:
+                part, count = stream_csv_file(file, config, dialect, layout)
+            else:
+                frame = read_csv_file(file, config, dialect, layout, stdin)
+                part, count = frame.lazy(), frame.height
         except READ_FAILURES as exc:
             raise InputError(f"cannot read {file} as CSV: {describe_read_error(exc)}") from exc
         if layout.trailing_separator:
             trailing.append(file)
         if layout.comment_lines:
             comments.append((file, layout.comment_lines))
-        parts.append((file, frame.lazy()))
-        rows.append(frame.height)
+        parts.append((file, part))
+        rows.append(count)
     try:
         raw, notes = combine(parts, config.columns.timezone)
     except READ_FAILURES as exc:
