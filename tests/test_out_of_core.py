@@ -22,7 +22,6 @@ from dq_agent import limits
 from dq_agent.catalogue import CATALOGUE
 from dq_agent.checks.portable import is_portable
 from dq_agent.cli import app
-from dq_agent.errors import EXIT_USAGE
 from tests.conftest import SAMPLE_DIR
 
 SAMPLE = str(SAMPLE_DIR / "sensors.parquet")
@@ -86,23 +85,6 @@ def test_the_report_says_the_run_went_out_of_core() -> None:
     assert "checked by DuckDB within 128 MB" in text
 
 
-def test_maintenance_windows_over_the_budget_are_refused_naming_the_setting(
-    tmp_path: Path,
-) -> None:
-    config = tmp_path / "dq.yaml"
-    config.write_text(
-        "maintenance:\n  - start: 2024-03-04T10:00:00\n    end: 2024-03-04T11:00:00\n",
-        encoding="utf-8",
-    )
-    code, out, err = _cli(
-        "inspect", SAMPLE, "--no-agent", "--max-memory", OVER, "--config", str(config)
-    )
-    assert code == EXIT_USAGE
-    assert out == ""
-    assert "maintenance windows are not supported yet when the data is over the memory" in err
-    assert str(config) in " ".join(err.split())
-
-
 def test_the_scratch_folder_is_removed_at_exit(tmp_path: Path) -> None:
     script = (
         "from dq_agent.scratch import scratch_folder, scratch_path\n"
@@ -127,7 +109,7 @@ def test_without_a_limit_the_machine_sets_the_budget(
     report = _json()
     assert report["dataset"]["engine"] == "duckdb"
     assert "more than 320 MB, 80% of this machine's memory" in report["dataset"]["engine_reason"]
-    # What cannot run out of core yet runs in memory then, with a warning: no limit was set.
+    # Maintenance windows run out of core too (`test_out_of_core_csv`).
     config = tmp_path / "dq.yaml"
     config.write_text(
         "maintenance:\n  - start: 2024-03-04T10:00:00\n    end: 2024-03-04T11:00:00\n",
@@ -140,8 +122,9 @@ def test_without_a_limit_the_machine_sets_the_budget(
         catch_exceptions=False,
     )
     assert result.exit_code == 0
-    assert json.loads(result.stdout)["dataset"]["engine"] == "polars"
-    assert "maintenance windows do not run out of core yet" in result.stderr
+    windowed = json.loads(result.stdout)
+    assert windowed["dataset"]["engine"] == "duckdb"
+    assert windowed["maintenance"][0]["excused_readings"] > 0
 
 
 def test_parquet_from_standard_input_runs_in_memory() -> None:

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 BLOCK_BYTES = 8 * 2**20
 _TEXT = pl.String()
+# The blocks after the first: no header, and a first line with fewer fields than the header
+# (a blank line, trailing fields left out) fills the rest with nulls, as it does in a whole file.
+_AFTER_HEADER: dict[str, Any] = {"has_header": False, "missing_columns": "insert"}
 _QUOTE = b'"'
 _LINE_END = b"\n"
 
@@ -104,7 +107,7 @@ def _infer(
             columns = {name: _Column() for name in names.collect_schema().names()}
             header = first
         else:
-            header = {"has_header": False}
+            header = _AFTER_HEADER
         text = _read(block, options, header, dict.fromkeys(columns, _TEXT))
         for name, column in columns.items():
             values = text.get_column(name)
@@ -201,7 +204,7 @@ def _write(
     parts: list[Path] = []
     rows = 0
     for index, block in enumerate(blocks.of(file)):
-        frame = _read(block, options, first if index == 0 else {"has_header": False}, schema)
+        frame = _read(block, options, first if index == 0 else _AFTER_HEADER, schema)
         if drop is not None:
             frame = frame.drop(drop)
         part = folder / f"part-{index:06d}.parquet"
