@@ -30,7 +30,7 @@ from dq_agent.limits import (
     parse_size,
 )
 from dq_agent.loading import files as file_inputs
-from dq_agent.loading.csvstream import streams
+from dq_agent.loading.csvstream import few_distinct, streams
 from dq_agent.loading.duckdb_source import is_duckdb_source, parse_source, read_table
 from dq_agent.loading.files import resolve_inputs
 from dq_agent.loading.frames import DUCKDB, FrameInput, not_evaluated_notes
@@ -218,7 +218,8 @@ def load(path: str, config: Config) -> Dataset:
         read = read_parquet_files(inputs)
     # CSV in memory: its text times are read in two passes (see `complete_times`).
     in_memory = file_format == "csv" and not streamed
-    return _dataset(path, files, file_format, _FORMAT_NAMES[file_format], read, config, in_memory)
+    read_as = _FORMAT_NAMES[file_format]
+    return _dataset(path, files, file_format, read_as, read, config, in_memory, streamed)
 
 
 def load_frame(source: FrameInput, config: Config) -> Dataset:
@@ -262,9 +263,12 @@ def _dataset(
     read: FilesRead,
     config: Config,
     in_memory: bool,
+    streamed: bool = False,
 ) -> Dataset:
     """Roles found and the frame normalised: the one way data becomes a Dataset. `read_as`
-    names the format in errors; `in_memory` data has its text times read in two passes."""
+    names the format in errors; `in_memory` data has its text times read in two passes;
+    `streamed` data (over the memory budget) reads a text time per value only when its values
+    are few enough to map in memory (`csvstream.few_distinct`)."""
     parts_frame = read.raw
     try:
         schema = parts_frame.collect_schema()
@@ -284,6 +288,8 @@ def _dataset(
         schema = raw.collect_schema()
     raw = guard_temporal(raw, schema, (roles.timestamp, roles.ingest_time))
     repeated = repeated_text_times(schema, sample, roles)
+    if streamed:
+        repeated = few_distinct(raw, repeated)
     # In memory, text times that do not repeat are read in two passes (see `complete_times`).
     full_formats: dict[str, list[tuple[str, str]]] = {}
     first_pass: dict[str, list[tuple[str, str]]] = {}
