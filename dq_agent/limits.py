@@ -3,14 +3,17 @@
 A run killed by the OOM killer half-way through a nightly job leaves nothing to read, so the
 peak memory of the run is estimated before any data is read and compared with the budget: the
 limit set (`--max-memory`, `limits.max_memory`, `DQ_AGENT_MAX_MEMORY`), else
-DEFAULT_BUDGET_SHARE of the machine's memory. Parquet over the budget runs out of core
+DEFAULT_BUDGET_SHARE of the machine's memory. Data over the budget runs out of core
 (`dq_agent.out_of_core`: spilled, checked on DuckDB within the budget); CSV, which loading reads
-into memory, over a limit set is refused with exit 3 and a message saying what to do.
+into memory, is streamed to Parquet first (`loading.csvstream`). A run that asked for Polars
+(`--engine polars`) checks in memory: over a limit set it is refused with exit 3 and a message
+saying what to do.
 
 The estimate: peak = PROGRAM_BYTES + factor x data size, where the data size is
 - Parquet: the uncompressed size the file's own metadata records (sum of the row groups'
   `total_byte_size`), read from the footer only;
-- CSV: the file size on disk (CSV is read into memory once, see `load`).
+- CSV: the file size on disk (CSV is read into memory once, see `load`; a gzip's uncompressed
+  size).
 
 Measured as peak RSS (wait4) of `dq-agent inspect --no-agent` on sample_data/generate.py data
 (200 devices, 6 columns; 2 CPUs), with the nine checks of 2026-12-01 (the sensor checks and the
