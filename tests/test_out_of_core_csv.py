@@ -222,3 +222,19 @@ def test_slash_dates_are_ordered_over_every_row_when_streamed(tmp_path: Path) ->
     out_of_core = _json(path, "--max-memory", "1M")
     _same_results(in_memory, out_of_core)
     assert out_of_core["dataset"]["time_range"]["end"].startswith("2024-03-20")
+
+
+def test_several_csv_files_that_drift_stream_as_they_are_read_in_memory(tmp_path: Path) -> None:
+    # A column missing from the second day, pressure written as integers there: unified alike.
+    sample = pl.read_parquet(SAMPLE_DIR / "sensors.parquet")
+    sample.head(5000).write_csv(tmp_path / "day_1.csv")
+    second = sample.slice(5000).drop("humidity")
+    second.with_columns(pl.col("pressure").round(0).cast(pl.Int64)).write_csv(
+        tmp_path / "day_2.csv"
+    )
+    in_memory = _json(tmp_path)
+    out_of_core = _json(tmp_path, "--max-memory", "1M")
+    _same_results(in_memory, out_of_core)
+    assert out_of_core["dataset"]["files"] == 2
+    structure = out_of_core["checks"]["structure_check"]["summary"]
+    assert "column pressure typed" in structure
