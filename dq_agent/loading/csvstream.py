@@ -12,8 +12,10 @@ is whole records (cut at a line end outside quotes), parsed by Polars on its own
 2. the values: each block parsed with those types by Polars and written as a Parquet file in
    the scratch folder; the run scans them, in order, like Parquet input.
 
-Only a block is in memory at a time (BLOCK_BYTES of text and its frame): 10M rows (643 MB)
-streamed in 12 s at 220 MB peak RSS, the program's own included.
+Only a block is in memory at a time (BLOCK_BYTES of text and its frame): the bench's 10M rows
+(643 MB of CSV) streamed in 12 s at 220 MB peak RSS, the program's own included; the whole run
+under `--max-memory 700M` peaked at 685 MiB with every ported check's result equal to the
+in-memory run's (6.3 GiB), 2026-12-02.
 """
 
 from __future__ import annotations
