@@ -37,10 +37,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.checks import flatline
-from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural, together
+from dq_agent.checks.base import SERIES, CheckPlan, Scope, iso, plural, together
+from dq_agent.checks.base import Engine as PolarsMode
 from dq_agent.checks.evidence import MAD_EFFICIENCY, MAD_TO_SIGMA, ROBUST_T_SCALE, z_tail
 from dq_agent.checks.flatline import (
     FlatlineCheckConfig,
@@ -62,6 +64,8 @@ from dq_agent.checks.series_values import (
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
+from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
 from dq_agent.settings import choice, fraction, non_negative, positive, setting
@@ -140,6 +144,24 @@ def jump_values(
         dataset,
         key,
         lambda: _jumps(spike_input(dataset, scope, column, config), dataset, column, settings),
+    )
+
+
+def judged_jumps(
+    engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
+) -> Frame:
+    """The column's readings near jumps, on any engine, as `jump_values` gives them on Polars:
+    ENTITY (text), TIME (with a timestamp), AT_ROW (the row in the file), X, JUMP (a spike or
+    step starts here), WIDTH (the spike's readings; null for a step) and COVERED (inside or
+    ending an earlier spike). What outlier_check reads: the steps spike_check reports are
+    `JUMP & WIDTH.is_null() & ~COVERED` (the caller tests `excluded` and the run's checks)."""
+    settings = config.section(SpikeCheckConfig)
+    if not isinstance(engine, PolarsEngine):
+        raise NotImplementedError(f"spike_check's jumps on the {engine.name} engine")
+    timed = [TIME] if dataset.roles.timestamp is not None else []
+    jumps = jump_values(dataset, scope, column, config, settings)
+    return nw.from_native(
+        jumps.select(pl.col(ENTITY).cast(pl.String), *timed, AT_ROW, X, JUMP, WIDTH, COVERED)
     )
 
 
@@ -437,7 +459,7 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
         frames_by_column = dict(zip(checked, pairs, strict=True))
         return _result(frames_by_column, columns, settings, has_time, rated_columns)
 
-    engines: list[Engine] = ["in-memory"] * len(queries)
+    engines: list[PolarsMode] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
     # One event per jump (a spike's or a step's first reading): where it happened.
     jumped = {
