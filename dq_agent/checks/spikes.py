@@ -47,7 +47,7 @@ from dq_agent.checks.flatline import (
     range_limits,
     running_values,
 )
-from dq_agent.checks.portable import PolarsMode, PortablePlan, on_polars
+from dq_agent.checks.portable import PolarsMode, PortablePlan, building, on_polars
 from dq_agent.checks.series_values import (
     AT_ROW,
     ENTITY,
@@ -159,7 +159,9 @@ def judged_jumps(
     `JUMP & WIDTH.is_null() & ~COVERED` (the caller tests `excluded` and the run's checks)."""
     settings = config.section(SpikeCheckConfig)
     if not isinstance(engine, PolarsEngine):
-        return generic_jumps(engine, dataset, scope, column, config)
+        # Its sums written for the engine (Spark's), also when called outside a check's build.
+        with building(engine):
+            return generic_jumps(engine, dataset, scope, column, config)
     timed = [TIME] if dataset.roles.timestamp is not None else []
     jumps = jump_values(dataset, scope, column, config, settings)
     return nw.from_native(

@@ -94,7 +94,6 @@ _MULTIPLE = "__multiple"
 _JUMPED = "__jumped"
 _BACK = "__back"
 _LANDED = "__landed"
-_EXCURSION = "__excursion"
 _LOW_BOUND = "__low"
 _HIGH_BOUND = "__high"
 _NULL_KEY = "\x00"
@@ -189,14 +188,7 @@ def column_queries(
         .filter(nw.col(_JUMPED))
         .select(KEY, POSITION)
     )
-    reach = context(settings)
-    # Every position within `reach` of a jump in its series: the jumps moved by each offset.
-    around = nw.concat(
-        [
-            jumped.select(KEY, (nw.col(POSITION) + offset).alias(POSITION))
-            for offset in range(-reach, reach + 1)
-        ]
-    ).unique()
+    around = _around(jumped, context(settings))
     near = engine.materialised(
         _judged(
             readings.join(around, on=[KEY, POSITION], how="semi"),
@@ -212,6 +204,20 @@ def column_queries(
     )
 
 
+def _around(jumped: Frame, reach: int) -> Frame:
+    """Every position (KEY, POSITION) within `reach` of one of `jumped`: the jumps moved back by
+    `reach`, then joined with themselves moved on by 1, 2, 4, ... positions (a few unions of
+    a few rows, where one per offset bound as many relations)."""
+    around = jumped.select(KEY, (nw.col(POSITION) - reach).alias(POSITION))
+    span, covered = 2 * reach + 1, 1
+    while covered < span:
+        step = min(covered, span - covered)
+        moved = around.select(KEY, (nw.col(POSITION) + step).alias(POSITION))
+        around = nw.concat([around, moved]).unique()
+        covered += step
+    return around
+
+
 def _stuck_left_out(column: str, config: Config) -> bool:
     """Whether flatline_check runs and checks the column: its stuck and resting readings are
     then left out (`spikes._stuck_key`)."""
@@ -220,7 +226,7 @@ def _stuck_left_out(column: str, config: Config) -> bool:
 
 
 def _readings(engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config) -> Frame:
-    """`spikes.spike_input` with each reading's change from the one before: KEY, ENTITY, X,
+    """`spikes.spike_input` with each reading's change from the one before: KEY, X,
     AT_ROW, TIME (with a timestamp), POSITION (the reading's place among the column's checked
     readings of its series, from 0), PREVIOUS, CHANGE and, with a timestamp, the seconds since
     the reading before (`_SECONDS`)."""
@@ -252,7 +258,7 @@ def _readings(engine: Engine, dataset: Dataset, scope: Scope, column: str, confi
     )
     if _stuck_left_out(column, config):
         left_out = flatline.judged_readings(engine, dataset, scope, column, config)
-        values = values.join(left_out.select(AT_ROW), on=AT_ROW, how="anti")
+        values = values.join(engine.materialised(left_out.select(AT_ROW)), on=AT_ROW, how="anti")
     if ts is not None:
         values = with_epoch_micros(values, TIME, _US)
 
@@ -269,10 +275,8 @@ def _readings(engine: Engine, dataset: Dataset, scope: Scope, column: str, confi
     return (
         values.with_columns(steps)
         .with_columns((nw.col(X) - nw.col(PREVIOUS)).alias(CHANGE), *since)
-        .with_columns(_entity_text().alias(ENTITY))
         .select(
             KEY,
-            ENTITY,
             X,
             AT_ROW,
             POSITION,
@@ -288,16 +292,28 @@ def _entity_text() -> nw.Expr:
     return nw.when(nw.col(KEY) != _NULL_KEY).then(nw.col(KEY))
 
 
-def _median(
-    engine: Engine, frame: Frame, value: str, name: str, flag: nw.Expr | None = None
-) -> Frame:
-    """Per series (KEY) the median of `value` (null values left out), as column `name`: the
-    engine's median aggregate, or out of core from the values' ranks (`portable.ranked`: a
-    window the engine sorts on disk, where its median holds a series' every value in memory)."""
+def _medians(engine: Engine, frame: Frame, medians: dict[str, str]) -> list[nw.Expr] | Frame:
+    """Per series (KEY) the median of each column of `medians` (values to names; nulls left
+    out): the engine's median aggregates, for the caller's own aggregation; out of core a
+    frame of them from the values' ranks (`portable.ranked`: a window the engine sorts on
+    disk, where its median holds a series' every value in memory), one ranking per column."""
     if not engine.out_of_core:
-        return frame.group_by(KEY).agg(nw.col(value).median().alias(name))
-    ranks = ranked(frame.select(KEY, POSITION, value), value, [KEY], POSITION)
-    return ranks.group_by(KEY).agg(quantile_by_rank(value, 0.5).alias(name))
+        return [nw.col(value).median().alias(name) for value, name in medians.items()]
+    found: Frame | None = None
+    for value, name in medians.items():
+        ranks = ranked(frame.select(KEY, POSITION, value), value, [KEY], POSITION)
+        median = ranks.group_by(KEY).agg(quantile_by_rank(value, 0.5).alias(name))
+        found = median if found is None else found.join(median, on=KEY, how="left")
+    assert found is not None
+    return found
+
+
+def _aggregated(engine: Engine, frame: Frame, medians: dict[str, str], *others: nw.Expr) -> Frame:
+    """`frame`'s aggregates per series: `others` and the medians (`_medians`)."""
+    found = _medians(engine, frame, medians)
+    if isinstance(found, list):
+        return frame.group_by(KEY).agg(*others, *found)
+    return frame.group_by(KEY).agg(*others).join(found, on=KEY, how="left")
 
 
 def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> Frame:
@@ -305,25 +321,23 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
     its usual step in seconds (with a timestamp), the median deviation of its changes from
     their median (`_MAD`) and the smallest deviation beyond rounding (`_FLOOR`)."""
     ts = dataset.roles.timestamp
-    counts = readings.group_by(KEY).agg(
+    medians = {CHANGE: _MEDIAN, **({_SECONDS: _USUAL} if ts is not None else {})}
+    series = _aggregated(
+        engine,
+        readings,
+        medians,
         nw.len().cast(nw.Int64).alias(_READINGS),
         nw.col(CHANGE).count().cast(nw.Int64).alias(_N),
         (nw.col(X).abs().max() * rounding(dataset, column)).alias(_ROUNDING),
     )
-    series = counts.join(_median(engine, readings, CHANGE, _MEDIAN), on=KEY, how="left")
-    if ts is not None:
-        series = series.join(_median(engine, readings, _SECONDS, _USUAL), on=KEY, how="left")
-    deviations = readings.join(series.select(KEY, _MEDIAN, _ROUNDING), on=KEY, how="left")
+    deviations = readings.select(KEY, POSITION, CHANGE).join(
+        series.select(KEY, _MEDIAN, _ROUNDING), on=KEY, how="left"
+    )
     deviations = deviations.with_columns((nw.col(CHANGE) - nw.col(_MEDIAN)).abs().alias(_DEV))
-    floors = deviations.group_by(KEY).agg(
-        nw.when(nw.col(_DEV) > nw.col(_ROUNDING)).then(nw.col(_DEV)).min().alias(_FLOOR)
-    )
+    floor = nw.when(nw.col(_DEV) > nw.col(_ROUNDING)).then(nw.col(_DEV)).min().alias(_FLOOR)
     spread = nw.max_horizontal(MAD_TO_SIGMA * nw.col(_MAD), nw.col(_FLOOR))
-    return (
-        series.join(_median(engine, deviations, _DEV, _MAD), on=KEY, how="left")
-        .join(floors, on=KEY, how="left")
-        .with_columns(spread.alias(SCALE))
-    )
+    spreads = _aggregated(engine, deviations, {_DEV: _MAD}, floor)
+    return series.join(spreads, on=KEY, how="left").with_columns(spread.alias(SCALE))
 
 
 def _multiples(
@@ -441,14 +455,19 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
         landed = nw.when(near_k.fill_null(False)).then(nw.lit(k, dtype=nw.Int32)).otherwise(landed)
     ahead = list(range(-max(widest, settings.return_within), 0))
     behind = list(range(1, widest + 2))
-    with_back = near.with_columns(
-        *shifts([X], range(-settings.return_within, 0)),
-        *shifts([X], range(2, widest + 2)),
-        *shifts([POSITION], [*ahead, *behind]),
-    ).with_columns(back.alias(_BACK))
-    with_landed = with_back.with_columns(
-        nw.when(jumped & nw.col(_BACK).is_null()).then(landed).alias(_LANDED)
-    ).with_columns(shifts([_LANDED], range(-widest, 0)))
+    # Few operations, each a relation the engine binds (DuckDB: milliseconds each): a step's
+    # expressions are written into the next rather than computed as columns of their own.
+    with_landed = (
+        near.with_columns(
+            *shifts([X], range(-settings.return_within, 0)),
+            *shifts([X], range(2, widest + 2)),
+            *shifts([POSITION], [*ahead, *behind]),
+        )
+        .with_columns(
+            back.alias(_BACK), nw.when(jumped & back.is_null()).then(landed).alias(_LANDED)
+        )
+        .with_columns(shifts([_LANDED], range(-widest, 0)))
+    )
     excursion = nw.max_horizontal(
         *[
             nw.when((nw.col(shifted(_LANDED, -k)) == k) & beside(-k)).then(
@@ -457,21 +476,16 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
             for k in range(1, widest + 1)
         ]
     )
-    width = nw.max_horizontal(nw.when(jumped).then(nw.col(_BACK)), nw.col(_EXCURSION))
-    widths = (
-        with_landed.with_columns(excursion.alias(_EXCURSION))
-        .with_columns(
-            (jumped | ~nw.col(_EXCURSION).is_null()).alias(JUMP),
-            width.cast(nw.Int32).alias(WIDTH),
-        )
-        .with_columns(shifts([WIDTH], range(1, widest + 1)))
-    )
+    width = nw.max_horizontal(nw.when(jumped).then(nw.col(_BACK)), excursion)
+    widths = with_landed.with_columns(
+        (jumped | ~excursion.is_null()).alias(JUMP), width.cast(nw.Int32).alias(WIDTH)
+    ).with_columns(shifts([WIDTH], range(1, widest + 1)))
     covered: nw.Expr = nw.lit(False)
     for j in range(1, widest + 1):
         earlier = nw.col(shifted(WIDTH, j))
         inside = (earlier > j) | ((earlier == j) & nw.col(WIDTH).is_null())
         covered = covered | (inside & beside(j)).fill_null(False)
-    return widths.with_columns(covered.alias(COVERED)).select(
+    return widths.with_columns(covered.alias(COVERED), _entity_text().alias(ENTITY)).select(
         KEY,
         ENTITY,
         *([TIME] if has_time else []),
