@@ -8,6 +8,10 @@ no single column does, pairs are tried: a melted file (`device`, `variable`, `va
 by both; so is one whose best single column leaves repeats that a second column named like a
 device removes (at least half of them). In a file where the timestamp alone is unique (one device), a column with one value
 is that device's name.
+
+A key must do much better than chance (`_by_chance`): a measurement with a few hundred integer
+values makes (value, timestamp) nearly unique when a few devices share each timestamp, and
+would otherwise be taken for the entity, or join it and explain conflicting duplicates away.
 """
 
 from __future__ import annotations
@@ -21,6 +25,13 @@ import polars as pl
 
 MIN_UNIQUE_SHARE = 0.99
 MAX_DISTINCT_SHARE = 0.2
+# How much of what chance leaves repeated a key must make unique (`_by_chance`): a device
+# column makes nearly all of it unique, a measurement about none.
+MIN_LIFT = 0.5
+# A key that no second column completes is still the entity when it makes nearly all of what
+# chance leaves repeated unique, for most rows.
+STRONG_LIFT = 0.9
+MIN_REPEATING_SHARE = 0.9
 _MAX_PAIR_CANDIDATES = 8
 ENTITY_NAME = re.compile(
     r"(device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
@@ -104,8 +115,12 @@ def find_entity(
     if not keyed:
         return None
     shares = _unique_shares(raw, timestamp, [[c] for c in keyed], rows)
-    best = max(keyed, key=lambda c: (shares[(c,)], _rank(c, schema[c], order[c])))
-    if shares[(best,)] >= MIN_UNIQUE_SHARE:
+    lifts = _beyond_chance(raw, timestamp, [[c] for c in keyed], shares, rows)
+    # A key alone must beat chance; a pair's columns need not (a melted file's device alone
+    # leaves every variable's reading repeated), the pair must.
+    singles = [c for c in keyed if (c,) in lifts]
+    best = max(singles, key=lambda c: (shares[(c,)], _rank(c, schema[c], order[c])), default=None)
+    if best is not None and shares[(best,)] >= MIN_UNIQUE_SHARE:
         completed = _completing_pair(raw, timestamp, best, keyed, shares[(best,)], rows, order)
         if completed is not None:
             return completed
@@ -114,15 +129,29 @@ def find_entity(
         )
         return _with_device(guess, ranked, counts, order, rows)
     pairs = [list(p) for p in itertools.combinations(keyed[:_MAX_PAIR_CANDIDATES], 2)]
-    if not pairs:
-        return None
-    pair_shares = _unique_shares(raw, timestamp, pairs, rows)
-    pair = max(pairs, key=lambda p: (pair_shares[tuple(p)], -order[p[0]] - order[p[1]]))
-    share = pair_shares[tuple(pair)]
-    if share < MIN_UNIQUE_SHARE:
-        return None
-    pair.sort(key=lambda c: order[c])
-    return EntityGuess(pair, f"together make (entity, timestamp) unique for {share:.1%} of rows")
+    pair_shares = _unique_shares(raw, timestamp, pairs, rows) if pairs else {}
+    lifted = _beyond_chance(raw, timestamp, pairs, pair_shares, rows) if pairs else {}
+    pairs = [p for p in pairs if pair_shares[tuple(p)] >= MIN_UNIQUE_SHARE and tuple(p) in lifted]
+    if pairs:
+        pair = max(pairs, key=lambda p: (pair_shares[tuple(p)], -order[p[0]] - order[p[1]]))
+        pair.sort(key=lambda c: order[c])
+        share = pair_shares[tuple(pair)]
+        return EntityGuess(
+            pair, f"together make (entity, timestamp) unique for {share:.1%} of rows"
+        )
+    if (
+        best is not None
+        and shares[(best,)] >= MIN_REPEATING_SHARE
+        and lifts[(best,)] >= STRONG_LIFT
+    ):
+        # Devices whose rows repeat some keys (conflicting or re-sent readings): the rest of
+        # the repeats are duplicate_check's to report, not a reason to find no entity.
+        return EntityGuess(
+            [best],
+            f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows; the other rows "
+            "repeat a key",
+        )
+    return None
 
 
 def _with_device(
@@ -174,6 +203,10 @@ def _completing_pair(
         return None
     pairs = [[best, c] for c in others]
     pair_shares = _unique_shares(raw, timestamp, pairs, rows)
+    lifted = _beyond_chance(raw, timestamp, pairs, pair_shares, rows)
+    pairs = [p for p in pairs if tuple(p) in lifted]
+    if not pairs:
+        return None
     pair = max(pairs, key=lambda p: (pair_shares[tuple(p)], -order[p[1]]))
     better = pair_shares[tuple(pair)]
     if (1.0 - better) > (1.0 - share) / 2:
@@ -191,3 +224,40 @@ def _unique_shares(
     ]
     row = raw.select(exprs).collect().row(0)
     return {tuple(key): int(n) / rows for key, n in zip(keys, row, strict=True)}
+
+
+def _beyond_chance(
+    raw: pl.LazyFrame,
+    timestamp: pl.Expr,
+    keys: list[list[str]],
+    shares: dict[tuple[str, ...], float],
+    rows: int,
+) -> dict[tuple[str, ...], float]:
+    """Of the rows that chance would leave repeated, the share each key makes unique (its
+    lift), for the keys that make at least `MIN_LIFT` unique. A key that chance alone would
+    make unique for `MIN_UNIQUE_SHARE` of rows cannot show it and is not taken."""
+    chance = _by_chance(raw, timestamp, keys, rows)
+    out: dict[tuple[str, ...], float] = {}
+    for key in map(tuple, keys):
+        expected = chance[key]
+        if expected >= MIN_UNIQUE_SHARE:
+            continue
+        lift = (shares[key] - expected) / (1 - expected)
+        if lift >= MIN_LIFT:
+            out[key] = lift
+    return out
+
+
+def _by_chance(
+    raw: pl.LazyFrame, timestamp: pl.Expr, keys: list[list[str]], rows: int
+) -> dict[tuple[str, ...], float]:
+    """The share of rows whose (key, timestamp) would be unique if the key's values fell on
+    the timestamps at random, each as often as it does: a row whose key value has share p of
+    the rows, at a timestamp with m rows, is alone there with probability (1 - p)^(m - 1)."""
+    at_time = "__rows_at_time"
+    exprs = [
+        ((1 - pl.len().over(key) / rows) ** (pl.col(at_time) - 1)).mean().alias(f"k{i}")
+        for i, key in enumerate(keys)
+    ]
+    row = raw.with_columns(pl.len().over(timestamp).alias(at_time)).select(exprs).collect().row(0)
+    return {tuple(key): float(p) for key, p in zip(keys, row, strict=True)}
