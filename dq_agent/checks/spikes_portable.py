@@ -24,9 +24,10 @@ two entities whose values joined by '/' give the same text are refused, never me
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import narwhals as nw
 import polars as pl
@@ -175,10 +176,40 @@ def generic_jumps(
     return jumps.select(ENTITY, *timed, AT_ROW, X, JUMP, WIDTH, COVERED)
 
 
+# Each column's frames by engine, dataset frame, scope, column and the settings they depend
+# on: outlier_check reads the jumps spike_check found (`spikes.judged_jumps`), and on these
+# engines each is computed (materialised) when built, so a run builds them once, as the
+# Polars strategy's shared nodes are. Dropped with the dataset's frame.
+_BUILT: dict[tuple[Any, ...], ColumnQueries] = {}
+
+
 def column_queries(
     engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
 ) -> ColumnQueries:
-    """The column's counts and the readings near its jumps (`spikes.jump_values`)."""
+    """The column's counts and the readings near its jumps (`spikes.jump_values`), built once
+    per engine, dataset and settings."""
+    flat = config.section(FlatlineCheckConfig)
+    key = (
+        engine,
+        id(dataset.frame),
+        repr(dataset.roles),
+        scope,
+        column,
+        range_limits(dataset, column, config),
+        tuple(dataset.sentinels),
+        repr(flat) if _stuck_left_out(column, config) else None,
+        repr(config.section(SpikeCheckConfig)),
+    )
+    found = _BUILT.get(key)
+    if found is None:
+        found = _BUILT[key] = _column_queries(engine, dataset, scope, column, config)
+        weakref.finalize(dataset.frame, _BUILT.pop, key, None).atexit = False
+    return found
+
+
+def _column_queries(
+    engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
+) -> ColumnQueries:
     settings = config.section(SpikeCheckConfig)
     readings = engine.materialised(_readings(engine, dataset, scope, column, config))
     series = engine.materialised(_series(engine, dataset, readings, column))
