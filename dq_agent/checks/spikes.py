@@ -27,6 +27,12 @@ the end of a flat line never makes a jump: the readings either side are neighbou
 
 Lazy, per column: the differences and their per-device spread are windows over the series
 number, and the spike/step/return tests are a fixed number of shifts, no loop over rows.
+
+Written for every engine (`checks.portable`): on Polars these queries, over the nodes flat
+line, outlier_check and the flag file share (a run computes them once); on DuckDB and Spark
+the same figures from generic Narwhals queries (`spikes_portable`); the settings, the
+multiples and the finish, the same on every engine, are `spikes_report`'s. `judged_jumps`
+gives the readings near jumps on any engine.
 """
 
 from __future__ import annotations
