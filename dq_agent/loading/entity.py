@@ -9,9 +9,11 @@ by both; so is one whose best single column leaves repeats that a second column 
 device removes (at least half of them). In a file where the timestamp alone is unique (one device), a column with one value
 is that device's name.
 
-A key must do much better than chance (`_by_chance`): a measurement with a few hundred integer
-values makes (value, timestamp) nearly unique when a few devices share each timestamp, and
-would otherwise be taken for the entity, or join it and explain conflicting duplicates away.
+A column alone must do much better than chance (`_lifts`): a measurement with a few hundred
+integer values makes (value, timestamp) nearly unique when a few devices share each timestamp,
+and was taken for the entity. A column that nearly does it alone is the entity even when some
+keys repeat; only a column named like a device may join it, so a reading cannot join it and
+explain conflicting duplicates away.
 """
 
 from __future__ import annotations
@@ -115,43 +117,38 @@ def find_entity(
     if not keyed:
         return None
     shares = _unique_shares(raw, timestamp, [[c] for c in keyed], rows)
-    lifts = _beyond_chance(raw, timestamp, [[c] for c in keyed], shares, rows)
+    lifts = _lifts(raw, timestamp, [[c] for c in keyed], shares, rows)
     # A key alone must beat chance; a pair's columns need not (a melted file's device alone
-    # leaves every variable's reading repeated), the pair must.
-    singles = [c for c in keyed if (c,) in lifts]
+    # leaves every variable's reading repeated).
+    singles = [c for c in keyed if lifts[(c,)] >= MIN_LIFT]
     best = max(singles, key=lambda c: (shares[(c,)], _rank(c, schema[c], order[c])), default=None)
-    if best is not None and shares[(best,)] >= MIN_UNIQUE_SHARE:
+    if best is not None and shares[(best,)] >= MIN_REPEATING_SHARE:
         completed = _completing_pair(raw, timestamp, best, keyed, shares[(best,)], rows, order)
         if completed is not None:
             return completed
-        guess = EntityGuess(
-            [best], f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows"
-        )
-        return _with_device(guess, ranked, counts, order, rows)
+        share = shares[(best,)]
+        if share >= MIN_UNIQUE_SHARE:
+            guess = EntityGuess([best], f"makes (entity, timestamp) unique for {share:.1%} of rows")
+            return _with_device(guess, ranked, counts, order, rows)
+        if lifts[(best,)] >= STRONG_LIFT:
+            # Devices whose rows repeat some keys (conflicting or re-sent readings): the
+            # repeats are duplicate_check's to report. Any other column joining the key would
+            # explain them away (a reading differs between two copies of a row).
+            return EntityGuess(
+                [best],
+                f"makes (entity, timestamp) unique for {share:.1%} of rows; the other rows "
+                "repeat a key",
+            )
     pairs = [list(p) for p in itertools.combinations(keyed[:_MAX_PAIR_CANDIDATES], 2)]
-    pair_shares = _unique_shares(raw, timestamp, pairs, rows) if pairs else {}
-    lifted = _beyond_chance(raw, timestamp, pairs, pair_shares, rows) if pairs else {}
-    pairs = [p for p in pairs if pair_shares[tuple(p)] >= MIN_UNIQUE_SHARE and tuple(p) in lifted]
-    if pairs:
-        pair = max(pairs, key=lambda p: (pair_shares[tuple(p)], -order[p[0]] - order[p[1]]))
-        pair.sort(key=lambda c: order[c])
-        share = pair_shares[tuple(pair)]
-        return EntityGuess(
-            pair, f"together make (entity, timestamp) unique for {share:.1%} of rows"
-        )
-    if (
-        best is not None
-        and shares[(best,)] >= MIN_REPEATING_SHARE
-        and lifts[(best,)] >= STRONG_LIFT
-    ):
-        # Devices whose rows repeat some keys (conflicting or re-sent readings): the rest of
-        # the repeats are duplicate_check's to report, not a reason to find no entity.
-        return EntityGuess(
-            [best],
-            f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows; the other rows "
-            "repeat a key",
-        )
-    return None
+    if not pairs:
+        return None
+    pair_shares = _unique_shares(raw, timestamp, pairs, rows)
+    pair = max(pairs, key=lambda p: (pair_shares[tuple(p)], -order[p[0]] - order[p[1]]))
+    share = pair_shares[tuple(pair)]
+    if share < MIN_UNIQUE_SHARE:
+        return None
+    pair.sort(key=lambda c: order[c])
+    return EntityGuess(pair, f"together make (entity, timestamp) unique for {share:.1%} of rows")
 
 
 def _with_device(
@@ -203,10 +200,6 @@ def _completing_pair(
         return None
     pairs = [[best, c] for c in others]
     pair_shares = _unique_shares(raw, timestamp, pairs, rows)
-    lifted = _beyond_chance(raw, timestamp, pairs, pair_shares, rows)
-    pairs = [p for p in pairs if tuple(p) in lifted]
-    if not pairs:
-        return None
     pair = max(pairs, key=lambda p: (pair_shares[tuple(p)], -order[p[1]]))
     better = pair_shares[tuple(pair)]
     if (1.0 - better) > (1.0 - share) / 2:
@@ -226,26 +219,21 @@ def _unique_shares(
     return {tuple(key): int(n) / rows for key, n in zip(keys, row, strict=True)}
 
 
-def _beyond_chance(
+def _lifts(
     raw: pl.LazyFrame,
     timestamp: pl.Expr,
     keys: list[list[str]],
     shares: dict[tuple[str, ...], float],
     rows: int,
 ) -> dict[tuple[str, ...], float]:
-    """Of the rows that chance would leave repeated, the share each key makes unique (its
-    lift), for the keys that make at least `MIN_LIFT` unique. A key that chance alone would
-    make unique for `MIN_UNIQUE_SHARE` of rows cannot show it and is not taken."""
+    """Of the rows that chance would leave repeated (`_by_chance`), the share each key makes
+    unique: about 1 for a device column, about 0 for a measurement (0 where chance alone
+    makes every row unique: nothing to show)."""
     chance = _by_chance(raw, timestamp, keys, rows)
-    out: dict[tuple[str, ...], float] = {}
-    for key in map(tuple, keys):
-        expected = chance[key]
-        if expected >= MIN_UNIQUE_SHARE:
-            continue
-        lift = (shares[key] - expected) / (1 - expected)
-        if lift >= MIN_LIFT:
-            out[key] = lift
-    return out
+    return {
+        key: (shares[key] - chance[key]) / (1 - chance[key]) if chance[key] < 1 else 0.0
+        for key in map(tuple, keys)
+    }
 
 
 def _by_chance(
