@@ -162,7 +162,9 @@ def judged_jumps(
     ENTITY (text), TIME (with a timestamp), AT_ROW (the row in the file), X, JUMP (a spike or
     step starts here), WIDTH (the spike's readings; null for a step) and COVERED (inside or
     ending an earlier spike). What outlier_check reads: the steps spike_check reports are
-    `JUMP & WIDTH.is_null() & ~COVERED` (the caller tests `excluded` and the run's checks)."""
+    `JUMP & WIDTH.is_null() & ~COVERED` (the caller tests `excluded` and the run's checks).
+    The readings with a JUMP, a WIDTH or COVERED are the same on every engine; the unflagged
+    readings around them may differ (on Polars they also reach into the next series)."""
     settings = config.section(SpikeCheckConfig)
     if not isinstance(engine, PolarsEngine):
         # Its sums written for the engine (Spark's), also when called outside a check's build.
