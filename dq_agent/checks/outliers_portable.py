@@ -330,23 +330,26 @@ def _on_one_level(
     """`outliers_polars._on_one_level`: each reading's level (the median of its segment between
     steps, on a series with a step, when the segment holds `min_group_size` readings), from an
     aggregate over (series, segment) joined back."""
-    rows = rows.with_columns(
-        nw.col(step_col(i))
-        .cast(nw.Int64)
-        .cum_sum()
-        .over(KEY, order_by=POSITION)
-        .alias(segment_col(i))
-        for i in stepping
+    # Computed once: each column's segment tables read it (a relation is a query, which every
+    # reader would run again).
+    base = engine.materialised(
+        rows.with_columns(
+            nw.col(step_col(i))
+            .cast(nw.Int64)
+            .cum_sum()
+            .over(KEY, order_by=POSITION)
+            .alias(segment_col(i))
+            for i in stepping
+        )
     )
+    rows = base
     for i in stepping:
         x, segment = value_col(i), segment_col(i)
-        levels = medians(engine, rows, [KEY, segment], {_SEGMENT_LEVEL: nw.col(x)})
-        sizes = rows.group_by(KEY, segment).agg(nw.col(x).count().alias(_SEGMENT_N))
-        stepped = rows.group_by(KEY).agg(
-            (nw.col(step_col(i)).cast(nw.Int64).max() == 1).alias(_STEPPED)
-        )
+        levels = medians(engine, base, [KEY, segment], {_SEGMENT_LEVEL: nw.col(x)})
+        sizes = base.group_by(KEY, segment).agg(nw.col(x).count().alias(_SEGMENT_N))
+        stepped = base.group_by(KEY).agg(nw.col(step_col(i)).cast(nw.Int64).max().alias(_STEPPED))
         level = (
-            nw.when(nw.col(_STEPPED) & (nw.col(_SEGMENT_N) >= settings.min_group_size))
+            nw.when((nw.col(_STEPPED) == 1) & (nw.col(_SEGMENT_N) >= settings.min_group_size))
             .then(nw.col(_SEGMENT_LEVEL))
             .alias(level_col(i))
         )
