@@ -105,12 +105,25 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
             **{_local_mad(i): nw.col(local_col(i)).abs() for i in columns},
         },
     )
-    deviations = values.join(centres, on=KEY, how="left").with_columns(
-        (nw.col(value_col(i)) - nw.col(_median(i))).abs().alias(_deviation(i)) for i in columns
+    entity = list(dataset.roles.entity)
+    # The columns the statistics read (the entity's: two entities of the same text are told
+    # apart, so that the finish refuses them; a long layout's variables name the group).
+    read = [
+        *entity,
+        KEY,
+        ENTITY,
+        POSITION,
+        *[name(i) for i in columns for name in (value_col, local_col, flagged_col, rest_col)],
+    ]
+    deviations = (
+        values.select(read)
+        .join(centres, on=KEY, how="left")
+        .with_columns(
+            (nw.col(value_col(i)) - nw.col(_median(i))).abs().alias(_deviation(i)) for i in columns
+        )
     )
     mads = medians(engine, deviations, [KEY], {_mad_of(i): nw.col(_deviation(i)) for i in columns})
     rows = deviations.join(mads, on=KEY, how="left")
-    entity = list(dataset.roles.entity)
     exprs: list[nw.Expr] = [nw.col(ENTITY).max().alias(ENTITY)]
     for i in columns:
         x = nw.col(value_col(i))
@@ -260,27 +273,38 @@ def column_stats(
     column's resolution (from the first values in series order)."""
     order = [POSITION, KEY] if engine.stores_series_order(dataset) else [KEY, POSITION]
     first = values.sort(*order).head(_RESOLUTION_SAMPLE)
-    resolution = first.select(
-        _resolution(nw.col(value_col(i)), dtype).alias(stat("resolution", i))
-        for i, dtype in enumerate(dtypes)
+    # Read twice: computed once.
+    resolution = engine.materialised(
+        first.select(
+            _resolution(nw.col(value_col(i)), dtype).alias(stat("resolution", i))
+            for i, dtype in enumerate(dtypes)
+        )
+    )
+    columns = range(len(dtypes))
+    # Each group's robust spread a column of its own first: the expressions below read it
+    # several times, and an engine that writes SQL would repeat it in each.
+    spreads = (
+        stats.join(resolution, how="cross")
+        .with_columns(_mad(i, nw.col(stat("resolution", i))).alias(_adjusted(i)) for i in columns)
+        .with_columns(_robust_spread(i, nw.col(_adjusted(i))).alias(_spread(i)) for i in columns)
+        .with_columns(
+            (
+                (nw.col(stat("n", i)) >= MIN_FLEET_GROUP)
+                & (nw.col(stat("meanad", i)) > 0)
+                & ~nw.col(stat("state", i))
+            ).alias(_eligible(i))
+            for i in columns
+        )
     )
     fleet: list[nw.Expr] = []
-    for i in range(len(dtypes)):
-        n = nw.col(stat("n", i))
-        spread = _robust_spread(i, _mad(i, nw.col(stat("resolution", i))))
-        eligible = (
-            (n >= MIN_FLEET_GROUP) & (nw.col(stat("meanad", i)) > 0) & ~nw.col(stat("state", i))
-        )
-        logs = nw.when(eligible & (spread > 0)).then(spread.log())
-        variance = logs.var(ddof=1)
+    for i in columns:
+        n, spread, eligible = nw.col(stat("n", i)), nw.col(_spread(i)), nw.col(_eligible(i))
         fleet += [
             nw.when(eligible).then(spread).median().fill_null(0.0).alias(stat("fleet", i)),
             nw.when(eligible).then(n).sum().fill_null(0).cast(nw.Int64).alias(stat("fleet_n", i)),
-            # Polars' 0.5 / 0 is infinite; every engine's is said so.
-            nw.when(variance > 0)
-            .then(0.5 / variance)
-            .when(variance == 0)
-            .then(nw.lit(float("inf")))
+            nw.when(eligible & (spread > 0))
+            .then(spread.log())
+            .var(ddof=1)
             .alias(stat("fleet_info", i)),
             nw.when(eligible)
             .then(nw.col(stat("rho", i)))
@@ -288,7 +312,35 @@ def column_stats(
             .fill_null(0.0)
             .alias(stat("fleet_rho", i)),
         ]
-    return stats.join(resolution, how="cross").select(fleet).join(resolution, how="cross")
+
+    def information(i: int) -> nw.Expr:
+        # Polars' 0.5 / 0 is infinite; every engine's is said so.
+        variance = nw.col(stat("fleet_info", i))
+        return (
+            nw.when(variance > 0)
+            .then(0.5 / variance)
+            .when(variance == 0)
+            .then(nw.lit(float("inf")))
+            .alias(stat("fleet_info", i))
+        )
+
+    return (
+        spreads.select(fleet)
+        .with_columns(information(i) for i in columns)
+        .join(resolution, how="cross")
+    )
+
+
+def _adjusted(i: int) -> str:
+    return f"__mad_adjusted{i}"
+
+
+def _spread(i: int) -> str:
+    return f"__robust_spread{i}"
+
+
+def _eligible(i: int) -> str:
+    return f"__eligible{i}"
 
 
 def _local_spread(i: int) -> nw.Expr:
@@ -302,14 +354,21 @@ def judged_groups(
     """`outliers_polars._judged_groups`: per series and column how it is judged (`route`), its
     centre and spread, its extremes and what the evidence reads."""
     robust = settings.method != "sigma"
+    columns = range(count_)
+    # The adjusted MAD and the robust spread as columns first (read several times below).
+    joined = (
+        stats.join(per_column, how="cross")
+        .with_columns(_mad(i, nw.col(stat("resolution", i))).alias(_adjusted(i)) for i in columns)
+        .with_columns(_robust_spread(i, nw.col(_adjusted(i))).alias(_spread(i)) for i in columns)
+    )
     exprs: list[nw.Expr] = [nw.col(KEY), nw.col(ENTITY)]
-    for i in range(count_):
+    for i in columns:
         n = nw.col(stat("n", i))
         median, meanad = nw.col(stat("median", i)), nw.col(stat("meanad", i))
         resolution = nw.col(stat("resolution", i))
-        mad = _mad(i, resolution)
+        mad = nw.col(_adjusted(i))
         constant = meanad <= 1e-12 * nw.max_horizontal(median.abs(), nw.lit(1.0))
-        robust_own = _robust_spread(i, mad)
+        robust_own = nw.col(_spread(i))
         own_spread = robust_own if robust else nw.col(stat("std", i))
         big = n >= settings.min_group_size
         fleet = nw.col(stat("fleet", i))
@@ -362,7 +421,7 @@ def judged_groups(
             .then(_greatest(_local_spread(i), resolution))
             .alias(stat("local_spread", i)),
         ]
-    return stats.join(per_column, how="cross").select(exprs)
+    return joined.select(exprs)
 
 
 def _greatest(a: nw.Expr, b: nw.Expr) -> nw.Expr:

@@ -221,8 +221,12 @@ def _values(
             (nw.col(value_col(i)) - side(i, -1)).alias(_after(i)),
         )
     )
+    # Only what the later queries read: the frame is materialised, every column of it.
+    spent = [name(i) for i in range(len(columns)) for name in (_after, _raw, _ranged, step_col)]
+    if marks is not None:
+        spent += [c for c in marks.collect_schema().names() if c != AT_ROW]
     return rows.with_columns(_spike(i).alias(two_sided_col(i)) for i in range(len(columns))).drop(
-        *near, *[_after(i) for i in range(len(columns))], *[_raw(i) for i in range(len(columns))]
+        *near, *spent, AT_ROW
     )
 
 
