@@ -74,9 +74,9 @@ from dq_agent.result import CheckResult
 if TYPE_CHECKING:
     from dq_agent.config import Config
 
-_MARKED = "__marked"
-_REST = "__rest"
-_STEP = "__step"
+_MARKED = "__mark"
+_REST = "__mark_rest"
+_STEP = "__mark_step"
 _COLUMN = "__column"
 _STARTS = "__starts"
 _SPIKE = "__spike_reading"
