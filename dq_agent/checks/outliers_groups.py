@@ -96,14 +96,18 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
     absolute deviation, mean, std, extremes, whether all are whole, the neighbours' spread,
     the autocorrelation and whether the series' group holds states."""
     columns = range(count_)
-    centres = medians(
-        engine,
-        values,
-        [KEY],
-        {
-            **{_median(i): nw.col(value_col(i)) for i in columns},
-            **{_local_mad(i): nw.col(local_col(i)).abs() for i in columns},
-        },
+    # The medians per series are small tables read by the joins below, each a query of its own
+    # otherwise: computed once.
+    centres = engine.materialised(
+        medians(
+            engine,
+            values,
+            [KEY],
+            {
+                **{_median(i): nw.col(value_col(i)) for i in columns},
+                **{_local_mad(i): nw.col(local_col(i)).abs() for i in columns},
+            },
+        )
     )
     entity = list(dataset.roles.entity)
     # The columns the statistics read (the entity's: two entities of the same text are told
@@ -122,7 +126,9 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
             (nw.col(value_col(i)) - nw.col(_median(i))).abs().alias(_deviation(i)) for i in columns
         )
     )
-    mads = medians(engine, deviations, [KEY], {_mad_of(i): nw.col(_deviation(i)) for i in columns})
+    mads = engine.materialised(
+        medians(engine, deviations, [KEY], {_mad_of(i): nw.col(_deviation(i)) for i in columns})
+    )
     rows = deviations.join(mads, on=KEY, how="left")
     exprs: list[nw.Expr] = [nw.col(ENTITY).max().alias(ENTITY)]
     for i in columns:
@@ -166,7 +172,8 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
         )
         .with_columns(_rho(i).alias(stat("rho", i)) for i in columns)
     )
-    return _with_states(dataset, stats, count_).drop(*entity)
+    # Read twice by the states (its groups, joined back): computed once.
+    return _with_states(dataset, engine.materialised(stats), count_).drop(*entity)
 
 
 def _with_states(dataset: Dataset, stats: Frame, count_: int) -> Frame:
