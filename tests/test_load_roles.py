@@ -485,3 +485,46 @@ def test_melted_devices_that_never_share_a_time_keep_the_device(tmp_path: Path) 
     assert entity.reason == (
         "makes (entity, timestamp) unique for 100.0% of rows; Gerät names the device"
     )
+
+
+def _conflicting_fleet(tmp_path: Path, entity: str) -> Path:
+    """Five devices, one Int16 reading a minute (0-499, -999 as a sentinel), and 400 rows
+    sent again with another reading: (entity, timestamp) unique for 96% of rows only."""
+    n = 2_000
+    devices = pl.DataFrame(
+        {entity: [f"pump{d}" for d in range(5) for _ in range(n)]}
+    ).with_row_index("i")
+    frame = devices.select(
+        entity,
+        (pl.datetime(2024, 3, 4) + pl.duration(minutes=pl.col("i") % n)).alias("time"),
+        pl.when(pl.col("i") % 97 == 5)
+        .then(-999)
+        .otherwise((pl.col("i") * 7919) % 500)
+        .cast(pl.Int16)
+        .alias("reading"),
+    )
+    resent = frame.gather_every(25).with_columns((pl.col("reading") + 1).cast(pl.Int16))
+    path = tmp_path / f"{entity}.parquet"
+    pl.concat([frame, resent]).write_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize("entity", ["station", "src"])
+def test_a_reading_does_not_join_the_entity_to_explain_duplicates_away(
+    tmp_path: Path, entity: str
+) -> None:
+    """An integer reading with a few hundred values makes (reading, timestamp) nearly unique
+    by chance; it took the entity's place (503 "devices") or joined it (2,474), and the 400
+    conflicting rows then passed as distinct series."""
+    from dq_agent.checks.duplicates import plan_duplicate_check
+
+    path = _conflicting_fleet(tmp_path, entity)
+    dataset = load(str(path), Config())
+    assert dataset.roles.entity == [entity]
+    assert dataset.roles.values == ["reading"]
+    reason = next(i.reason for i in dataset.inferred if i.role == "entity")
+    assert (
+        reason == "makes (entity, timestamp) unique for 96.2% of rows; the other rows repeat a key"
+    )
+    result = run_check(plan_duplicate_check, path)
+    assert result.metrics["duplicate_key_rows"] == 400

@@ -145,7 +145,7 @@ class DelayFinisher:
         timed_rows = int(self.entities.get_column("rows").sum()) if self.entities.height else 0
         if timed_rows == 0:
             nulls = self.overall["null_timestamps"]
-            why = f"all {self.rows} rows lack a timestamp" if nulls else "no rows in scope"
+            why = f"all {self.rows:,} rows lack a timestamp" if nulls else "no rows in scope"
             return skipped(f"nothing to time: {why}")
         metrics = self._metrics()
         statuses = {
@@ -593,7 +593,7 @@ class DelayFinisher:
                 "tail of the data's own steps)"
             )
         if metrics["null_timestamps"]:
-            parts.append(f"{metrics['null_timestamps']} rows without timestamp skipped")
+            parts.append(f"{metrics['null_timestamps']:,} rows without timestamp skipped")
         return f"{metrics['timed_rows']} timed rows: " + ", ".join(parts)
 
 

@@ -665,15 +665,15 @@ def _key_example(row: dict[str, Any], compared: Sequence[str], ts: str) -> dict[
 
 def _summary(metrics: dict[str, Any]) -> str:
     rows, exact = metrics["rows"], metrics["exact_duplicate_rows"]
-    exact_text = f"{plural(exact, 'exact duplicate row')} in {rows} rows"
+    exact_text = f"{plural(exact, 'exact duplicate row')} in {rows:,} rows"
     key_rows = metrics["duplicate_key_rows"]
     if key_rows is None:
         return f"{exact_text}; no timestamp column, so duplicate keys were not checked"
     if key_rows == 0:
         return f"no duplicate keys; {exact_text}"
     return (
-        f"{plural(key_rows, 'duplicate key row')} ({metrics['conflicting_key_rows']} conflicting, "
-        f"{metrics['identical_key_rows']} identical) at "
+        f"{plural(key_rows, 'duplicate key row')} ({metrics['conflicting_key_rows']:,} conflicting, "
+        f"{metrics['identical_key_rows']:,} identical) at "
         f"{plural(metrics['duplicate_key_groups'], 'key')}; "
         f"{exact_text}"
     )

@@ -284,7 +284,7 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
     where = run["entity"] if run["entity"] is not None else "the series"
     at_key = "timestamp" if has_time else "row"
     return Finding(
-        what=f"{column} stuck at {run['value']:g} on {where} for {run['length']} readings{span}",
+        what=f"{column} stuck at {run['value']:g} on {where} for {run['length']:,} readings{span}",
         count=run["length"],
         severity=severity,
         column=column,

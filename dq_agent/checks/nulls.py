@@ -363,7 +363,7 @@ def _finding(
         kinds += f", {column['nonfinite_count']} infinite"
 
     if column["empty"]:
-        what = f"column {name} is entirely missing ({missing} of {rows} values: {kinds})"
+        what = f"column {name} is entirely missing ({missing:,} of {rows:,} values: {kinds})"
     else:
         what = (
             f"{plural(missing, 'missing value')} in {name} ({missing / rows:.1%}: {kinds}); "
@@ -392,7 +392,7 @@ def _summary(per_column: dict[str, dict[str, Any]], rows: int, empty_columns: li
         key=lambda item: (-item[1]["missing_count"], item[0]),
     )
     if not affected:
-        return f"no missing values in {len(per_column)} columns ({rows} rows)"
+        return f"no missing values in {len(per_column)} columns ({rows:,} rows)"
     total = sum(m["missing_count"] for _, m in affected)
     shown = ", ".join(f"{name} {m['missing_rate']:.1%}" for name, m in affected[:3])
     more = f", +{len(affected) - 3} more" if len(affected) > 3 else ""

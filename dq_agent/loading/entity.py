@@ -8,6 +8,12 @@ no single column does, pairs are tried: a melted file (`device`, `variable`, `va
 by both; so is one whose best single column leaves repeats that a second column named like a
 device removes (at least half of them). In a file where the timestamp alone is unique (one device), a column with one value
 is that device's name.
+
+A column alone must do much better than chance (`_lifts`): a measurement with a few hundred
+integer values makes (value, timestamp) nearly unique when a few devices share each timestamp,
+and was taken for the entity. A column that nearly does it alone is the entity even when some
+keys repeat; only a column named like a device may join it, so a reading cannot join it and
+explain conflicting duplicates away.
 """
 
 from __future__ import annotations
@@ -21,6 +27,13 @@ import polars as pl
 
 MIN_UNIQUE_SHARE = 0.99
 MAX_DISTINCT_SHARE = 0.2
+# How much of what chance leaves repeated a key must make unique (`_by_chance`): a device
+# column makes nearly all of it unique, a measurement about none.
+MIN_LIFT = 0.5
+# A key that no second column completes is still the entity when it makes nearly all of what
+# chance leaves repeated unique, for most rows.
+STRONG_LIFT = 0.9
+MIN_REPEATING_SHARE = 0.9
 _MAX_PAIR_CANDIDATES = 8
 ENTITY_NAME = re.compile(
     r"(device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
@@ -104,15 +117,28 @@ def find_entity(
     if not keyed:
         return None
     shares = _unique_shares(raw, timestamp, [[c] for c in keyed], rows)
-    best = max(keyed, key=lambda c: (shares[(c,)], _rank(c, schema[c], order[c])))
-    if shares[(best,)] >= MIN_UNIQUE_SHARE:
+    lifts = _lifts(raw, timestamp, [[c] for c in keyed], shares, rows)
+    # A key alone must beat chance; a pair's columns need not (a melted file's device alone
+    # leaves every variable's reading repeated).
+    singles = [c for c in keyed if lifts[(c,)] >= MIN_LIFT]
+    best = max(singles, key=lambda c: (shares[(c,)], _rank(c, schema[c], order[c])), default=None)
+    if best is not None and shares[(best,)] >= MIN_REPEATING_SHARE:
         completed = _completing_pair(raw, timestamp, best, keyed, shares[(best,)], rows, order)
         if completed is not None:
             return completed
-        guess = EntityGuess(
-            [best], f"makes (entity, timestamp) unique for {shares[(best,)]:.1%} of rows"
-        )
-        return _with_device(guess, ranked, counts, order, rows)
+        share = shares[(best,)]
+        if share >= MIN_UNIQUE_SHARE:
+            guess = EntityGuess([best], f"makes (entity, timestamp) unique for {share:.1%} of rows")
+            return _with_device(guess, ranked, counts, order, rows)
+        if lifts[(best,)] >= STRONG_LIFT:
+            # Devices whose rows repeat some keys (conflicting or re-sent readings): the
+            # repeats are duplicate_check's to report. Any other column joining the key would
+            # explain them away (a reading differs between two copies of a row).
+            return EntityGuess(
+                [best],
+                f"makes (entity, timestamp) unique for {share:.1%} of rows; the other rows "
+                "repeat a key",
+            )
     pairs = [list(p) for p in itertools.combinations(keyed[:_MAX_PAIR_CANDIDATES], 2)]
     if not pairs:
         return None
@@ -191,3 +217,35 @@ def _unique_shares(
     ]
     row = raw.select(exprs).collect().row(0)
     return {tuple(key): int(n) / rows for key, n in zip(keys, row, strict=True)}
+
+
+def _lifts(
+    raw: pl.LazyFrame,
+    timestamp: pl.Expr,
+    keys: list[list[str]],
+    shares: dict[tuple[str, ...], float],
+    rows: int,
+) -> dict[tuple[str, ...], float]:
+    """Of the rows that chance would leave repeated (`_by_chance`), the share each key makes
+    unique: about 1 for a device column, about 0 for a measurement (0 where chance alone
+    makes every row unique: nothing to show)."""
+    chance = _by_chance(raw, timestamp, keys, rows)
+    return {
+        key: (shares[key] - chance[key]) / (1 - chance[key]) if chance[key] < 1 else 0.0
+        for key in map(tuple, keys)
+    }
+
+
+def _by_chance(
+    raw: pl.LazyFrame, timestamp: pl.Expr, keys: list[list[str]], rows: int
+) -> dict[tuple[str, ...], float]:
+    """The share of rows whose (key, timestamp) would be unique if the key's values fell on
+    the timestamps at random, each as often as it does: a row whose key value has share p of
+    the rows, at a timestamp with m rows, is alone there with probability (1 - p)^(m - 1)."""
+    at_time = "__rows_at_time"
+    exprs = [
+        ((1 - pl.len().over(key) / rows) ** (pl.col(at_time) - 1)).mean().alias(f"k{i}")
+        for i, key in enumerate(keys)
+    ]
+    row = raw.with_columns(pl.len().over(timestamp).alias(at_time)).select(exprs).collect().row(0)
+    return {tuple(key): float(p) for key, p in zip(keys, row, strict=True)}

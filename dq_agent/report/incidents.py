@@ -47,7 +47,7 @@ class Part:
         if self.kind == "outlier":
             return f"{n} outlier{'s' if n != 1 else ''} in {self.column}"
         if self.kind == "duplicate_key":
-            return f"{n} rows at a repeated key"
+            return f"{n:,} rows at a repeated key"
         if self.kind == "late":
             return f"{n} late row{'s' if n != 1 else ''}"
         if self.kind == "out_of_order":
