@@ -27,8 +27,9 @@ that keeps only the outliers.
 
 Written for every engine (`checks.portable`): on Polars the tuned queries of `outliers_polars`
 over the shared series table and the earlier value checks' nodes (a run computes them once);
-on DuckDB and Spark the same figures from generic Narwhals queries (`outliers_portable`); the
-finish, the same on every engine, is `outliers_report`'s.
+on DuckDB and Spark the same figures from generic Narwhals queries (`outliers_portable`: the
+readings and what is left out; `outliers_groups`: the group table, the fleet's figures, the
+verdicts and the outlier rows); the finish, the same on every engine, is `outliers_report`'s.
 """
 
 from __future__ import annotations
