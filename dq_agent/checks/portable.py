@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -154,6 +154,12 @@ def _building(engine: Engine) -> Iterator[None]:
         yield
     finally:
         _cast_flags.reset(token)
+
+
+def building(engine: Engine) -> AbstractContextManager[None]:
+    """`_building` for a function that builds a frame on `engine` outside a check's build
+    (`spikes.judged_jumps` called on its own): `count` then writes its sums for that engine."""
+    return _building(engine)
 
 
 def count(flag: nw.Expr) -> nw.Expr:

@@ -27,27 +27,33 @@ the end of a flat line never makes a jump: the readings either side are neighbou
 
 Lazy, per column: the differences and their per-device spread are windows over the series
 number, and the spike/step/return tests are a fixed number of shifts, no loop over rows.
+
+Written for every engine (`checks.portable`): on Polars these queries, over the nodes flat
+line, outlier_check and the flag file share (a run computes them once); on DuckDB and Spark
+the same figures from generic Narwhals queries (`spikes_portable`); the settings, the
+multiples and the finish, the same on every engine, are `spikes_report`'s. `judged_jumps`
+gives the readings near jumps on any engine.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.checks import flatline
-from dq_agent.checks.base import SERIES, CheckPlan, Engine, Scope, iso, plural, together
-from dq_agent.checks.evidence import MAD_EFFICIENCY, MAD_TO_SIGMA, ROBUST_T_SCALE, z_tail
+from dq_agent.checks.base import SERIES, CheckPlan, Scope, together
+from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.checks.flatline import (
     FlatlineCheckConfig,
     checked_values,
     range_limits,
     running_values,
 )
+from dq_agent.checks.portable import PolarsMode, PortablePlan, building, on_polars
 from dq_agent.checks.series_values import (
     AT_ROW,
     ENTITY,
@@ -62,28 +68,56 @@ from dq_agent.checks.series_values import (
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
+from dq_agent.checks.spikes_portable import generic_jumps, generic_plan
+from dq_agent.checks.spikes_report import (
+    CHANGE,
+    CHANGES_GRID,
+    CHANGES_STEP,
+    COVERED,
+    JUMP,
+    PREVIOUS,
+    RATE_UNITS,
+    SCALE,
+    TOOL,
+    WIDTH,
+    SpikeCheckConfig,
+    context,
+    least_readings,
+    max_width,
+    multiples,
+    rated,
+    result,
+    rounding,
+)
+from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
-from dq_agent.settings import choice, fraction, non_negative, positive, setting
+from dq_agent.result import CheckResult
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
 
-TOOL = "spike_check"
-MAX_FINDINGS = 20
-ROUNDING = 1e-9
-# Float32 holds about 7 digits: read as Float64, 19.6 is 19.600000381 and 19.5 exact, so its
-# changes differ by about 1e-7 of the level where they are one step of 0.1.
-FLOAT32_ROUNDING = 1e-6
-RATE_UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
-SPIKE, STEP = "spike", "step"
-_D = "__d"
+__all__ = [
+    "COVERED",
+    "JUMP",
+    "SPEC",
+    "TOOL",
+    "WIDTH",
+    "SpikeCheckConfig",
+    "build_spike_check",
+    "judged_jumps",
+    "judged_series",
+    "jump_values",
+    "max_width",
+    "plan_spike_check",
+    "spike_input",
+]
+
+_D = CHANGE
 _DEV = "__dev"
 _N = "__n"
-_SCALE = "__scale"
-JUMP = "__jump"
-WIDTH = "__width"
-_PREVIOUS = "__previous"
+_SCALE = SCALE
+_PREVIOUS = PREVIOUS
 _MEDIAN = "__median"
 _ROUNDING = "__rounding"
 _USUAL = "__usual"
@@ -91,37 +125,15 @@ _STEPS = "__steps"
 _MAD = "__mad"
 _FLOOR = "__floor"
 _MULTIPLE = "__multiple"
-COVERED = "__covered"
 _JUMPED = "__jumped"
 _LANDED = "__landed"
 _EXCURSION = "__excursion"
 
 
-@dataclass
-class SpikeCheckConfig:
-    sigma: float = setting(6.0, rule=positive)
-    """The least multiple of a device's spread of changes that makes a jump."""
-    chance: float = setting(0.001, rule=fraction)
-    """Expected chance jumps per column allowed (raises the multiple for much data)."""
-    min_series_readings: int = setting(20, rule=positive)
-    """Devices with fewer readings have too few changes for a spread: only `max_rate` applies."""
-    return_within: int = setting(3, rule=positive)
-    """A jump that comes back within this many readings is a spike, else a step."""
-    excursion_within: int = setting(10, rule=positive)
-    """A jump that lands back near the level of at most this many readings before it ends an
-    excursion: the readings since are one spike (a step out and back, or a gradual rise)."""
-    max_rate: dict[str, float] = field(default_factory=dict)
-    """Per column name or glob pattern: the largest plausible change per `rate_unit`."""
-    rate_unit: str = setting("second", rule=choice(*RATE_UNITS))
-    excluded: list[str] = field(default_factory=list)
-    warn_at: float | None = setting(0.0, rule=non_negative)
-    fail_at: float | None = setting(0.01, rule=non_negative)
-
-
 def jump_values(
     dataset: Dataset, scope: Scope, column: str, config: Config, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
-    """The column's readings near a jump (within `_context(settings)` readings of one, in
+    """The column's readings near a jump (within `context(settings)` readings of one, in
     series order), with for each whether a jump starts there (`JUMP`), the spike's width (null
     for a step) and whether it lies inside or ends an earlier spike (`COVERED`): every reading
     with a JUMP or a WIDTH and the readings a spike spans. Readings far from any jump are left
@@ -140,6 +152,28 @@ def jump_values(
         dataset,
         key,
         lambda: _jumps(spike_input(dataset, scope, column, config), dataset, column, settings),
+    )
+
+
+def judged_jumps(
+    engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
+) -> Frame:
+    """The column's readings near jumps, on any engine, as `jump_values` gives them on Polars:
+    ENTITY (text), TIME (with a timestamp), AT_ROW (the row in the file), X, JUMP (a spike or
+    step starts here), WIDTH (the spike's readings; null for a step) and COVERED (inside or
+    ending an earlier spike). What outlier_check reads: the steps spike_check reports are
+    `JUMP & WIDTH.is_null() & ~COVERED` (the caller tests `excluded` and the run's checks).
+    The readings with a JUMP, a WIDTH or COVERED are the same on every engine; the unflagged
+    readings around them may differ (on Polars they also reach into the next series)."""
+    settings = config.section(SpikeCheckConfig)
+    if not isinstance(engine, PolarsEngine):
+        # Its sums written for the engine (Spark's), also when called outside a check's build.
+        with building(engine):
+            return generic_jumps(engine, dataset, scope, column, config)
+    timed = [TIME] if dataset.roles.timestamp is not None else []
+    jumps = jump_values(dataset, scope, column, config, settings)
+    return nw.from_native(
+        jumps.select(pl.col(ENTITY).cast(pl.String), *timed, AT_ROW, X, JUMP, WIDTH, COVERED)
     )
 
 
@@ -163,12 +197,6 @@ def _stuck_key(column: str, config: Config) -> str | None:
     return repr(flat)
 
 
-def _rounding(dataset: Dataset, column: str) -> float:
-    """How closely a column's values are held, relative to their size."""
-    dtype = dataset.frame.collect_schema().get(column)
-    return FLOAT32_ROUNDING if dtype == pl.Float32 else ROUNDING
-
-
 def _jumps(
     values: pl.LazyFrame, dataset: Dataset, column: str, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
@@ -180,7 +208,7 @@ def _jumps(
         pl.col(_D).median().over(SERIES).alias(_MEDIAN),
         pl.col(_D).count().over(SERIES).alias(_N),
         # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
-        (_rounding(dataset, column) * pl.col(X).abs().max()).over(SERIES).alias(_ROUNDING),
+        (rounding(dataset, column) * pl.col(X).abs().max()).over(SERIES).alias(_ROUNDING),
         *(
             [pl.when(same_series()).then(_seconds()).median().over(SERIES).alias(_USUAL)]
             if has_time
@@ -237,7 +265,7 @@ def _jumps(
         .with_columns(dev.alias(_DEV), _multiple(settings).alias(_MULTIPLE))
         .with_columns(spreads)
     )
-    context = _context(settings)
+    reach = context(settings)
     return (
         # The steps between readings as a column of their own: read twice by the jump test,
         # an expression there was computed twice (0.54 s against 0.19 s per 10M readings).
@@ -248,7 +276,7 @@ def _jumps(
         .filter(
             pl.col(_JUMPED)
             .cast(pl.UInt8)
-            .rolling_max(window_size=2 * context + 1, center=True, min_samples=1)
+            .rolling_max(window_size=2 * reach + 1, center=True, min_samples=1)
             == 1
         )
         # A jump that itself comes back (a spike out) is no landing: in a series swinging
@@ -276,18 +304,6 @@ def _beside(lag: int) -> pl.Expr:
     )
 
 
-def _context(settings: SpikeCheckConfig) -> int:
-    """How far from a jump its spike, the excursion it ends and the readings it covers reach:
-    an excursion starts up to `max_width` readings before the jump that ends it, which looks
-    one further back, and covers up to `max_width` readings after its start."""
-    return 2 * max_width(settings) + 2
-
-
-def max_width(settings: SpikeCheckConfig) -> int:
-    """The most readings one spike spans."""
-    return max(settings.return_within, settings.excursion_within)
-
-
 def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
     """The multiple of its spread a device's change must exceed: at least `sigma`, and enough
     that n changes from the null model (Student t, 10 degrees of freedom, as for outliers: real
@@ -297,19 +313,14 @@ def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
     estimated from its own changes (`_N`): a MAD of 19 changes holds about 7 values' worth of
     information and comes out a third of the true spread often enough that among 5,000 such
     devices some do (`evidence.z_tail`). Worked out once per column for the buckets of device
-    changes it has (`_CHANGES_GRID`), then picked per reading."""
+    changes it has (`CHANGES_GRID`), then picked per reading."""
     counts = pl.struct(
         pl.col(_D).count().alias("total"),
         pl.col(_N).min().alias("low"),
         pl.col(_N).max().alias("high"),
     )
     table = counts.map_batches(
-        functools.partial(
-            _multiples,
-            chance=settings.chance,
-            sigma=settings.sigma,
-            fewest=settings.min_series_readings - 1,
-        ),
+        functools.partial(_multiples, settings=settings),
         return_dtype=pl.List(pl.Float64),
         returns_scalar=True,
     )
@@ -317,59 +328,17 @@ def _multiple(settings: SpikeCheckConfig) -> pl.Expr:
     return table.explode().gather(_changes_bucket(pl.col(_D).count()).over(SERIES))
 
 
-def _changes_bucket(n: pl.Expr) -> pl.Expr:
-    """The bucket of `_CHANGES_GRID` a device with n changes falls in: the grid value at or
-    below n (fewer changes, a less certain spread, a larger multiple)."""
-    index = (n.cast(pl.Float64).clip(lower_bound=1.0).log() / math.log(_CHANGES_STEP)).floor()
-    return index.cast(pl.Int64).clip(0, len(_CHANGES_GRID) - 1)
-
-
-def _multiples(counts: pl.Series, chance: float, sigma: float, fewest: int) -> pl.Series:
-    """The multiple for each bucket of device changes of one column (`_multiple`), worked out
-    for the buckets its devices fall in (0.0 for the others, which no reading picks)."""
+def _multiples(counts: pl.Series, settings: SpikeCheckConfig) -> pl.Series:
+    """`spikes_report.multiples` for the column's counts, as one list."""
     total, low, high = counts.struct.unnest().row(0)
-    n = next((upper for upper in _N_GRID if upper >= (total or 0)), _N_GRID[-1])
-    first = _bucket(max(low or 0, fewest))
-    last = _bucket(high or 0)
-    row = [
-        _multiple_for(n, changes, chance, sigma) if first <= i <= last else 0.0
-        for i, changes in enumerate(_CHANGES_GRID)
-    ]
+    row = multiples(total or 0, low or 0, high or 0, settings)
     return pl.Series([row], dtype=pl.List(pl.Float64))
 
 
-def _bucket(n: int) -> int:
-    """`_changes_bucket` for one number, in Python."""
-    index = math.floor(math.log(max(n, 1)) / math.log(_CHANGES_STEP))
-    return min(max(index, 0), len(_CHANGES_GRID) - 1)
-
-
-# Upper ends of the column-size buckets, 25% apart, ending at 10 ** _MAX_LOG_N: a bucket's
-# multiple is that of its largest n.
-_MAX_LOG_N = 10
-_N_GRID = (
-    *sorted({int(1.25**i) + 1 for i in range(int(_MAX_LOG_N / math.log10(1.25)))}),
-    10**_MAX_LOG_N,
-)
-# Device change counts at which a bucket starts, 25% apart up to where a MAD counts as a known
-# spread (`evidence`: 5,000 values' worth), then infinity.
-_CHANGES_STEP = 1.25
-_KNOWN_BUCKET = math.ceil(math.log(5000 / MAD_EFFICIENCY) / math.log(_CHANGES_STEP))
-_CHANGES_GRID = (*[_CHANGES_STEP**i for i in range(_KNOWN_BUCKET)], math.inf)
-
-
-@functools.cache
-def _multiple_for(n: float, changes: float, chance: float, sigma: float) -> float:
-    target = chance / max(n, 1.0)
-    information = MAD_EFFICIENCY * changes
-    low, high = 0.0, 10_000.0
-    for _ in range(60):
-        middle = (low + high) / 2
-        if z_tail(middle, ROBUST_T_SCALE, information) > target:
-            low = middle
-        else:
-            high = middle
-    return max(sigma, high)
+def _changes_bucket(n: pl.Expr) -> pl.Expr:
+    """`spikes_report.bucket` over an expression."""
+    index = (n.cast(pl.Float64).clip(lower_bound=1.0).log() / math.log(CHANGES_STEP)).floor()
+    return index.cast(pl.Int64).clip(0, len(CHANGES_GRID) - 1)
 
 
 def _seconds() -> pl.Expr:
@@ -410,10 +379,28 @@ def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> pl.E
     return ((seconds > 0) & (per_unit > limit)).fill_null(False)
 
 
-def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPlan:
+def build_spike_check(
+    engine: Engine, dataset: Dataset, config: Config, scope: Scope
+) -> PortablePlan:
     settings = config.section(SpikeCheckConfig)
     columns = value_columns(dataset, scope)
     checked = [c for c in columns if not matches_any(c, settings.excluded)]
+    if not isinstance(engine, PolarsEngine):
+        return generic_plan(engine, dataset, config, scope, columns, checked)
+    plan = _polars_plan(dataset, config, scope, columns, checked)
+    return PortablePlan(TOOL, [nw.from_native(q) for q in plan.queries], plan.finish, plan.engine)
+
+
+plan_spike_check = on_polars(build_spike_check)
+
+
+def _polars_plan(
+    dataset: Dataset, config: Config, scope: Scope, columns: list[str], checked: list[str]
+) -> CheckPlan:
+    """The Polars engine's strategy: the queries over the shared nodes of the column's series
+    (`checked_values`, flatline's runs, `jump_values`), which outlier_check and the flag file
+    read too, so a run computes them once."""
+    settings = config.section(SpikeCheckConfig)
     queries: list[pl.LazyFrame] = []
     # Each column's checked readings (unless flatline_check made them), then its jumps, each
     # step computed for all columns at once.
@@ -426,18 +413,18 @@ def plan_spike_check(dataset: Dataset, config: Config, scope: Scope) -> CheckPla
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
         values = spike_input(dataset, scope, column, config)
-        rated = _rated(dataset, column, settings)
-        queries += [_stats(values, settings, rated), _events(jumps, settings)]
+        stats = _stats(values, settings, rated(dataset, column, settings))
+        queries += [stats, _events(jumps, settings)]
     has_time = dataset.roles.timestamp is not None
     # Columns a configured max_rate judges on any two readings, however short the series.
-    rated_columns = {c for c in checked if _rated(dataset, c, settings)}
+    rated_columns = {c for c in checked if rated(dataset, c, settings)}
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         pairs = zip(frames[::2], frames[1::2], strict=True)
         frames_by_column = dict(zip(checked, pairs, strict=True))
-        return _result(frames_by_column, columns, settings, has_time, rated_columns)
+        return result(frames_by_column, columns, settings, has_time, rated_columns)
 
-    engines: list[Engine] = ["in-memory"] * len(queries)
+    engines: list[PolarsMode] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))
     # One event per jump (a spike's or a step's first reading): where it happened.
     jumped = {
@@ -471,7 +458,7 @@ def judged_series(
 ) -> pl.LazyFrame:
     """SERIES of the column's series spike_check judges (for the flag file's "not evaluated"):
     long enough for a spread of their own, or any two readings under a max_rate."""
-    least = least_readings(settings, _rated(dataset, column, settings))
+    least = least_readings(settings, rated(dataset, column, settings))
     return (
         spike_input(dataset, scope, column, config)
         .group_by(SERIES)
@@ -479,18 +466,6 @@ def judged_series(
         .filter(pl.col("readings") >= least)
         .select(SERIES)
     )
-
-
-def least_readings(settings: SpikeCheckConfig, rated: bool) -> int:
-    """The fewest readings of a series spike_check judges: `min_series_readings` for a spread
-    of its changes; 2 under a configured max_rate."""
-    return 2 if rated else settings.min_series_readings
-
-
-def _rated(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> bool:
-    """A configured max_rate judges the column (it needs the time between readings)."""
-    has_time = dataset.roles.timestamp is not None
-    return has_time and settings_for(column, settings.max_rate) is not None
 
 
 def _stats(values: pl.LazyFrame, settings: SpikeCheckConfig, rated: bool) -> pl.LazyFrame:
@@ -530,152 +505,4 @@ def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
             _SCALE,
             *[f"{name}{k}" for k in range(1, max_width(settings)) for name in (X, TIME, AT_ROW)],
         )
-    )
-
-
-def _result(
-    frames: dict[str, tuple[pl.DataFrame, pl.DataFrame]],
-    columns: Sequence[str],
-    settings: SpikeCheckConfig,
-    has_time: bool,
-    rated: set[str],
-) -> CheckResult:
-    per_column: dict[str, dict[str, Any]] = {}
-    findings: list[Finding] = []
-    statuses: list[Status] = []
-    for column, (stats_frame, events) in frames.items():
-        stats = stats_frame.row(0, named=True)
-        spikes = events.filter(pl.col(WIDTH).is_not_null())
-        steps = events.filter(pl.col(WIDTH).is_null())
-        spike_readings = int(spikes[WIDTH].sum()) if spikes.height else 0
-        values = int(stats["values"])
-        status = status_from_thresholds(
-            spike_readings + steps.height, values, settings.warn_at, settings.fail_at
-        )
-        statuses.append(status)
-        per_column[column] = {
-            "checked_values": values,
-            "spike_count": spikes.height,
-            "spike_readings": spike_readings,
-            "step_count": steps.height,
-            "series_too_short": int(stats["short_series"]),
-            # A series is judged by its own spread when long enough; by max_rate when set.
-            "judged_series": int(stats["judged_series"]),
-            "longest_series": None
-            if stats["longest_series"] is None
-            else int(stats["longest_series"]),
-        }
-        severity = Status.FAIL if status is Status.FAIL else Status.WARN
-        ordered = events.with_columns(pl.col(_D).abs().alias("__size")).sort(
-            ["__size", ENTITY, POSITION], descending=[True, False, False]
-        )
-        findings += [
-            _finding(column, row, severity, has_time)
-            for row in ordered.head(MAX_FINDINGS).iter_rows(named=True)
-        ]
-    findings.sort(key=lambda f: (-(f.severity is Status.FAIL), f.column or "", f.start or ""))
-    metrics: dict[str, Any] = {
-        "spike_count": sum(m["spike_count"] for m in per_column.values()),
-        "spike_readings": sum(m["spike_readings"] for m in per_column.values()),
-        "step_count": sum(m["step_count"] for m in per_column.values()),
-        "excluded_columns": [c for c in columns if c not in per_column],
-        # Devices too short for a spread of their own, in columns without a max_rate.
-        "series_not_judged": sum(
-            m["series_too_short"] for c, m in per_column.items() if c not in rated
-        ),
-        "columns": per_column,
-    }
-    # One finding per spike or step; each column lists at most MAX_FINDINGS of its jumps.
-    metrics["findings_left_out"] = max(
-        0, metrics["spike_count"] + metrics["step_count"] - MAX_FINDINGS
-    )
-    if not any(m["judged_series"] for m in per_column.values()):
-        # No change was judged: not a pass (README "Not evaluated").
-        reason = _not_evaluated(metrics, settings, bool(rated & set(per_column)))
-        return CheckResult(TOOL, Status.SKIPPED, reason, metrics)
-    return CheckResult(
-        TOOL, worst_status(statuses), _summary(metrics, settings), metrics, findings[:MAX_FINDINGS]
-    )
-
-
-def _not_evaluated(metrics: dict[str, Any], settings: SpikeCheckConfig, rated: bool) -> str:
-    """Why no change was judged, and what makes one judgeable."""
-    if not metrics["columns"]:
-        if metrics["excluded_columns"]:
-            return (
-                "not evaluated: every value column is excluded (spike_check.excluded: "
-                f"{', '.join(metrics['excluded_columns'][:5])})"
-            )
-        return (
-            "not evaluated: no numeric value column to check for spikes (set columns.values "
-            "if the readings are there)"
-        )
-    longest = max((m["longest_series"] or 0 for m in metrics["columns"].values()), default=0)
-    if not longest:
-        return "not evaluated: no readings left to judge (missing, out of range or stuck)"
-    if rated:
-        return "not evaluated: no device has two readings in a column to compare"
-    return (
-        f"not evaluated: no device has the {settings.min_series_readings} readings its spread of "
-        f"changes needs in a column (the most: {longest}; spike_check.min_series_readings), and "
-        "no spike_check.max_rate is set for these columns"
-    )
-
-
-def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool) -> Finding:
-    kind = STEP if row[WIDTH] is None else SPIKE
-    where = f" on {row[ENTITY]}" if row[ENTITY] is not None else ""
-    jump = f"{row[_PREVIOUS]:g} to {row[X]:g}"
-    if kind == SPIKE:
-        what = f"spike in {column}{where}: {jump}, back after {plural(row[WIDTH], 'reading')}"
-    else:
-        what = f"step in {column}{where}: {jump} and stays"
-    spread = row[_SCALE]
-    if spread is not None and spread > 0 and math.isfinite(spread):
-        what += f" ({abs(row[_D]) / spread:.0f}x its usual change)"
-    at_key = "timestamp" if has_time else "row"
-    at = iso(row[TIME]) if has_time else row[AT_ROW]
-    return Finding(
-        what=what,
-        count=int(row[WIDTH] or 1),
-        severity=severity,
-        column=column,
-        entity=row[ENTITY],
-        start=iso(row[TIME]) if has_time else None,
-        # Every reading of a spike (its later ones too), the first of a step.
-        examples=[
-            {
-                "entity": row[ENTITY],
-                at_key: (iso(row[f"{TIME}{k}"]) if has_time else row[f"{AT_ROW}{k}"]) if k else at,
-                "value": row[f"{X}{k}"] if k else row[X],
-                "kind": kind,
-            }
-            for k in range(int(row[WIDTH] or 1))
-        ],
-    )
-
-
-def _summary(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
-    short = metrics["series_not_judged"]
-    note = (
-        f"; {short:,} series with fewer than {settings.min_series_readings} readings not judged "
-        "(spike_check.min_series_readings, or a max_rate)"
-        if short
-        else ""
-    )
-    if not metrics["spike_count"] and not metrics["step_count"]:
-        return f"no spikes or steps in {plural(len(metrics['columns']), 'column')}" + note
-    readings = metrics["spike_readings"]
-    # A spike's readings are worth saying only when some spike is wider than one reading.
-    wide = f" ({plural(readings, 'reading')})" if readings != metrics["spike_count"] else ""
-    return (
-        f"{plural(metrics['spike_count'], 'spike')}{wide}, {plural(metrics['step_count'], 'step')}"
-        " (spikes/steps: "
-        + ", ".join(
-            f"{c} {m['spike_count']}/{m['step_count']}"
-            for c, m in metrics["columns"].items()
-            if m["spike_count"] or m["step_count"]
-        )
-        + ")"
-        + note
     )

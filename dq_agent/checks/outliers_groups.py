@@ -1,0 +1,493 @@
+"""outlier_check's group table, per-column figures, verdicts per group and outlier rows over
+Narwhals (the generic path, `outliers_portable`): the Polars strategy's expressions
+(`outliers_polars`, whose docstrings say what each figure means) written for every engine.
+
+Aggregates that Polars skips nulls in or divides by zero in are written out: a share is a
+count over the values present, a ratio is guarded where its denominator can be 0 (Spark refuses
+the division), `min_horizontal` with a null is said as Polars means it. The figures over the
+group table (fleet medians, the spread's log-variance) are over one row per series: the
+engine's aggregates, out of core too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import narwhals as nw
+import polars as pl
+
+from dq_agent.checks.base import ROW
+from dq_agent.checks.evidence import FAR, MAD_EFFICIENCY, MAD_TO_SIGMA
+from dq_agent.checks.outliers_report import (
+    CONSTANT,
+    FLEET,
+    MEAN_ABS_TO_SIGMA,
+    MIN_FLEET_GROUP,
+    OWN,
+    QUANTISED_MAD_STEPS,
+    SMALL_SAMPLE_BIAS,
+    STATE,
+    TOO_SMALL,
+    OutlierCheckConfig,
+    flag_col,
+    flagged_col,
+    level_col,
+    local_col,
+    rest_col,
+    stat,
+    two_sided_col,
+    value_col,
+    z_col,
+    zl_col,
+)
+from dq_agent.checks.portable import count, quantile_by_rank, ranked
+from dq_agent.checks.series_kinds import variable_keys
+from dq_agent.checks.series_values import ENTITY, TIME
+from dq_agent.engines import Engine
+from dq_agent.engines.base import Frame
+from dq_agent.load import Dataset
+from dq_agent.loading.values import MAX_CODE_VALUES
+
+KEY = "__series_key"
+"""The series' entity as text, NULL_KEY where it has none: what windows and joins go by."""
+NULL_KEY = "\x00"
+POSITION = "__position"
+_GROUP_KEY = "__group_key"
+_MAX_DECIMALS = 6
+_RESOLUTION_SAMPLE = 10_000
+
+
+def medians(engine: Engine, frame: Frame, by: Sequence[str], named: dict[str, nw.Expr]) -> Frame:
+    """Per group of `by`, the median of each expression of `named`: the engine's median
+    aggregate, or out of core from ranks (`portable.ranked`, ties in series order): a window
+    the engine sorts on disk, where its median aggregate holds a group's values in memory."""
+    if not engine.out_of_core:
+        return frame.group_by(*by).agg(expr.median().alias(name) for name, expr in named.items())
+    parts = []
+    for name, expr in named.items():
+        values = frame.select(*by, POSITION, expr.alias(name))
+        ranks = ranked(values, name, by, POSITION)
+        parts.append(ranks.group_by(*by).agg(quantile_by_rank(name, 0.5).alias(name)))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.join(part, on=list(by), how="inner")
+    return out
+
+
+def _median(i: int) -> str:
+    return f"__row_median{i}"
+
+
+def _deviation(i: int) -> str:
+    return f"__row_deviation{i}"
+
+
+def _mad_of(i: int) -> str:
+    return f"__row_mad{i}"
+
+
+def _local_mad(i: int) -> str:
+    return f"__row_local_mad{i}"
+
+
+def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) -> Frame:
+    """`outliers_polars._group_stats` and `_with_states`: per series (KEY, ENTITY) and column
+    its count, left-out counts, median, MAD and where it falls among the deviations, mean
+    absolute deviation, mean, std, extremes, whether all are whole, the neighbours' spread,
+    the autocorrelation and whether the series' group holds states."""
+    columns = range(count_)
+    # The medians per series are small tables read by the joins below, each a query of its own
+    # otherwise: computed once.
+    centres = engine.materialised(
+        medians(
+            engine,
+            values,
+            [KEY],
+            {
+                **{_median(i): nw.col(value_col(i)) for i in columns},
+                **{_local_mad(i): nw.col(local_col(i)).abs() for i in columns},
+            },
+        )
+    )
+    entity = list(dataset.roles.entity)
+    # The columns the statistics read (the entity's: two entities of the same text are told
+    # apart, so that the finish refuses them; a long layout's variables name the group).
+    read = [
+        *entity,
+        KEY,
+        ENTITY,
+        POSITION,
+        *[name(i) for i in columns for name in (value_col, local_col, flagged_col, rest_col)],
+    ]
+    deviations = (
+        values.select(read)
+        .join(centres, on=KEY, how="left")
+        .with_columns(
+            (nw.col(value_col(i)) - nw.col(_median(i))).abs().alias(_deviation(i)) for i in columns
+        )
+    )
+    mads = engine.materialised(
+        medians(engine, deviations, [KEY], {_mad_of(i): nw.col(_deviation(i)) for i in columns})
+    )
+    rows = deviations.join(mads, on=KEY, how="left")
+    exprs: list[nw.Expr] = [nw.col(ENTITY).max().alias(ENTITY)]
+    for i in columns:
+        x = nw.col(value_col(i))
+        deviation, mad = nw.col(_deviation(i)), nw.col(_mad_of(i)).fill_null(0.0)
+        tie = 1e-6 * nw.max_horizontal(nw.col(_median(i)).abs(), nw.lit(1.0))
+        below = deviation < mad - tie
+        n = x.count().cast(nw.Int64)
+        exprs += [
+            n.alias(stat("n", i)),
+            count(nw.col(flagged_col(i))).alias(stat("flagged", i)),
+            count(nw.col(rest_col(i))).alias(stat("rest", i)),
+            nw.col(_median(i)).max().alias(stat("median", i)),
+            mad.max().alias(stat("mad", i)),
+            count(below).alias(stat("mad_below", i)),
+            count((deviation - mad).abs() <= tie).alias(stat("mad_at", i)),
+            nw.when(below).then(deviation).max().alias(stat("mad_next", i)),
+            deviation.mean().fill_null(0.0).alias(stat("meanad", i)),
+            x.mean().alias(stat("mean", i)),
+            x.std(ddof=1).fill_null(0.0).alias(stat("std", i)),
+            x.min().alias(stat("min", i)),
+            x.max().alias(stat("max", i)),
+            count((x % 1) != 0).alias(stat("whole", i)),
+            nw.col(_local_mad(i)).max().fill_null(0.0).alias(stat("local_mad", i)),
+            nw.col(local_col(i)).abs().mean().fill_null(0.0).alias(stat("local_meanad", i)),
+        ]
+    stats = (
+        rows.group_by(*entity, KEY)
+        .agg(*exprs)
+        .with_columns(
+            # Shares of the values present (Polars' mean of a boolean skips nulls; of none,
+            # null), and whether all are whole.
+            *[
+                nw.when(nw.col(stat("n", i)) > 0)
+                .then(nw.col(stat(share, i)).cast(nw.Float64) / nw.col(stat("n", i)))
+                .alias(stat(share, i))
+                for i in columns
+                for share in ("mad_below", "mad_at")
+            ],
+            *[(nw.col(stat("whole", i)) == 0).alias(stat("whole", i)) for i in columns],
+        )
+        .with_columns(_rho(i).alias(stat("rho", i)) for i in columns)
+    )
+    # Read twice by the states (its groups, joined back): computed once.
+    return _with_states(dataset, engine.materialised(stats), count_).drop(*entity)
+
+
+def _with_states(dataset: Dataset, stats: Frame, count_: int) -> Frame:
+    """`series_kinds.is_state` over each group of series (the quantity in a long layout, else
+    the column), as aggregates joined back."""
+    variables = variable_keys(dataset)
+    group = (
+        nw.concat_str([nw.col(v).cast(nw.String) for v in variables], separator="/")
+        if variables
+        else nw.lit(None, dtype=nw.String)
+    )
+    # A series without a name joins no table of names on Polars: no group.
+    stats = stats.with_columns(
+        nw.when(nw.col(KEY) != NULL_KEY).then(group).fill_null("").alias(_GROUP_KEY)
+    )
+    kinds = stats.group_by(_GROUP_KEY).agg(
+        expr
+        for i in range(count_)
+        for expr in (
+            count((nw.col(stat("n", i)) > 0) & ~nw.col(stat("whole", i))).alias(f"__g_frac{i}"),
+            nw.col(stat("min", i)).min().alias(f"__g_low{i}"),
+            nw.col(stat("max", i)).max().alias(f"__g_high{i}"),
+            nw.col(stat("n", i)).sum().alias(f"__g_n{i}"),
+        )
+    )
+
+    def state(i: int) -> nw.Expr:
+        low, high = nw.col(f"__g_low{i}"), nw.col(f"__g_high{i}")
+        return (
+            (nw.col(f"__g_frac{i}") == 0)
+            & (low >= -1)
+            & (high <= MAX_CODE_VALUES)
+            & (high > low)
+            & (nw.col(f"__g_n{i}") >= 5 * (high - low + 1))
+        ).fill_null(False)
+
+    kept = [c for c in kinds.collect_schema().names() if c != _GROUP_KEY]
+    return (
+        stats.join(kinds, on=_GROUP_KEY, how="left")
+        .with_columns(state(i).alias(stat("state", i)) for i in range(count_))
+        .drop(_GROUP_KEY, *kept)
+    )
+
+
+def _rho(i: int) -> nw.Expr:
+    """`outliers_polars._rho`: the lag-1 autocorrelation from the two spreads (MADs)."""
+    mad, local = nw.col(stat("mad", i)), nw.col(stat("local_mad", i))
+    ratio = (local / mad) ** 2
+    phi = ((0.25 + 4 * (1.5 - ratio)).clip(lower_bound=0.25).sqrt() - 0.5) / 2
+    return nw.when(mad > 0).then(phi.clip(0.0, 0.99)).otherwise(nw.lit(0.0))
+
+
+def _mad(i: int, resolution: nw.Expr) -> nw.Expr:
+    """`outliers_polars._mad`: the MAD read between the steps of the readings' resolution."""
+    mad = nw.col(stat("mad", i))
+    below, at = nw.col(stat("mad_below", i)), nw.col(stat("mad_at", i))
+    step_below = mad - nw.col(stat("mad_next", i)).fill_null(0.0)
+    coarse = (
+        (resolution > 0)
+        & (mad > 0)
+        & (at > 0)
+        & (mad <= QUANTISED_MAD_STEPS * resolution)
+        & ((step_below - resolution).abs() <= 0.01 * resolution)
+    )
+    # Guarded: `at` is 0 outside `coarse`.
+    grouped = mad - resolution / 2 + (0.5 - below) / at * resolution
+    return nw.when(coarse.fill_null(False)).then(grouped).otherwise(mad)
+
+
+def _unbiased(n: nw.Expr) -> nw.Expr:
+    return 1.0 / (1.0 - SMALL_SAMPLE_BIAS / n.cast(nw.Float64).clip(lower_bound=MIN_FLEET_GROUP))
+
+
+def _robust_spread(i: int, mad: nw.Expr) -> nw.Expr:
+    meanad = nw.col(stat("meanad", i))
+    return nw.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(
+        meanad * MEAN_ABS_TO_SIGMA
+    ) * _unbiased(nw.col(stat("n", i)))
+
+
+def _resolution(x: nw.Expr, dtype: pl.DataType) -> nw.Expr:
+    """`outliers_polars._resolution`: the coarsest step of 1 .. 0.000001 every value is a
+    whole multiple of (0 when none is)."""
+    relative = 1e-6 if dtype == pl.Float32 else 1e-12
+    out: nw.Expr = nw.lit(0.0)
+    for decimals in reversed(range(_MAX_DECIMALS + 1)):
+        scaled = x * 10.0**decimals
+        off = (scaled - scaled.round()).abs() > relative * nw.max_horizontal(
+            scaled.abs(), nw.lit(1.0)
+        )
+        out = nw.when(count(off) == 0).then(nw.lit(10.0**-decimals)).otherwise(out)
+    return out
+
+
+def column_stats(
+    engine: Engine,
+    dataset: Dataset,
+    values: Frame,
+    stats: Frame,
+    dtypes: Sequence[pl.DataType],
+) -> Frame:
+    """`outliers_polars._column_stats`: one row, per column the fleet's spread, the values
+    behind it, how much the groups' spreads differ, their median autocorrelation and the
+    column's resolution (from the first values in series order)."""
+    order = [POSITION, KEY] if engine.stores_series_order(dataset) else [KEY, POSITION]
+    first = values.sort(*order).head(_RESOLUTION_SAMPLE)
+    # Read twice: computed once.
+    resolution = engine.materialised(
+        first.select(
+            _resolution(nw.col(value_col(i)), dtype).alias(stat("resolution", i))
+            for i, dtype in enumerate(dtypes)
+        )
+    )
+    columns = range(len(dtypes))
+    # Each group's robust spread a column of its own first: the expressions below read it
+    # several times, and an engine that writes SQL would repeat it in each.
+    spreads = (
+        stats.join(resolution, how="cross")
+        .with_columns(_mad(i, nw.col(stat("resolution", i))).alias(_adjusted(i)) for i in columns)
+        .with_columns(_robust_spread(i, nw.col(_adjusted(i))).alias(_spread(i)) for i in columns)
+        .with_columns(
+            (
+                (nw.col(stat("n", i)) >= MIN_FLEET_GROUP)
+                & (nw.col(stat("meanad", i)) > 0)
+                & ~nw.col(stat("state", i))
+            ).alias(_eligible(i))
+            for i in columns
+        )
+    )
+    fleet: list[nw.Expr] = []
+    for i in columns:
+        n, spread, eligible = nw.col(stat("n", i)), nw.col(_spread(i)), nw.col(_eligible(i))
+        fleet += [
+            nw.when(eligible).then(spread).median().fill_null(0.0).alias(stat("fleet", i)),
+            nw.when(eligible).then(n).sum().fill_null(0).cast(nw.Int64).alias(stat("fleet_n", i)),
+            nw.when(eligible & (spread > 0))
+            .then(spread.log())
+            .var(ddof=1)
+            .alias(stat("fleet_info", i)),
+            nw.when(eligible)
+            .then(nw.col(stat("rho", i)))
+            .median()
+            .fill_null(0.0)
+            .alias(stat("fleet_rho", i)),
+        ]
+
+    def information(i: int) -> nw.Expr:
+        # Polars' 0.5 / 0 is infinite; every engine's is said so.
+        variance = nw.col(stat("fleet_info", i))
+        return (
+            nw.when(variance > 0)
+            .then(0.5 / variance)
+            .when(variance == 0)
+            .then(nw.lit(float("inf")))
+            .alias(stat("fleet_info", i))
+        )
+
+    return (
+        spreads.select(fleet)
+        .with_columns(information(i) for i in columns)
+        .join(resolution, how="cross")
+    )
+
+
+def _adjusted(i: int) -> str:
+    return f"__mad_adjusted{i}"
+
+
+def _spread(i: int) -> str:
+    return f"__robust_spread{i}"
+
+
+def _eligible(i: int) -> str:
+    return f"__eligible{i}"
+
+
+def _local_spread(i: int) -> nw.Expr:
+    mad, meanad = nw.col(stat("local_mad", i)), nw.col(stat("local_meanad", i))
+    return nw.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(meanad * MEAN_ABS_TO_SIGMA)
+
+
+def judged_groups(
+    stats: Frame, per_column: Frame, count_: int, settings: OutlierCheckConfig
+) -> Frame:
+    """`outliers_polars._judged_groups`: per series and column how it is judged (`route`), its
+    centre and spread, its extremes and what the evidence reads."""
+    robust = settings.method != "sigma"
+    columns = range(count_)
+    # The adjusted MAD and the robust spread as columns first (read several times below).
+    joined = (
+        stats.join(per_column, how="cross")
+        .with_columns(_mad(i, nw.col(stat("resolution", i))).alias(_adjusted(i)) for i in columns)
+        .with_columns(_robust_spread(i, nw.col(_adjusted(i))).alias(_spread(i)) for i in columns)
+    )
+    exprs: list[nw.Expr] = [nw.col(KEY), nw.col(ENTITY)]
+    for i in columns:
+        n = nw.col(stat("n", i))
+        median, meanad = nw.col(stat("median", i)), nw.col(stat("meanad", i))
+        resolution = nw.col(stat("resolution", i))
+        mad = nw.col(_adjusted(i))
+        constant = meanad <= 1e-12 * nw.max_horizontal(median.abs(), nw.lit(1.0))
+        robust_own = nw.col(_spread(i))
+        own_spread = robust_own if robust else nw.col(stat("std", i))
+        big = n >= settings.min_group_size
+        fleet = nw.col(stat("fleet", i))
+        route = (
+            nw.when(nw.col(stat("state", i)))
+            .then(nw.lit(STATE))
+            .when(n < MIN_FLEET_GROUP)
+            .then(nw.lit(TOO_SMALL))
+            .when(big & constant)
+            .then(nw.lit(CONSTANT))
+            .when(big)
+            .then(nw.lit(OWN))
+            .when(fleet > 0)
+            .then(nw.lit(FLEET))
+            .otherwise(nw.lit(TOO_SMALL))
+        )
+        own_wider = ~big & (robust_own > fleet).fill_null(False)
+        spread = nw.when(big).then(own_spread).when(own_wider).then(robust_own).otherwise(fleet)
+        info = nw.col(stat("fleet_info", i)) / MAD_EFFICIENCY
+        fleet_n = nw.col(stat("fleet_n", i)).cast(nw.Float64)
+        # Polars' min_horizontal skips a null: the fleet's values alone then.
+        fleet_values = (
+            nw.when(info.is_null()).then(fleet_n).otherwise(nw.min_horizontal(fleet_n, info))
+        )
+        exprs += [
+            n,
+            nw.col(stat("flagged", i)),
+            nw.col(stat("rest", i)),
+            route.cast(nw.Int8).alias(stat("route", i)),
+            (
+                nw.when(big).then(nw.col(stat("mean", i))).otherwise(median)
+                if not robust
+                else median
+            ).alias(stat("center", i)),
+            _greatest(spread, resolution).alias(stat("spread", i)),
+            (big & (mad <= 0) & ~constant if robust else nw.lit(False)).alias(stat("fallback", i)),
+            nw.col(stat("min", i)),
+            nw.col(stat("max", i)),
+            fleet,
+            resolution,
+            nw.when(big)
+            .then(nw.col(stat("rho", i)))
+            .otherwise(nw.col(stat("fleet_rho", i)))
+            .alias(stat("rho", i)),
+            nw.when(big | own_wider)
+            .then(n.cast(nw.Float64))
+            .otherwise(fleet_values)
+            .alias(stat("spread_n", i)),
+            nw.when(big)
+            .then(_greatest(_local_spread(i), resolution))
+            .alias(stat("local_spread", i)),
+        ]
+    return joined.select(exprs)
+
+
+def _greatest(a: nw.Expr, b: nw.Expr) -> nw.Expr:
+    """Polars' `max_horizontal` of two (a null skipped)."""
+    return nw.when(a.is_null()).then(b).when(b.is_null() | (a >= b)).then(a).otherwise(b)
+
+
+def outlier_rows(
+    values: Frame,
+    groups: Frame,
+    count_: int,
+    settings: OutlierCheckConfig,
+    has_time: bool,
+) -> Frame:
+    """`outliers_polars._outlier_rows`: the rows that are an outlier in at least one column,
+    with z and a flag per column, and their position (the finish puts them in series order)."""
+    scored: list[nw.Expr] = []
+    for i in range(count_):
+        x = nw.col(value_col(i))
+        offset = x - nw.col(stat("center", i))
+        spread = nw.col(stat("spread", i))
+        local = nw.col(stat("local_spread", i))
+        checked = nw.col(stat("route", i)).is_in([OWN, FLEET])
+        far_from_level = ((x - nw.col(level_col(i))).abs() > settings.sigma * spread).fill_null(
+            True
+        )
+        scored += [
+            nw.when(spread != 0).then(offset / spread).alias(z_col(i)),
+            nw.when(local != 0).then(nw.col(two_sided_col(i)) / local).alias(zl_col(i)),
+            (
+                checked
+                & (
+                    ((offset.abs() > settings.sigma * spread) & far_from_level)
+                    | (nw.col(two_sided_col(i)).abs() > FAR * settings.sigma * local).fill_null(
+                        False
+                    )
+                )
+            )
+            .fill_null(False)
+            .alias(flag_col(i)),
+        ]
+    kept = [
+        KEY,
+        *[stat(s, i) for i in range(count_) for s in ("route", "center", "spread", "local_spread")],
+    ]
+    flags = [nw.col(flag_col(i)) for i in range(count_)]
+    return (
+        values.join(groups.select(kept), on=KEY, how="inner")
+        .with_columns(scored)
+        .filter(nw.any_horizontal(*flags, ignore_nulls=True))
+        .select(
+            ENTITY,
+            *([TIME] if has_time else []),
+            ROW,
+            POSITION,
+            *[
+                nw.col(name(i))
+                for i in range(count_)
+                for name in (value_col, z_col, zl_col, flag_col)
+            ],
+        )
+    )

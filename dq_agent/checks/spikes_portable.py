@@ -1,0 +1,573 @@
+"""spike_check's queries over Narwhals, for the engines other than Polars (DuckDB, Spark).
+
+The same jumps, spikes and steps as the Polars queries of `spikes` (whose docstrings say what
+each figure means), written for an engine that runs SQL-like windows:
+
+- the scoped rows with a time are numbered in series order (`Engine.in_series`); a column's
+  checked readings are those neither missing nor out of range (range_check's own test, as
+  flatline's generic path keeps them), without the readings of stuck runs and runs at a rest
+  level (`flatline.judged_readings`) when flatline_check runs and checks the column;
+- each reading's place among them, its change from the one before and the time since are
+  windows over the entity in one `with_columns`; the per-device figures (median change, its
+  spread, the usual step) are two aggregates joined back;
+- the multiple of its spread a change must exceed depends on the column's number of changes
+  and each device's (`spikes_report.multiples`): those counts are fetched from the engine when
+  the check is planned (one small query per column) and the multiples written into the
+  queries as literals;
+- jumps are rare: the readings within `spikes_report.context` of one are found by a join with
+  the jumps' positions moved by each offset, and the spike, excursion and covered tests are
+  the Polars strategy's shifts, as windows over those few readings only.
+
+The series are told apart by their entity as text (`entity_key_expr`, a marker for null);
+two entities whose values joined by '/' give the same text are refused, never merged.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import narwhals as nw
+import polars as pl
+
+from dq_agent.checks import flatline
+from dq_agent.checks.base import FILE_ROW, ROW, Scope
+from dq_agent.checks.events import ENTITY as EVENT_ENTITY
+from dq_agent.checks.events import START, bounded, point_events, time_grain, with_table
+from dq_agent.checks.evidence import MAD_TO_SIGMA
+from dq_agent.checks.flatline import FlatlineCheckConfig, range_limits
+from dq_agent.checks.portable import (
+    PortablePlan,
+    count,
+    missing,
+    quantile_by_rank,
+    ranked,
+    with_epoch_micros,
+)
+from dq_agent.checks.range_limits import resolve, series_key
+from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X, matches_any
+from dq_agent.checks.series_values import settings_for as setting_for
+from dq_agent.checks.spikes_report import (
+    CHANGE,
+    CHANGES_STEP,
+    COVERED,
+    JUMP,
+    PREVIOUS,
+    RATE_UNITS,
+    SCALE,
+    TOOL,
+    WIDTH,
+    SpikeCheckConfig,
+    bucket,
+    context,
+    least_readings,
+    max_width,
+    multiples,
+    rated,
+    result,
+    rounding,
+)
+from dq_agent.engines import Engine
+from dq_agent.engines.base import Frame, entity_key_expr
+from dq_agent.errors import InputError
+from dq_agent.load import Dataset
+from dq_agent.result import CheckResult
+
+if TYPE_CHECKING:
+    from dq_agent.config import Config
+
+# Columns of the queries; the double underscore keeps them clear of real data columns.
+KEY = "__series_key"
+_ORDER = "__order"
+_US = "__us"
+_SECONDS = "__seconds"
+_READINGS = "__readings"
+_N = "__n"
+_MEDIAN = "__median"
+_ROUNDING = "__rounding"
+_USUAL = "__usual"
+_DEV = "__dev"
+_MAD = "__mad"
+_FLOOR = "__floor"
+_MULTIPLE = "__multiple"
+_JUMPED = "__jumped"
+_BACK = "__back"
+_LANDED = "__landed"
+_LOW_BOUND = "__low"
+_HIGH_BOUND = "__high"
+_NULL_KEY = "\x00"
+
+
+@dataclass(frozen=True)
+class ColumnQueries:
+    """One column's frames on the engine."""
+
+    stats: Frame
+    """One row: values, series, short_series, judged_series, longest_series."""
+    jumps: Frame
+    """The readings near jumps: KEY, ENTITY, TIME (with a timestamp), AT_ROW, POSITION, X,
+    PREVIOUS, CHANGE, SCALE, JUMP, WIDTH, COVERED (`spikes.jump_values`' columns)."""
+
+
+def generic_plan(
+    engine: Engine,
+    dataset: Dataset,
+    config: Config,
+    scope: Scope,
+    columns: Sequence[str],
+    checked: Sequence[str],
+) -> PortablePlan:
+    """spike_check on `engine`: per checked column its counts, its jumps that start a spike or
+    step (with each spike's later readings) and, with a timestamp, their times for the events;
+    the data's time range; the finish is the Polars strategy's (`spikes_report.result`)."""
+    settings = config.section(SpikeCheckConfig)
+    ts = dataset.roles.timestamp
+    queries: list[Frame] = []
+    for column in checked:
+        found = column_queries(engine, dataset, scope, column, config)
+        starts = found.jumps.filter(nw.col(JUMP) & ~nw.col(COVERED))
+        queries += [found.stats, _events(found.jumps, settings, ts is not None)]
+        if ts is not None:
+            queries.append(starts.select(ENTITY, TIME))
+    per_column = 3 if ts is not None else 2
+    if ts is not None and checked:
+        # The events' buckets span the whole data, not the scope (`events.grain`).
+        whole = engine.rows(dataset, Scope())
+        queries.append(
+            whole.select(nw.col(ts).min().alias(_LOW_BOUND), nw.col(ts).max().alias(_HIGH_BOUND))
+        )
+    rated_columns = {c for c in checked if rated(dataset, c, settings)}
+
+    def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        found = {
+            column: (frames[i * per_column], frames[i * per_column + 1])
+            for i, column in enumerate(checked)
+        }
+        out = result(found, columns, settings, ts is not None, rated_columns)
+        if ts is None or not checked:
+            return out
+        bounds = pl.concat([pl.col(_LOW_BOUND), pl.col(_HIGH_BOUND)]).alias(TIME)
+        grains = time_grain(frames[-1].lazy().select(bounds), TIME)
+        parts = [
+            point_events(
+                frames[i * per_column + 2]
+                .lazy()
+                .select(pl.col(ENTITY).alias(EVENT_ENTITY), pl.col(TIME).alias(START)),
+                grains,
+                "jump",
+                column,
+            )
+            for i, column in enumerate(checked)
+        ]
+        return with_table(out, bounded(parts).collect())
+
+    return PortablePlan(TOOL, queries, finish)
+
+
+def generic_jumps(
+    engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
+) -> Frame:
+    """`spikes.judged_jumps` on `engine`: the readings near jumps, ENTITY, TIME (with a
+    timestamp), AT_ROW, X, JUMP, WIDTH and COVERED."""
+    jumps = column_queries(engine, dataset, scope, column, config).jumps
+    timed = [TIME] if dataset.roles.timestamp is not None else []
+    return jumps.select(ENTITY, *timed, AT_ROW, X, JUMP, WIDTH, COVERED)
+
+
+# Each column's frames by engine, dataset frame, scope, column and the settings they depend
+# on: outlier_check reads the jumps spike_check found (`spikes.judged_jumps`), and on these
+# engines each is computed (materialised) when built, so a run builds them once, as the
+# Polars strategy's shared nodes are. Dropped with the dataset's frame.
+_BUILT: dict[tuple[Any, ...], ColumnQueries] = {}
+
+
+def column_queries(
+    engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
+) -> ColumnQueries:
+    """The column's counts and the readings near its jumps (`spikes.jump_values`), built once
+    per engine, dataset and settings."""
+    flat = config.section(FlatlineCheckConfig)
+    key = (
+        engine,
+        id(dataset.frame),
+        repr(dataset.roles),
+        scope,
+        column,
+        range_limits(dataset, column, config),
+        tuple(dataset.sentinels),
+        repr(flat) if _stuck_left_out(column, config) else None,
+        repr(config.section(SpikeCheckConfig)),
+    )
+    found = _BUILT.get(key)
+    if found is None:
+        found = _BUILT[key] = _column_queries(engine, dataset, scope, column, config)
+        weakref.finalize(dataset.frame, _BUILT.pop, key, None).atexit = False
+    return found
+
+
+def _column_queries(
+    engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
+) -> ColumnQueries:
+    settings = config.section(SpikeCheckConfig)
+    readings = engine.materialised(_readings(engine, dataset, scope, column, config))
+    series = engine.materialised(_series(engine, dataset, readings, column))
+    series = series.with_columns(_multiples(engine, dataset, series, settings).alias(_MULTIPLE))
+    jumped = engine.materialised(
+        _judged(readings, series, dataset, column, settings)
+        .filter(nw.col(_JUMPED))
+        .select(KEY, POSITION)
+    )
+    around = _around(jumped, context(settings))
+    near = engine.materialised(
+        _judged(
+            readings.join(around, on=[KEY, POSITION], how="semi"),
+            series,
+            dataset,
+            column,
+            settings,
+        )
+    )
+    return ColumnQueries(
+        stats=_stats(series, settings, rated(dataset, column, settings)),
+        jumps=engine.materialised(_spikes(near, settings, dataset.roles.timestamp is not None)),
+    )
+
+
+def _around(jumped: Frame, reach: int) -> Frame:
+    """Every position (KEY, POSITION) within `reach` of one of `jumped`: the jumps moved back by
+    `reach`, then joined with themselves moved on by 1, 2, 4, ... positions (a few unions of
+    a few rows, where one per offset bound as many relations)."""
+    around = jumped.select(KEY, (nw.col(POSITION) - reach).alias(POSITION))
+    span, covered = 2 * reach + 1, 1
+    while covered < span:
+        step = min(covered, span - covered)
+        moved = around.select(KEY, (nw.col(POSITION) + step).alias(POSITION))
+        around = nw.concat([around, moved]).unique()
+        covered += step
+    return around
+
+
+def _stuck_left_out(column: str, config: Config) -> bool:
+    """Whether flatline_check runs and checks the column: its stuck and resting readings are
+    then left out (`spikes._stuck_key`)."""
+    flat = config.section(FlatlineCheckConfig)
+    return flatline.TOOL in config.selected_checks() and not matches_any(column, flat.excluded)
+
+
+def _readings(engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config) -> Frame:
+    """`spikes.spike_input` with each reading's change from the one before: KEY, X,
+    AT_ROW, TIME (with a timestamp), POSITION (the reading's place among the column's checked
+    readings of its series, from 0), PREVIOUS, CHANGE and, with a timestamp, the seconds since
+    the reading before (`_SECONDS`)."""
+    entity = list(dataset.roles.entity)
+    ts = dataset.roles.timestamp
+    # Without a timestamp every row is kept (None: a literal is no filter on every engine).
+    timed = ~nw.col(ts).is_null() if ts is not None else None
+    carried = list(dict.fromkeys([*entity, *([ts] if ts else []), column]))
+    if scope.filters_rows():
+        carried.append(FILE_ROW)
+    rows = engine.in_series(dataset, scope, timed, carried, _ORDER)
+    schema = rows.collect_schema()
+    x = nw.col(column).cast(nw.Float64)
+    keep = ~missing(schema, column, dataset.sentinels)
+    if range_limits(dataset, column, config) is not None:
+        # range_check's own test of a reading, with the limits it decides on this engine.
+        limits = resolve(engine, dataset, config).columns[column]
+        keep = keep & ~limits.outside(x, series_key(entity)).fill_null(False)
+    at = FILE_ROW if scope.filters_rows() else ROW
+    text = entity_key_expr(entity) if entity else nw.lit(None, dtype=nw.String)
+    key = text.fill_null(_NULL_KEY) if entity else nw.lit(_NULL_KEY)
+    values = rows.filter(keep).select(
+        *entity,
+        _ORDER,
+        key.alias(KEY),
+        x.alias(X),
+        nw.col(at).cast(nw.Int64).alias(AT_ROW),
+        *([nw.col(ts).alias(TIME)] if ts else []),
+    )
+    if _stuck_left_out(column, config):
+        left_out = flatline.judged_readings(engine, dataset, scope, column, config)
+        values = values.join(engine.materialised(left_out.select(AT_ROW)), on=AT_ROW, how="anti")
+    if ts is not None:
+        values = with_epoch_micros(values, TIME, _US)
+
+    def over(expr: nw.Expr) -> nw.Expr:
+        return expr.over(*entity, order_by=_ORDER)
+
+    # One window (one sort per series) for the place, the reading before and its time.
+    steps = [
+        (over(nw.col(_ORDER).cum_count()) - 1).cast(nw.Int64).alias(POSITION),
+        over(nw.col(X).shift(1)).alias(PREVIOUS),
+        *([over(nw.col(_US).shift(1)).alias(_SECONDS)] if ts else []),
+    ]
+    since = [((nw.col(_US) - nw.col(_SECONDS)) / 1_000_000).alias(_SECONDS)] if ts else []
+    return (
+        values.with_columns(steps)
+        .with_columns((nw.col(X) - nw.col(PREVIOUS)).alias(CHANGE), *since)
+        .select(
+            KEY,
+            X,
+            AT_ROW,
+            POSITION,
+            PREVIOUS,
+            CHANGE,
+            *([TIME, _SECONDS] if ts else []),
+        )
+    )
+
+
+def _entity_text() -> nw.Expr:
+    """The entity as text from the series key: null where no entity is named."""
+    return nw.when(nw.col(KEY) != _NULL_KEY).then(nw.col(KEY))
+
+
+def _medians(engine: Engine, frame: Frame, medians: dict[str, str]) -> list[nw.Expr] | Frame:
+    """Per series (KEY) the median of each column of `medians` (values to names; nulls left
+    out): the engine's median aggregates, for the caller's own aggregation; out of core a
+    frame of them from the values' ranks (`portable.ranked`: a window the engine sorts on
+    disk, where its median holds a series' every value in memory), one ranking per column."""
+    if not engine.out_of_core:
+        return [nw.col(value).median().alias(name) for value, name in medians.items()]
+    found: Frame | None = None
+    for value, name in medians.items():
+        ranks = ranked(frame.select(KEY, POSITION, value), value, [KEY], POSITION)
+        median = ranks.group_by(KEY).agg(quantile_by_rank(value, 0.5).alias(name))
+        found = median if found is None else found.join(median, on=KEY, how="left")
+    assert found is not None
+    return found
+
+
+def _aggregated(engine: Engine, frame: Frame, medians: dict[str, str], *others: nw.Expr) -> Frame:
+    """`frame`'s aggregates per series: `others` and the medians (`_medians`)."""
+    found = _medians(engine, frame, medians)
+    if isinstance(found, list):
+        return frame.group_by(KEY).agg(*others, *found)
+    return frame.group_by(KEY).agg(*others).join(found, on=KEY, how="left")
+
+
+def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> Frame:
+    """One row per series: its readings and changes (`_N`), its median change, its rounding,
+    its usual step in seconds (with a timestamp), the median deviation of its changes from
+    their median (`_MAD`) and the smallest deviation beyond rounding (`_FLOOR`)."""
+    ts = dataset.roles.timestamp
+    medians = {CHANGE: _MEDIAN, **({_SECONDS: _USUAL} if ts is not None else {})}
+    series = _aggregated(
+        engine,
+        readings,
+        medians,
+        nw.len().cast(nw.Int64).alias(_READINGS),
+        nw.col(CHANGE).count().cast(nw.Int64).alias(_N),
+        (nw.col(X).abs().max() * rounding(dataset, column)).alias(_ROUNDING),
+    )
+    deviations = readings.select(KEY, POSITION, CHANGE).join(
+        series.select(KEY, _MEDIAN, _ROUNDING), on=KEY, how="left"
+    )
+    deviations = deviations.with_columns((nw.col(CHANGE) - nw.col(_MEDIAN)).abs().alias(_DEV))
+    floor = nw.when(nw.col(_DEV) > nw.col(_ROUNDING)).then(nw.col(_DEV)).min().alias(_FLOOR)
+    spread = nw.max_horizontal(MAD_TO_SIGMA * nw.col(_MAD), nw.col(_FLOOR))
+    spreads = _aggregated(engine, deviations, {_DEV: _MAD}, floor)
+    return series.join(spreads, on=KEY, how="left").with_columns(spread.alias(SCALE))
+
+
+def _multiples(
+    engine: Engine, dataset: Dataset, series: Frame, settings: SpikeCheckConfig
+) -> nw.Expr:
+    """Each series' multiple of its spread (`spikes._multiple`): the column's and its devices'
+    numbers of changes fetched from the engine, the multiple of each bucket they fall in
+    worked out here, and each series' bucket found by comparing its changes with the least
+    number of changes of each bucket (`spikes_report.bucket`, exactly: no logarithm on the
+    engine)."""
+    summary = series.select(
+        nw.col(_N).sum().alias("total"),
+        nw.col(_N).min().alias("low"),
+        nw.col(_N).max().alias("high"),
+        nw.len().cast(nw.Int64).alias("series"),
+        nw.col(KEY).n_unique().cast(nw.Int64).alias("keys"),
+    )
+    (figures,) = engine.collect([summary], dataset)
+    total, low, high, n_series, keys = figures.row(0)
+    if n_series != keys:
+        raise InputError(
+            f"entities of {', '.join(dataset.roles.entity)} whose values joined by '/' are "
+            "the same text are different series: spike_check on this engine tells series "
+            "apart by that text; rename the values or run on Polars"
+        )
+    table = multiples(int(total or 0), int(low or 0), int(high or 0), settings)
+    changes = nw.col(_N)
+    picked: nw.Expr = nw.lit(0.0, dtype=nw.Float64)
+    for i, multiple in enumerate(table):
+        if multiple:
+            picked = (
+                nw.when(changes >= _least_in_bucket(i)).then(nw.lit(multiple)).otherwise(picked)
+            )
+    return picked
+
+
+def _least_in_bucket(i: int) -> int:
+    """The fewest changes a device of bucket `i` has (`spikes_report.bucket`)."""
+    n = max(int(CHANGES_STEP**i) - 2, 0)
+    while bucket(n) < i:
+        n += 1
+    while n > 0 and bucket(n - 1) >= i:
+        n -= 1
+    return n
+
+
+def _judged(
+    readings: Frame, series: Frame, dataset: Dataset, column: str, settings: SpikeCheckConfig
+) -> Frame:
+    """`readings` with their series' figures, SCALE and whether a jump starts there
+    (`_JUMPED`: beyond the device's spread, or faster than `max_rate`)."""
+    ts = dataset.roles.timestamp
+    figures = series.select(KEY, _N, _MEDIAN, SCALE, _MULTIPLE, *([_USUAL] if ts else []))
+    steps = _steps_between(ts is not None)
+    off_course = (nw.col(CHANGE) - nw.col(_MEDIAN) * steps).abs()
+    widening = nw.max_horizontal(nw.lit(1.0), steps) ** 0.5
+    robust = (
+        (nw.col(_N) >= settings.min_series_readings - 1)
+        & (nw.col(SCALE) > 0)
+        & (off_course > nw.col(_MULTIPLE) * nw.col(SCALE) * widening)
+    )
+    jump = robust.fill_null(False) | _too_fast(dataset, column, settings)
+    return readings.join(figures, on=KEY, how="left").with_columns(jump.alias(_JUMPED))
+
+
+def _steps_between(has_time: bool) -> nw.Expr:
+    """`spikes._steps_between`: the device's usual steps between a reading and the one before
+    (1 without a time), with Polars' arithmetic spelled out (a positive time over a usual step
+    of 0 is infinite; 0 over 0 is 1; Spark's division by zero is null)."""
+    if not has_time:
+        return nw.lit(1.0)
+    seconds, usual = nw.col(_SECONDS), nw.col(_USUAL)
+    ratio = nw.when(usual != 0).then(seconds / usual)
+    infinite = nw.when((usual == 0) & (seconds > 0)).then(nw.lit(float("inf"))).otherwise(ratio)
+    return infinite.fill_null(1.0)
+
+
+def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> nw.Expr:
+    limit = setting_for(column, settings.max_rate)
+    if limit is None or dataset.roles.timestamp is None:
+        return nw.lit(False)
+    seconds = nw.col(_SECONDS)
+    per_unit = nw.col(CHANGE).abs() / seconds * RATE_UNITS[settings.rate_unit]
+    return nw.when(seconds > 0).then(per_unit > limit).fill_null(False)
+
+
+def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
+    """`spikes._jumps` after its filter: over the readings near jumps, where each spike
+    returns (`_BACK`), which excursion a jump ends (`_LANDED`) and where one starts, then JUMP,
+    WIDTH and COVERED. Each shift is a column of its own, a window over the series in order;
+    a reading `lag` places away in the frame is a neighbour when its POSITION says so."""
+    widest = max_width(settings)
+
+    def over(expr: nw.Expr) -> nw.Expr:
+        return expr.over(KEY, order_by=POSITION)
+
+    def shifted(name: str, lag: int) -> str:
+        return f"{name}__{'ahead' if lag < 0 else 'behind'}{abs(lag)}"
+
+    def beside(lag: int) -> nw.Expr:
+        return nw.col(shifted(POSITION, lag)) == nw.col(POSITION) - lag
+
+    def shifts(names: Sequence[str], lags: Sequence[int]) -> list[nw.Expr]:
+        return [over(nw.col(n).shift(lag)).alias(shifted(n, lag)) for n in names for lag in lags]
+
+    jumped = nw.col(_JUMPED)
+    size = nw.col(CHANGE).abs() / 2
+    back: nw.Expr = nw.lit(None, dtype=nw.Int32)
+    for j in range(settings.return_within, 0, -1):
+        returned = ((nw.col(shifted(X, -j)) - nw.col(PREVIOUS)).abs() < size) & beside(-j)
+        back = nw.when(returned.fill_null(False)).then(nw.lit(j, dtype=nw.Int32)).otherwise(back)
+    landed: nw.Expr = nw.lit(None, dtype=nw.Int32)
+    for k in range(widest, 0, -1):
+        near_k = ((nw.col(X) - nw.col(shifted(X, k + 1))).abs() < size) & beside(k + 1)
+        landed = nw.when(near_k.fill_null(False)).then(nw.lit(k, dtype=nw.Int32)).otherwise(landed)
+    ahead = list(range(-max(widest, settings.return_within), 0))
+    behind = list(range(1, widest + 2))
+    # Few operations, each a relation the engine binds (DuckDB: milliseconds each): a step's
+    # expressions are written into the next rather than computed as columns of their own.
+    with_landed = (
+        near.with_columns(
+            *shifts([X], range(-settings.return_within, 0)),
+            *shifts([X], range(2, widest + 2)),
+            *shifts([POSITION], [*ahead, *behind]),
+        )
+        .with_columns(
+            back.alias(_BACK), nw.when(jumped & back.is_null()).then(landed).alias(_LANDED)
+        )
+        .with_columns(shifts([_LANDED], range(-widest, 0)))
+    )
+    excursion = nw.max_horizontal(
+        *[
+            nw.when((nw.col(shifted(_LANDED, -k)) == k) & beside(-k)).then(
+                nw.lit(k, dtype=nw.Int32)
+            )
+            for k in range(1, widest + 1)
+        ]
+    )
+    width = nw.max_horizontal(nw.when(jumped).then(nw.col(_BACK)), excursion)
+    widths = with_landed.with_columns(
+        (jumped | ~excursion.is_null()).alias(JUMP), width.cast(nw.Int32).alias(WIDTH)
+    ).with_columns(shifts([WIDTH], range(1, widest + 1)))
+    covered: nw.Expr = nw.lit(False)
+    for j in range(1, widest + 1):
+        earlier = nw.col(shifted(WIDTH, j))
+        inside = (earlier > j) | ((earlier == j) & nw.col(WIDTH).is_null())
+        covered = covered | (inside & beside(j)).fill_null(False)
+    return widths.with_columns(covered.alias(COVERED), _entity_text().alias(ENTITY)).select(
+        KEY,
+        ENTITY,
+        *([TIME] if has_time else []),
+        AT_ROW,
+        POSITION,
+        X,
+        PREVIOUS,
+        CHANGE,
+        SCALE,
+        JUMP,
+        WIDTH,
+        COVERED,
+    )
+
+
+def _stats(series: Frame, settings: SpikeCheckConfig, rated_column: bool) -> Frame:
+    """`spikes._stats` from the series' figures."""
+    readings = nw.col(_READINGS)
+    return series.select(
+        readings.sum().fill_null(0).cast(nw.Int64).alias("values"),
+        count(readings < settings.min_series_readings).fill_null(0).alias("short_series"),
+        nw.len().cast(nw.Int64).alias("series"),
+        count(readings >= least_readings(settings, rated_column))
+        .fill_null(0)
+        .alias("judged_series"),
+        readings.max().cast(nw.Int64).alias("longest_series"),
+    )
+
+
+def _events(jumps: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
+    """`spikes._events`: the jumps that start a spike or step, each with its spike's later
+    readings (up to `max_width`), for its examples."""
+    carried = [X, *([TIME] if has_time else []), AT_ROW]
+    later = [
+        nw.col(name).shift(-k).over(KEY, order_by=POSITION).alias(f"{name}{k}")
+        for k in range(1, max_width(settings))
+        for name in carried
+    ]
+    return (
+        jumps.with_columns(later)
+        .filter(nw.col(JUMP) & ~nw.col(COVERED))
+        .select(
+            ENTITY,
+            *([TIME] if has_time else []),
+            AT_ROW,
+            POSITION,
+            X,
+            PREVIOUS,
+            CHANGE,
+            WIDTH,
+            SCALE,
+            *[f"{name}{k}" for k in range(1, max_width(settings)) for name in carried],
+        )
+    )

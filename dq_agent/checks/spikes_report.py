@@ -1,0 +1,295 @@
+"""spike_check's settings, its multiples of a device's spread and its finish: the same on every
+engine (`spikes` builds the queries on Polars, `spikes_portable` on DuckDB and Spark).
+
+Each engine's queries give per checked column one row of counts (values, series, short_series,
+judged_series, longest_series) and the jumps that start a spike or step, not inside an earlier
+spike (ENTITY, TIME, AT_ROW, X, PREVIOUS, CHANGE, WIDTH, SCALE and each spike's later readings),
+which `result` turns into the check's result.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from dq_agent.checks.base import iso, plural
+from dq_agent.checks.evidence import MAD_EFFICIENCY, ROBUST_T_SCALE, z_tail
+from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X, settings_for
+from dq_agent.load import Dataset
+from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
+from dq_agent.settings import choice, fraction, non_negative, positive, setting
+
+TOOL = "spike_check"
+MAX_FINDINGS = 20
+ROUNDING = 1e-9
+# Float32 holds about 7 digits: read as Float64, 19.6 is 19.600000381 and 19.5 exact, so its
+# changes differ by about 1e-7 of the level where they are one step of 0.1.
+FLOAT32_ROUNDING = 1e-6
+RATE_UNITS = {"second": 1.0, "minute": 60.0, "hour": 3600.0}
+SPIKE, STEP = "spike", "step"
+# Columns of the queries and their results; the double underscore keeps them clear of data.
+CHANGE = "__d"
+"""The change from the reading before in the series (null for a series' first)."""
+PREVIOUS = "__previous"
+"""The reading before (in the series where CHANGE is not null)."""
+SCALE = "__scale"
+"""The device's spread of changes."""
+JUMP = "__jump"
+"""A spike or a step starts at this reading."""
+WIDTH = "__width"
+"""The spike's readings (null for a step)."""
+COVERED = "__covered"
+"""The reading lies inside an earlier spike or is the reading it returns on."""
+
+
+@dataclass
+class SpikeCheckConfig:
+    sigma: float = setting(6.0, rule=positive)
+    """The least multiple of a device's spread of changes that makes a jump."""
+    chance: float = setting(0.001, rule=fraction)
+    """Expected chance jumps per column allowed (raises the multiple for much data)."""
+    min_series_readings: int = setting(20, rule=positive)
+    """Devices with fewer readings have too few changes for a spread: only `max_rate` applies."""
+    return_within: int = setting(3, rule=positive)
+    """A jump that comes back within this many readings is a spike, else a step."""
+    excursion_within: int = setting(10, rule=positive)
+    """A jump that lands back near the level of at most this many readings before it ends an
+    excursion: the readings since are one spike (a step out and back, or a gradual rise)."""
+    max_rate: dict[str, float] = field(default_factory=dict)
+    """Per column name or glob pattern: the largest plausible change per `rate_unit`."""
+    rate_unit: str = setting("second", rule=choice(*RATE_UNITS))
+    excluded: list[str] = field(default_factory=list)
+    warn_at: float | None = setting(0.0, rule=non_negative)
+    fail_at: float | None = setting(0.01, rule=non_negative)
+
+
+def max_width(settings: SpikeCheckConfig) -> int:
+    """The most readings one spike spans."""
+    return max(settings.return_within, settings.excursion_within)
+
+
+def context(settings: SpikeCheckConfig) -> int:
+    """How far from a jump its spike, the excursion it ends and the readings it covers reach:
+    an excursion starts up to `max_width` readings before the jump that ends it, which looks
+    one further back, and covers up to `max_width` readings after its start."""
+    return 2 * max_width(settings) + 2
+
+
+def rounding(dataset: Dataset, column: str) -> float:
+    """How closely a column's values are held, relative to their size."""
+    dtype = dataset.frame.collect_schema().get(column)
+    return FLOAT32_ROUNDING if dtype == pl.Float32 else ROUNDING
+
+
+def least_readings(settings: SpikeCheckConfig, rated: bool) -> int:
+    """The fewest readings of a series spike_check judges: `min_series_readings` for a spread
+    of its changes; 2 under a configured max_rate."""
+    return 2 if rated else settings.min_series_readings
+
+
+def rated(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> bool:
+    """A configured max_rate judges the column (it needs the time between readings)."""
+    has_time = dataset.roles.timestamp is not None
+    return has_time and settings_for(column, settings.max_rate) is not None
+
+
+def multiples(total: int, low: int, high: int, settings: SpikeCheckConfig) -> list[float]:
+    """The multiple of its spread a device's change must exceed, for each bucket of device
+    changes (`CHANGES_GRID`), in a column of `total` changes whose devices have `low` to
+    `high` changes each: worked out for the buckets its devices fall in (0.0 for the others,
+    which no reading picks). `spikes._multiple` says why."""
+    n = next((upper for upper in _N_GRID if upper >= total), _N_GRID[-1])
+    first = bucket(max(low, settings.min_series_readings - 1))
+    last = bucket(high)
+    return [
+        _multiple_for(n, changes, settings.chance, settings.sigma) if first <= i <= last else 0.0
+        for i, changes in enumerate(CHANGES_GRID)
+    ]
+
+
+def bucket(n: int) -> int:
+    """The bucket of `CHANGES_GRID` a device with n changes falls in: the grid value at or
+    below n (fewer changes, a less certain spread, a larger multiple)."""
+    index = math.floor(math.log(max(n, 1)) / math.log(CHANGES_STEP))
+    return min(max(index, 0), len(CHANGES_GRID) - 1)
+
+
+# Upper ends of the column-size buckets, 25% apart, ending at 10 ** _MAX_LOG_N: a bucket's
+# multiple is that of its largest n.
+_MAX_LOG_N = 10
+_N_GRID = (
+    *sorted({int(1.25**i) + 1 for i in range(int(_MAX_LOG_N / math.log10(1.25)))}),
+    10**_MAX_LOG_N,
+)
+# Device change counts at which a bucket starts, 25% apart up to where a MAD counts as a known
+# spread (`evidence`: 5,000 values' worth), then infinity.
+CHANGES_STEP = 1.25
+_KNOWN_BUCKET = math.ceil(math.log(5000 / MAD_EFFICIENCY) / math.log(CHANGES_STEP))
+CHANGES_GRID = (*[CHANGES_STEP**i for i in range(_KNOWN_BUCKET)], math.inf)
+
+
+@functools.cache
+def _multiple_for(n: float, changes: float, chance: float, sigma: float) -> float:
+    target = chance / max(n, 1.0)
+    information = MAD_EFFICIENCY * changes
+    low, high = 0.0, 10_000.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        if z_tail(middle, ROBUST_T_SCALE, information) > target:
+            low = middle
+        else:
+            high = middle
+    return max(sigma, high)
+
+
+def result(
+    frames: dict[str, tuple[pl.DataFrame, pl.DataFrame]],
+    columns: Sequence[str],
+    settings: SpikeCheckConfig,
+    has_time: bool,
+    rated: set[str],
+) -> CheckResult:
+    per_column: dict[str, dict[str, Any]] = {}
+    findings: list[Finding] = []
+    statuses: list[Status] = []
+    for column, (stats_frame, events) in frames.items():
+        stats = stats_frame.row(0, named=True)
+        spikes = events.filter(pl.col(WIDTH).is_not_null())
+        steps = events.filter(pl.col(WIDTH).is_null())
+        spike_readings = int(spikes[WIDTH].sum()) if spikes.height else 0
+        values = int(stats["values"])
+        status = status_from_thresholds(
+            spike_readings + steps.height, values, settings.warn_at, settings.fail_at
+        )
+        statuses.append(status)
+        per_column[column] = {
+            "checked_values": values,
+            "spike_count": spikes.height,
+            "spike_readings": spike_readings,
+            "step_count": steps.height,
+            "series_too_short": int(stats["short_series"]),
+            # A series is judged by its own spread when long enough; by max_rate when set.
+            "judged_series": int(stats["judged_series"]),
+            "longest_series": None
+            if stats["longest_series"] is None
+            else int(stats["longest_series"]),
+        }
+        severity = Status.FAIL if status is Status.FAIL else Status.WARN
+        ordered = events.with_columns(pl.col(CHANGE).abs().alias("__size")).sort(
+            ["__size", ENTITY, POSITION], descending=[True, False, False]
+        )
+        findings += [
+            _finding(column, row, severity, has_time)
+            for row in ordered.head(MAX_FINDINGS).iter_rows(named=True)
+        ]
+    findings.sort(key=lambda f: (-(f.severity is Status.FAIL), f.column or "", f.start or ""))
+    metrics: dict[str, Any] = {
+        "spike_count": sum(m["spike_count"] for m in per_column.values()),
+        "spike_readings": sum(m["spike_readings"] for m in per_column.values()),
+        "step_count": sum(m["step_count"] for m in per_column.values()),
+        "excluded_columns": [c for c in columns if c not in per_column],
+        # Devices too short for a spread of their own, in columns without a max_rate.
+        "series_not_judged": sum(
+            m["series_too_short"] for c, m in per_column.items() if c not in rated
+        ),
+        "columns": per_column,
+    }
+    # One finding per spike or step; each column lists at most MAX_FINDINGS of its jumps.
+    metrics["findings_left_out"] = max(
+        0, metrics["spike_count"] + metrics["step_count"] - MAX_FINDINGS
+    )
+    if not any(m["judged_series"] for m in per_column.values()):
+        # No change was judged: not a pass (README "Not evaluated").
+        reason = _not_evaluated(metrics, settings, bool(rated & set(per_column)))
+        return CheckResult(TOOL, Status.SKIPPED, reason, metrics)
+    return CheckResult(
+        TOOL, worst_status(statuses), _summary(metrics, settings), metrics, findings[:MAX_FINDINGS]
+    )
+
+
+def _not_evaluated(metrics: dict[str, Any], settings: SpikeCheckConfig, rated: bool) -> str:
+    """Why no change was judged, and what makes one judgeable."""
+    if not metrics["columns"]:
+        if metrics["excluded_columns"]:
+            return (
+                "not evaluated: every value column is excluded (spike_check.excluded: "
+                f"{', '.join(metrics['excluded_columns'][:5])})"
+            )
+        return (
+            "not evaluated: no numeric value column to check for spikes (set columns.values "
+            "if the readings are there)"
+        )
+    longest = max((m["longest_series"] or 0 for m in metrics["columns"].values()), default=0)
+    if not longest:
+        return "not evaluated: no readings left to judge (missing, out of range or stuck)"
+    if rated:
+        return "not evaluated: no device has two readings in a column to compare"
+    return (
+        f"not evaluated: no device has the {settings.min_series_readings} readings its spread of "
+        f"changes needs in a column (the most: {longest}; spike_check.min_series_readings), and "
+        "no spike_check.max_rate is set for these columns"
+    )
+
+
+def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool) -> Finding:
+    kind = STEP if row[WIDTH] is None else SPIKE
+    where = f" on {row[ENTITY]}" if row[ENTITY] is not None else ""
+    jump = f"{row[PREVIOUS]:g} to {row[X]:g}"
+    if kind == SPIKE:
+        what = f"spike in {column}{where}: {jump}, back after {plural(row[WIDTH], 'reading')}"
+    else:
+        what = f"step in {column}{where}: {jump} and stays"
+    spread = row[SCALE]
+    if spread is not None and spread > 0 and math.isfinite(spread):
+        what += f" ({abs(row[CHANGE]) / spread:.0f}x its usual change)"
+    at_key = "timestamp" if has_time else "row"
+    at = iso(row[TIME]) if has_time else row[AT_ROW]
+    return Finding(
+        what=what,
+        count=int(row[WIDTH] or 1),
+        severity=severity,
+        column=column,
+        entity=row[ENTITY],
+        start=iso(row[TIME]) if has_time else None,
+        # Every reading of a spike (its later ones too), the first of a step.
+        examples=[
+            {
+                "entity": row[ENTITY],
+                at_key: (iso(row[f"{TIME}{k}"]) if has_time else row[f"{AT_ROW}{k}"]) if k else at,
+                "value": row[f"{X}{k}"] if k else row[X],
+                "kind": kind,
+            }
+            for k in range(int(row[WIDTH] or 1))
+        ],
+    )
+
+
+def _summary(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
+    short = metrics["series_not_judged"]
+    note = (
+        f"; {short:,} series with fewer than {settings.min_series_readings} readings not judged "
+        "(spike_check.min_series_readings, or a max_rate)"
+        if short
+        else ""
+    )
+    if not metrics["spike_count"] and not metrics["step_count"]:
+        return f"no spikes or steps in {plural(len(metrics['columns']), 'column')}" + note
+    readings = metrics["spike_readings"]
+    # A spike's readings are worth saying only when some spike is wider than one reading.
+    wide = f" ({plural(readings, 'reading')})" if readings != metrics["spike_count"] else ""
+    return (
+        f"{plural(metrics['spike_count'], 'spike')}{wide}, {plural(metrics['step_count'], 'step')}"
+        " (spikes/steps: "
+        + ", ".join(
+            f"{c} {m['spike_count']}/{m['step_count']}"
+            for c, m in metrics["columns"].items()
+            if m["spike_count"] or m["step_count"]
+        )
+        + ")"
+        + note
+    )
