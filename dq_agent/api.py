@@ -6,8 +6,8 @@
     report.verdict, report.checks["null_check"].metrics
 
 A PySpark DataFrame is checked where it is, on the caller's own session (`engines.spark`):
-only the checks ported to every engine can run there (`portable.is_portable`), and a run that
-selects another is refused, naming both lists, rather than collecting the frame to the driver.
+every check is written for every engine (`portable.is_portable`), so nothing is collected to
+the driver but the queries' small results.
 
 Unlike the CLI, a library call writes nothing unless asked: no history (`history=True` or a
 database path records the run, and the frame then needs a `name` to be known by), no report
@@ -24,11 +24,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from dq_agent.catalogue import CATALOGUE
-from dq_agent.checks.portable import is_portable
 from dq_agent.config import Config, resolve, set_value
 from dq_agent.engines import Engine
-from dq_agent.errors import ConfigError, InputError
+from dq_agent.errors import ConfigError
 from dq_agent.history import (
     DEFAULT_TREND_RUNS,
     HistoryStore,
@@ -43,7 +41,6 @@ from dq_agent.loading.frames import SPARK, frame_input
 from dq_agent.outcome import Inspection, exit_code_for
 from dq_agent.report.json_report import report_dict
 from dq_agent.settings import AgentConfig
-from dq_agent.tools import not_ported
 
 ConfigSource = Config | str | os.PathLike[str] | Mapping[str, Any] | None
 AgentSettings = AgentConfig | Mapping[str, Any] | None
@@ -126,15 +123,6 @@ def _spark_engine(frame: Any, dataset: Dataset, config: Config) -> Engine:
         raise ConfigError(
             "maintenance windows over a PySpark DataFrame are not supported yet (their mask "
             "is computed with Polars): leave out the maintenance section"
-        )
-    ported = [spec.name for spec in CATALOGUE if is_portable(spec.plan)]
-    other = not_ported(config)
-    if other:
-        raise InputError(
-            f"on a PySpark DataFrame dq-agent runs the checks ported to Spark: "
-            f"{', '.join(ported)}; not yet {', '.join(other)}. Select the ported ones "
-            f"(config={{'run': {{'checks': {ported!r}}}}}), or for data that fits in memory "
-            "pass frame.toArrow() to run every check with Polars"
         )
     engine = SparkEngine(frame.sparkSession)
     engine.adopt(dataset, frame, config.columns.timezone)

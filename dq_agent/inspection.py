@@ -215,14 +215,8 @@ def inspect_dataset(
 
 
 def _configured_engine(dataset: Dataset, config: Config) -> Engine | None:
-    """The engine `run.engine` names, or None for Polars; None too when no selected check is
-    ported there yet (they all run on Polars: the report says polars, as it is)."""
+    """The engine `run.engine` names, or None for Polars."""
     if config.run.engine == DEFAULT_ENGINE:
-        return None
-    if len(not_ported(config)) == len(config.selected_checks()):
-        log.warning(
-            "none of the selected checks runs on %s yet: they run on Polars", config.run.engine
-        )
         return None
     check_names(dataset, config.run.engine, "run with --engine polars, or rename them")
     return engine_named(config.run.engine)

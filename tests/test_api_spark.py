@@ -114,14 +114,6 @@ def test_a_naive_timestamp_is_read_as_utc_as_loading_does(spark: Any, tmp_path: 
     assert report.checks["null_check"].metrics["columns"]["temp"]["missing_count"] == 6
 
 
-def test_checks_not_ported_are_refused_naming_both_lists(spark: Any, tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="runs the checks ported to Spark: null_check") as raised:
-        dq_agent.inspect(_on_spark(spark, _readings(), tmp_path))
-    others = [s.name for s in CATALOGUE if not is_portable(s.plan)]
-    assert f"not yet {', '.join(others)}." in raised.value.message
-    assert "frame.toArrow()" in raised.value.message
-
-
 def test_a_column_loading_would_convert_is_refused_naming_it(spark: Any, tmp_path: Path) -> None:
     data = _readings().with_columns(pl.col("pressure").cast(pl.String))
     with pytest.raises(InputError, match=r"pressure \(String in Spark, Float64 for the checks\)"):

@@ -86,3 +86,12 @@ def test_a_run_has_every_declared_metric_key(clean_parquet: Path) -> None:
             assert metrics["columns"], spec.name
             for column_metrics in metrics["columns"].values():
                 assert set(spec.column_metric_keys) <= set(column_metrics), spec.name
+
+
+def test_every_check_is_written_for_every_engine() -> None:
+    """A check runs on Polars, DuckDB and Spark (`--engine`, out of core, a caller's Spark
+    DataFrame) from one declaration: written over Narwhals (`checks.portable.on_polars`), with
+    its conformance tests (tests/test_conformance_*.py)."""
+    from dq_agent.checks.portable import is_portable
+
+    assert [spec.name for spec in CATALOGUE if not is_portable(spec.plan)] == []

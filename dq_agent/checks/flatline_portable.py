@@ -27,9 +27,10 @@ position of its first reading, which is how the readings of judged runs are foun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import narwhals as nw
 import polars as pl
@@ -124,6 +125,9 @@ class ColumnQueries:
     readings: Frame
     """The readings of those runs: ENTITY, TIME (with a timestamp), AT_ROW, X, STUCK, AT_REST."""
 
+    def judged(self) -> Frame:
+        return self.readings
+
 
 def generic_plan(
     engine: Engine,
@@ -143,9 +147,10 @@ def generic_plan(
     rows = in_order(engine, dataset, scope, checked) if checked else None
     for column in checked:
         found = column_queries(engine, dataset, scope, column, config, excluded, rows)
+        readings = _judged_once(engine, dataset, scope, column, config, found.judged)
         queries += [found.series, found.runs]
         if ts is not None:
-            stuck = found.readings.filter(nw.col(STUCK))
+            stuck = readings.filter(nw.col(STUCK))
             queries.append(stuck.select(ENTITY, TIME))
     per_column = 3 if ts is not None else 2
     if ts is not None and checked:
@@ -190,8 +195,45 @@ def generic_readings(
 ) -> Frame:
     """The readings of the column's stuck runs (STUCK) and of its runs at a rest level
     (AT_REST) on `engine`: `flatline.judged_readings` for the engines other than Polars."""
-    excluded, _ = _exclusions(engine, dataset, config.section(FlatlineCheckConfig).excluded)
-    return column_queries(engine, dataset, scope, column, config, excluded).readings
+
+    def build() -> Frame:
+        excluded, _ = _exclusions(engine, dataset, config.section(FlatlineCheckConfig).excluded)
+        return column_queries(engine, dataset, scope, column, config, excluded).readings
+
+    return _judged_once(engine, dataset, scope, column, config, build)
+
+
+# The judged readings of each column, computed once per engine, dataset, scope and settings:
+# flatline_check, spike_check and outlier_check each read them (`flatline.judged_readings`),
+# and the Polars strategy shares them as a node; elsewhere each check built them again (about
+# 2 s per column at 1M rows on DuckDB). Only the judged readings are kept, not the frames
+# they were judged from. Dropped with the dataset's frame.
+_JUDGED: dict[tuple[Any, ...], Frame] = {}
+
+
+def _judged_once(
+    engine: Engine,
+    dataset: Dataset,
+    scope: Scope,
+    column: str,
+    config: Config,
+    build: Callable[[], Frame],
+) -> Frame:
+    key = (
+        engine,
+        id(dataset.frame),
+        repr(dataset.roles),
+        scope,
+        column,
+        range_limits(dataset, column, config),
+        tuple(dataset.sentinels),
+        repr(config.section(FlatlineCheckConfig)),
+    )
+    found = _JUDGED.get(key)
+    if found is None:
+        found = _JUDGED[key] = engine.materialised(build())
+        weakref.finalize(dataset.frame, _JUDGED.pop, key, None).atexit = False
+    return found
 
 
 def column_queries(
