@@ -143,8 +143,8 @@ def inspect(
         str | None,
         typer.Option(
             "--max-memory",
-            help="Memory budget, e.g. 2G (default 80% of the machine): Parquet over it runs out "
-            "of core, CSV over it is refused (exit 3).",
+            help="Memory budget, e.g. 2G (default 80% of the machine): data over it runs out "
+            "of core (CSV streamed to Parquet first).",
         ),
     ] = None,
     no_history: Annotated[
