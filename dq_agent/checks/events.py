@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import CheckPlan, Engine
@@ -189,3 +190,38 @@ def to_events(table: pl.DataFrame) -> list[Event]:
         )
         for row in _heaviest(table, MAX_EVENTS).iter_rows(named=True)
     ]
+
+
+# The data's time range, as a generic check's last query returns it (`time_range_query`).
+_LOW_BOUND = "__low"
+_HIGH_BOUND = "__high"
+
+
+def time_range_query(rows: nw.LazyFrame[Any], ts: str) -> nw.LazyFrame[Any]:
+    """The first and last time of `rows` (on any engine): what a generic check's events are
+    bucketed by (`readings_events`), the whole data's, not the scope's (`grain`)."""
+    return rows.select(nw.col(ts).min().alias(_LOW_BOUND), nw.col(ts).max().alias(_HIGH_BOUND))
+
+
+def readings_events(
+    time_range: pl.DataFrame,
+    readings: Sequence[tuple[str, pl.DataFrame]],
+    kind: str,
+    entity: str,
+    time: str,
+) -> pl.DataFrame:
+    """The event table of a generic check's flagged readings: per column its readings (columns
+    `entity` and `time`) as point events of `kind`, in the buckets of `time_range`
+    (`time_range_query`'s result)."""
+    bounds = pl.concat([pl.col(_LOW_BOUND), pl.col(_HIGH_BOUND)]).alias(time)
+    grains = time_grain(time_range.lazy().select(bounds), time)
+    parts = [
+        point_events(
+            found.lazy().select(pl.col(entity).alias(ENTITY), pl.col(time).alias(START)),
+            grains,
+            kind,
+            column,
+        )
+        for column, found in readings
+    ]
+    return bounded(parts).collect()

@@ -36,8 +36,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import FILE_ROW, ROW, Scope
-from dq_agent.checks.events import ENTITY as EVENT_ENTITY
-from dq_agent.checks.events import START, bounded, point_events, time_grain, with_table
+from dq_agent.checks.events import readings_events, time_range_query, with_table
 from dq_agent.checks.flatline_report import (
     AT_REST,
     CONSTANT,
@@ -108,8 +107,6 @@ _G_COUNT = "__g_count"
 _G_REPEATING = "__g_repeating"
 _G_RUNS = "__g_runs"
 _USUAL_LONG = "__usual_long"
-_LOW_BOUND = "__low"
-_HIGH_BOUND = "__high"
 _NULL_KEY = "\x00"
 
 
@@ -156,9 +153,7 @@ def generic_plan(
     if ts is not None and checked:
         # The events' buckets span the whole data, not the scope (`events.grain`).
         whole = engine.rows(dataset, Scope())
-        queries.append(
-            whole.select(nw.col(ts).min().alias(_LOW_BOUND), nw.col(ts).max().alias(_HIGH_BOUND))
-        )
+        queries.append(time_range_query(whole, ts))
     unmatched = unmatched_exclusions(dataset, settings, matches)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -172,20 +167,8 @@ def generic_plan(
         out = result(checked, found, columns, settings, ts is not None, unmatched)
         if ts is None or not checked:
             return out
-        bounds = pl.concat([pl.col(_LOW_BOUND), pl.col(_HIGH_BOUND)]).alias(TIME)
-        grains = time_grain(frames[-1].lazy().select(bounds), TIME)
-        parts = [
-            point_events(
-                frames[i * per_column + 2]
-                .lazy()
-                .select(pl.col(ENTITY).alias(EVENT_ENTITY), pl.col(TIME).alias(START)),
-                grains,
-                "stuck",
-                column,
-            )
-            for i, column in enumerate(checked)
-        ]
-        return with_table(out, bounded(parts).collect())
+        readings = [(c, frames[i * per_column + 2]) for i, c in enumerate(checked)]
+        return with_table(out, readings_events(frames[-1], readings, "stuck", ENTITY, TIME))
 
     return PortablePlan(TOOL, queries, finish)
 

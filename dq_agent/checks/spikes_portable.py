@@ -34,8 +34,7 @@ import polars as pl
 
 from dq_agent.checks import flatline
 from dq_agent.checks.base import FILE_ROW, ROW, Scope
-from dq_agent.checks.events import ENTITY as EVENT_ENTITY
-from dq_agent.checks.events import START, bounded, point_events, time_grain, with_table
+from dq_agent.checks.events import readings_events, time_range_query, with_table
 from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.checks.flatline import FlatlineCheckConfig, range_limits
 from dq_agent.checks.portable import (
@@ -95,8 +94,6 @@ _MULTIPLE = "__multiple"
 _JUMPED = "__jumped"
 _BACK = "__back"
 _LANDED = "__landed"
-_LOW_BOUND = "__low"
-_HIGH_BOUND = "__high"
 _NULL_KEY = "\x00"
 
 
@@ -135,9 +132,7 @@ def generic_plan(
     if ts is not None and checked:
         # The events' buckets span the whole data, not the scope (`events.grain`).
         whole = engine.rows(dataset, Scope())
-        queries.append(
-            whole.select(nw.col(ts).min().alias(_LOW_BOUND), nw.col(ts).max().alias(_HIGH_BOUND))
-        )
+        queries.append(time_range_query(whole, ts))
     rated_columns = {c for c in checked if rated(dataset, c, settings)}
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
@@ -148,20 +143,8 @@ def generic_plan(
         out = result(found, columns, settings, ts is not None, rated_columns)
         if ts is None or not checked:
             return out
-        bounds = pl.concat([pl.col(_LOW_BOUND), pl.col(_HIGH_BOUND)]).alias(TIME)
-        grains = time_grain(frames[-1].lazy().select(bounds), TIME)
-        parts = [
-            point_events(
-                frames[i * per_column + 2]
-                .lazy()
-                .select(pl.col(ENTITY).alias(EVENT_ENTITY), pl.col(TIME).alias(START)),
-                grains,
-                "jump",
-                column,
-            )
-            for i, column in enumerate(checked)
-        ]
-        return with_table(out, bounded(parts).collect())
+        readings = [(c, frames[i * per_column + 2]) for i, c in enumerate(checked)]
+        return with_table(out, readings_events(frames[-1], readings, "jump", ENTITY, TIME))
 
     return PortablePlan(TOOL, queries, finish)
 
