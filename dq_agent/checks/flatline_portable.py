@@ -27,7 +27,6 @@ position of its first reading, which is how the readings of judged runs are foun
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -70,12 +69,19 @@ from dq_agent.checks.flatline_report import (
     USUAL,
     VALUES,
     FlatlineCheckConfig,
+    column_inputs,
     range_limits,
     result,
     stats,
     unmatched_exclusions,
 )
-from dq_agent.checks.portable import PortablePlan, count, missing, with_epoch_micros
+from dq_agent.checks.portable import (
+    PortablePlan,
+    built_once,
+    count,
+    missing,
+    with_epoch_micros,
+)
 from dq_agent.checks.range_limits import ColumnRange, resolve, series_key
 from dq_agent.checks.series_kinds import EXCLUDED, series_matches, series_table, variable_keys
 from dq_agent.checks.series_kinds import KEY as NAME
@@ -203,20 +209,10 @@ def _judged_once(
     build: Callable[[], Frame],
 ) -> Frame:
     key = (
-        engine,
-        id(dataset.frame),
-        repr(dataset.roles),
-        scope,
-        column,
-        range_limits(dataset, column, config),
-        tuple(dataset.sentinels),
+        *column_inputs(engine, dataset, scope, column, config),
         repr(config.section(FlatlineCheckConfig)),
     )
-    found = _JUDGED.get(key)
-    if found is None:
-        found = _JUDGED[key] = engine.materialised(build())
-        weakref.finalize(dataset.frame, _JUDGED.pop, key, None).atexit = False
-    return found
+    return built_once(_JUDGED, dataset, key, lambda: engine.materialised(build()))
 
 
 def column_queries(

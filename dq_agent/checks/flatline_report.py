@@ -82,6 +82,22 @@ VALUES = "__stat_values"
 """The column's checked readings, the one figure `stats` takes from its first frame."""
 
 
+def column_inputs(
+    engine: object, dataset: Dataset, scope: object, column: str, config: Config
+) -> tuple[Any, ...]:
+    """What a column's readings on an engine depend on (the data, the scope, the limits and
+    sentinels they leave out): the start of the keys its shared frames are built once by."""
+    return (
+        engine,
+        id(dataset.frame),
+        repr(dataset.roles),
+        scope,
+        column,
+        range_limits(dataset, column, config),
+        tuple(dataset.sentinels),
+    )
+
+
 def range_limits(dataset: Dataset, column: str, config: Config) -> ColumnRange | None:
     """The column's limits when range_check runs in this run (`run.checks`), else None: a
     check left out of the run leaves nothing out of the others."""

@@ -11,11 +11,12 @@ every other check's queries (the production path); `run_portable` runs it on any
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import narwhals as nw
 import polars as pl
@@ -213,3 +214,22 @@ def quantile_by_rank(value: str, quantile: float) -> nw.Expr:
     below = nw.when(nw.col(_RANK) == position.floor() + 1).then(nw.col(value)).max()
     above = nw.when(nw.col(_RANK) == position.ceil() + 1).then(nw.col(value)).max()
     return below + (position.max() - position.max().floor()) * (above - below)
+
+
+_Built = TypeVar("_Built")
+
+
+def built_once(
+    cache: dict[tuple[Any, ...], _Built],
+    dataset: Dataset,
+    key: tuple[Any, ...],
+    build: Callable[[], _Built],
+) -> _Built:
+    """`build()` once per `key` while `dataset`'s frame lives: what several checks read of one
+    column on an engine where building computes (`Engine.materialised`), shared as the Polars
+    strategy shares its nodes, and dropped with the frame."""
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = build()
+        weakref.finalize(dataset.frame, cache.pop, key, None).atexit = False
+    return found

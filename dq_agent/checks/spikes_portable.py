@@ -24,7 +24,6 @@ two entities whose values joined by '/' give the same text are refused, never me
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,8 +36,10 @@ from dq_agent.checks.base import FILE_ROW, ROW, Scope
 from dq_agent.checks.events import readings_events, time_range_query, with_table
 from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.checks.flatline import FlatlineCheckConfig, range_limits
+from dq_agent.checks.flatline_report import column_inputs
 from dq_agent.checks.portable import (
     PortablePlan,
+    built_once,
     count,
     missing,
     quantile_by_rank,
@@ -173,21 +174,13 @@ def column_queries(
     per engine, dataset and settings."""
     flat = config.section(FlatlineCheckConfig)
     key = (
-        engine,
-        id(dataset.frame),
-        repr(dataset.roles),
-        scope,
-        column,
-        range_limits(dataset, column, config),
-        tuple(dataset.sentinels),
+        *column_inputs(engine, dataset, scope, column, config),
         repr(flat) if _stuck_left_out(column, config) else None,
         repr(config.section(SpikeCheckConfig)),
     )
-    found = _BUILT.get(key)
-    if found is None:
-        found = _BUILT[key] = _column_queries(engine, dataset, scope, column, config)
-        weakref.finalize(dataset.frame, _BUILT.pop, key, None).atexit = False
-    return found
+    return built_once(
+        _BUILT, dataset, key, lambda: _column_queries(engine, dataset, scope, column, config)
+    )
 
 
 def _column_queries(
