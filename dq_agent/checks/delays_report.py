@@ -594,7 +594,7 @@ class DelayFinisher:
             )
         if metrics["null_timestamps"]:
             parts.append(f"{metrics['null_timestamps']:,} rows without timestamp skipped")
-        return f"{metrics['timed_rows']} timed rows: " + ", ".join(parts)
+        return f"{metrics['timed_rows']:,} timed rows: " + ", ".join(parts)
 
 
 def _in_one_file(examples: list[dict[str, Any]]) -> str:
