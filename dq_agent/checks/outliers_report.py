@@ -223,11 +223,13 @@ def result(
                 nulls_equal=True,
             )
         )
+        # Ties in |z| (a stuck value repeated) go to the earliest reading: row order differs
+        # between engines and between runs of a multi-threaded sort.
         examples = (
-            outliers.filter(
-                pl.col(_ABS_Z).rank("ordinal", descending=True).over(ENTITY) <= MAX_EXAMPLES
+            outliers.sort(
+                [_ABS_Z, TIME, ROW], descending=[True, False, False], nulls_last=True
             )
-            .sort(_ABS_Z, descending=True)
+            .filter(pl.int_range(pl.len()).over(ENTITY) < MAX_EXAMPLES)
             .to_dicts()
         )
         # One Python step per group holding an outlier: few by construction.
