@@ -57,7 +57,7 @@ from dq_agent.checks.portable import (
     with_epoch_micros,
 )
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr
+from dq_agent.engines.base import Frame, entity_key_expr, entity_rows
 from dq_agent.load import Dataset
 
 _SERIES_COLUMNS = ("rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND)
@@ -139,7 +139,10 @@ def generic_queries(
     backward = late = bounds = None
     if judge_order:
         backward = len(queries)
-        queries.append(_backward(dataset, rows, entity, present, at, key, text))
+        # Each entity's rows in file order: a window over each entity, told apart the
+        # engine's cheapest way (`entity_rows`).
+        ordered, by = entity_rows(engine, dataset, scope, index=True)
+        queries.append(_backward(dataset, ordered, by, present, at, key, text))
     if roles.ingest_time is not None:
         late = len(queries)
         queries.append(
@@ -394,7 +397,7 @@ def _regular(ratios: Frame, total: Frame, significance: float) -> Frame:
 def _backward(
     dataset: Dataset,
     rows: Frame,
-    entity: list[str],
+    by: list[str],
     present: nw.Expr | None,
     at: str,
     key: nw.Expr,
@@ -402,7 +405,8 @@ def _backward(
 ) -> Frame:
     """`delays._backward_rows`: the timed rows earlier than the previous timed row of their
     entity in file order (the order column's, `columns.order_by`), within one file, with the
-    index of their file (the finish names it)."""
+    index of their file (the finish names it). `by`: the columns that tell the entities
+    apart (`engines.base.entity_rows`)."""
     ts = dataset.roles.timestamp
     assert ts is not None
     timed = ~nw.col(ts).is_null()
@@ -421,8 +425,8 @@ def _backward(
         rows.filter(timed)
         .with_columns(file_index.alias(FILE_INDEX))
         .with_columns(
-            nw.col(ts).shift(1).over(*entity, order_by=order).alias(PREV_IN_FILE),
-            nw.col(FILE_INDEX).shift(1).over(*entity, order_by=order).alias("__prev_file"),
+            nw.col(ts).shift(1).over(*by, order_by=order).alias(PREV_IN_FILE),
+            nw.col(FILE_INDEX).shift(1).over(*by, order_by=order).alias("__prev_file"),
         )
         .filter((nw.col(ts) < nw.col(PREV_IN_FILE)) & same_file)
         .select(

@@ -66,7 +66,7 @@ from dq_agent.checks.portable import PortablePlan, missing
 from dq_agent.checks.range_limits import resolve, series_key
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, matches_any
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr
+from dq_agent.engines.base import Frame, entity_key_expr, shifted_in_series
 from dq_agent.errors import InputError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -203,7 +203,7 @@ def _values(
         if i not in stepping
     )
     near = {
-        f"{value_col(i)}_{by}": nw.col(value_col(i)).shift(by).over(KEY, order_by=POSITION)
+        f"{value_col(i)}_{by}": (value_col(i), by)
         for i in range(len(columns))
         for by in (1, 2, -1, -2)
     }
@@ -213,7 +213,11 @@ def _values(
         far = 2 * first
         return (nw.col(f"{value_col(i)}_{first}") + nw.col(f"{value_col(i)}_{far}")) / 2
 
-    rows = rows.with_columns(**near).with_columns(
+    # The rows as `in_series` gave them unless the marks or the levels were joined on.
+    as_given = marks is None and not stepping
+    rows = shifted_in_series(
+        engine, dataset, scope, rows, KEY, POSITION, near, as_given=as_given
+    ).with_columns(
         expr
         for i in range(len(columns))
         for expr in (

@@ -152,6 +152,51 @@ def in_series(
     return kept.select(position, ROW, *wanted, *shifted)
 
 
+def shifted_in_series(
+    engine: Engine,
+    dataset: Dataset,
+    scope: Scope,
+    frame: Frame,
+    key: str,
+    position: str,
+    shifts: Mapping[str, tuple[str, int]],
+    *,
+    as_given: bool,
+) -> Frame:
+    """`frame`, rows of `Engine.in_series(dataset, scope, ...)`, with a column per name of
+    `shifts`: the value of its column `by` rows before in the row's series (after, for a
+    negative `by`; null past the series' ends), the series told by `key` and ordered by
+    `position`. `as_given`: whether `frame` still holds those rows as `in_series` gave them,
+    through projections and row filters only (no join, sort or aggregate since): an engine
+    that stores the series order (DuckDB's table) then shifts the rows as they come, where
+    a window per series sorts every partition with every column the rows carry. Elsewhere
+    the window per series."""
+    if isinstance(engine, TableEngine):
+        return engine.shifted(dataset, scope, frame, key, position, shifts, as_given=as_given)
+    return _shifted_per_series(frame, key, position, shifts)
+
+
+def entity_rows(
+    engine: Engine, dataset: Dataset, scope: Scope, *, index: bool = False
+) -> tuple[Frame, list[str]]:
+    """`engine.rows(dataset, scope, index=index)` and the columns that tell its entities
+    apart for a window over each entity: the entity's own, or where the engine numbers the
+    entities (DuckDB's table in series order: its series number) that number, cheaper to
+    partition by than text."""
+    if isinstance(engine, TableEngine):
+        return engine.entity_rows(dataset, scope, index=index)
+    return engine.rows(dataset, scope, index=index), list(dataset.roles.entity)
+
+
+def _shifted_per_series(
+    frame: Frame, key: str, position: str, shifts: Mapping[str, tuple[str, int]]
+) -> Frame:
+    return frame.with_columns(
+        nw.col(source).shift(by).over(key, order_by=position).alias(name)
+        for name, (source, by) in shifts.items()
+    )
+
+
 def normalised(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     """`frame` as the Polars engine would have returned it: a column named like one of the
     dataset's (`schema`) in that dtype, an integer count some engines return as a whole-number
@@ -204,6 +249,26 @@ class TableEngine:
     def collect(self, queries: Sequence[Frame], dataset: Dataset) -> list[pl.DataFrame]:
         schema = dataset.frame.collect_schema()
         return [normalised(query.collect("polars").to_native(), schema) for query in queries]
+
+    def entity_rows(
+        self, dataset: Dataset, scope: Scope, *, index: bool = False
+    ) -> tuple[Frame, list[str]]:
+        """`engines.base.entity_rows` on this engine: the entity's own columns."""
+        return self.rows(dataset, scope, index=index), list(dataset.roles.entity)
+
+    def shifted(
+        self,
+        dataset: Dataset,
+        scope: Scope,
+        frame: Frame,
+        key: str,
+        position: str,
+        shifts: Mapping[str, tuple[str, int]],
+        *,
+        as_given: bool,
+    ) -> Frame:
+        """`shifted_in_series` on this engine: the window per series."""
+        return _shifted_per_series(frame, key, position, shifts)
 
     def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
         raise NotImplementedError
