@@ -90,6 +90,10 @@ def _local_mad(i: int) -> str:
     return f"__row_local_mad{i}"
 
 
+def _tie(i: int) -> str:
+    return f"__row_tie{i}"
+
+
 def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) -> Frame:
     """`outliers_polars._group_stats` and `_with_states`: per series (KEY, ENTITY) and column
     its count, left-out counts, median, MAD and where it falls among the deviations, mean
@@ -126,15 +130,30 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
             (nw.col(value_col(i)) - nw.col(_median(i))).abs().alias(_deviation(i)) for i in columns
         )
     )
-    mads = engine.materialised(
-        medians(engine, deviations, [KEY], {_mad_of(i): nw.col(_deviation(i)) for i in columns})
+    mads = medians(engine, deviations, [KEY], {_mad_of(i): nw.col(_deviation(i)) for i in columns})
+    # What the statistics compare each deviation with, per series: one small table joined
+    # once (the rows joined the centres and the MADs apart, and worked out the tie per row).
+    spreads = engine.materialised(
+        centres.join(mads, on=KEY, how="inner").with_columns(
+            expr
+            for i in columns
+            for expr in (
+                nw.col(_mad_of(i)).fill_null(0.0).alias(_mad_of(i)),
+                (1e-6 * nw.max_horizontal(nw.col(_median(i)).abs(), nw.lit(1.0))).alias(_tie(i)),
+            )
+        )
     )
-    rows = deviations.join(mads, on=KEY, how="left")
+    rows = (
+        values.select(read)
+        .join(spreads, on=KEY, how="left")
+        .with_columns(
+            (nw.col(value_col(i)) - nw.col(_median(i))).abs().alias(_deviation(i)) for i in columns
+        )
+    )
     exprs: list[nw.Expr] = [nw.col(ENTITY).max().alias(ENTITY)]
     for i in columns:
         x = nw.col(value_col(i))
-        deviation, mad = nw.col(_deviation(i)), nw.col(_mad_of(i)).fill_null(0.0)
-        tie = 1e-6 * nw.max_horizontal(nw.col(_median(i)).abs(), nw.lit(1.0))
+        deviation, mad, tie = nw.col(_deviation(i)), nw.col(_mad_of(i)), nw.col(_tie(i))
         below = deviation < mad - tie
         n = x.count().cast(nw.Int64)
         exprs += [
@@ -151,7 +170,9 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
             x.std(ddof=1).fill_null(0.0).alias(stat("std", i)),
             x.min().alias(stat("min", i)),
             x.max().alias(stat("max", i)),
-            count((x % 1) != 0).alias(stat("whole", i)),
+            # x % 1 != 0 for a finite x (a value here is): one function, where `%` is
+            # written as two remainders (Python's sign) on DuckDB.
+            count(x.floor() != x).alias(stat("whole", i)),
             nw.col(_local_mad(i)).max().fill_null(0.0).alias(stat("local_mad", i)),
             nw.col(local_col(i)).abs().mean().fill_null(0.0).alias(stat("local_meanad", i)),
         ]
