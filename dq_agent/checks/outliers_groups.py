@@ -57,6 +57,12 @@ _MAX_DECIMALS = 6
 _RESOLUTION_SAMPLE = 10_000
 
 
+def entity_text() -> nw.Expr:
+    """ENTITY, the series' entity as text (null where it has none), from KEY: the rows carry
+    KEY alone (one text column fewer to materialise: the readings are every row)."""
+    return nw.when(nw.col(KEY) != NULL_KEY).then(nw.col(KEY)).alias(ENTITY)
+
+
 def medians(engine: Engine, frame: Frame, by: Sequence[str], named: dict[str, nw.Expr]) -> Frame:
     """Per group of `by`, the median of each expression of `named`: the engine's median
     aggregate, or out of core from ranks (`portable.ranked`, ties in series order): a window
@@ -119,7 +125,6 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
     read = [
         *entity,
         KEY,
-        ENTITY,
         POSITION,
         *[name(i) for i in columns for name in (value_col, local_col, flagged_col, rest_col)],
     ]
@@ -150,7 +155,7 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
             (nw.col(value_col(i)) - nw.col(_median(i))).abs().alias(_deviation(i)) for i in columns
         )
     )
-    exprs: list[nw.Expr] = [nw.col(ENTITY).max().alias(ENTITY)]
+    exprs: list[nw.Expr] = []
     for i in columns:
         x = nw.col(value_col(i))
         deviation, mad, tie = nw.col(_deviation(i)), nw.col(_mad_of(i)), nw.col(_tie(i))
@@ -180,6 +185,7 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
         rows.group_by(*entity, KEY)
         .agg(*exprs)
         .with_columns(
+            entity_text(),
             # Shares of the values present (Polars' mean of a boolean skips nulls; of none,
             # null), and whether all are whole.
             *[
@@ -501,7 +507,7 @@ def outlier_rows(
         .with_columns(scored)
         .filter(nw.any_horizontal(*flags, ignore_nulls=True))
         .select(
-            ENTITY,
+            entity_text(),
             *([TIME] if has_time else []),
             ROW,
             POSITION,

@@ -147,7 +147,7 @@ def generic_plan(
 def _values(
     engine: Engine, dataset: Dataset, scope: Scope, columns: Sequence[str], config: Config
 ) -> Frame:
-    """`outliers_polars._values` on the engine: KEY, the entity columns, ENTITY (text), TIME
+    """`outliers_polars._values` on the engine: KEY, the entity columns, TIME
     (with a timestamp), ROW, POSITION (in its series), AT_ROW and per column the clean value
     left in (`value_col`), whether it was left out as flagged (`flagged_col`) or at rest
     (`rest_col`), its level after a step (`level_col`), its distance from the mean of the two
@@ -181,7 +181,6 @@ def _values(
         POSITION,
         ROW,
         key.alias(KEY),
-        nw.when(key != NULL_KEY).then(key).alias(ENTITY),
         *([nw.col(ts).alias(TIME)] if ts else []),
         nw.col(at).cast(nw.Int64).alias(AT_ROW),
         *raw,
