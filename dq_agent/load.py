@@ -27,10 +27,12 @@ from dq_agent.limits import (
     PARQUET_PEAK_FACTOR,
     PROGRAM_BYTES,
     format_size,
+    memory_budget,
+    over_budget,
     parse_size,
 )
 from dq_agent.loading import files as file_inputs
-from dq_agent.loading.csvstream import few_distinct, streams
+from dq_agent.loading.csvstream import asked_in_memory, few_distinct, streams
 from dq_agent.loading.duckdb_source import is_duckdb_source, parse_source, read_table
 from dq_agent.loading.files import resolve_inputs
 from dq_agent.loading.frames import DUCKDB, FrameInput, not_evaluated_notes
@@ -219,7 +221,14 @@ def load(path: str, config: Config) -> Dataset:
     # CSV in memory: its text times are read in two passes (see `complete_times`).
     in_memory = file_format == "csv" and not streamed
     read_as = _FORMAT_NAMES[file_format]
-    return _dataset(path, files, file_format, read_as, read, config, in_memory, streamed)
+    # Parquet over the budget runs out of core as streamed CSV does: its text times are mapped
+    # per distinct value only when those are few.
+    bounded = streamed or (
+        file_format == "parquet"
+        and not asked_in_memory(config)
+        and over_budget(files, file_format, memory_budget(config.limits.max_memory)) is not None
+    )
+    return _dataset(path, files, file_format, read_as, read, config, in_memory, bounded)
 
 
 def load_frame(source: FrameInput, config: Config) -> Dataset:
@@ -263,12 +272,12 @@ def _dataset(
     read: FilesRead,
     config: Config,
     in_memory: bool,
-    streamed: bool = False,
+    bounded: bool = False,
 ) -> Dataset:
     """Roles found and the frame normalised: the one way data becomes a Dataset. `read_as`
     names the format in errors; `in_memory` data has its text times read in two passes;
-    `streamed` data (over the memory budget) reads a text time per value only when its values
-    are few enough to map in memory (`csvstream.few_distinct`)."""
+    `bounded` data (over the memory budget: streamed CSV, Parquet) reads a text time per value
+    only when its values are few enough to map in memory (`csvstream.few_distinct`)."""
     parts_frame = read.raw
     try:
         schema = parts_frame.collect_schema()
@@ -288,7 +297,7 @@ def _dataset(
         schema = raw.collect_schema()
     raw = guard_temporal(raw, schema, (roles.timestamp, roles.ingest_time))
     repeated = repeated_text_times(schema, sample, roles)
-    if streamed:
+    if bounded:
         repeated = few_distinct(raw, repeated)
     # In memory, text times that do not repeat are read in two passes (see `complete_times`).
     full_formats: dict[str, list[tuple[str, str]]] = {}
