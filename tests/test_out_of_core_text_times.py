@@ -23,8 +23,10 @@ CHECKS = "null_check,duplicate_check,delay_check,structure_check"
 def _json(path: Path, *args: str) -> dict[str, Any]:
     result = CliRunner().invoke(
         app,
-        ["inspect", str(path), "--no-agent", "-f", "json", "--as-of", "2024-03-06T00:00:00"]
-        + ["--checks", CHECKS, *args],
+        [
+            *("inspect", str(path), "--no-agent", "-f", "json", "--as-of", "2024-03-06T00:00:00"),
+            *("--checks", CHECKS, *args),
+        ],
         env=ENV,
         catch_exceptions=False,
     )
