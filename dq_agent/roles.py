@@ -26,7 +26,7 @@ from dq_agent.loading.timestamp import (
     unreadable_time_columns,
 )
 from dq_agent.loading.values import find_values
-from dq_agent.timeparse import DAY_FIRST, MONTH_FIRST, timestamp_formats
+from dq_agent.timeparse import DAY_FIRST, MONTH_FIRST, slash_format_of, timestamp_formats
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
@@ -278,7 +278,7 @@ def _date_order(
             LoadNote(
                 what=f"dates in column {shown} read as {order.order}, but {MONTH_FIRST} fits the "
                 f"data too (e.g. {order.example}); set columns.timestamp_format, e.g. "
-                "'%m/%d/%Y %H:%M'",
+                f"'{slash_format_of(order.example, MONTH_FIRST)}' for {MONTH_FIRST}",
                 label=f"ambiguous date order in {shown}",
                 column=shown,
                 key="ambiguous_date_order",

@@ -41,6 +41,18 @@ def slash_formats(order: str) -> list[tuple[str, str]]:
     return [(order, f"{date} {time}") for time in _SLASH_TIMES] + [(order, date)]
 
 
+def slash_format_of(example: str | None, order: str) -> str:
+    """The slash format of `order` that reads `example` (its time of day too: a 12-hour clock
+    with AM/PM is not '%H:%M'), else the date alone."""
+    formats = [fmt for _, fmt in slash_formats(order)]
+    if example is not None:
+        text = pl.Series([example.strip()])
+        for fmt in formats:
+            if text.str.strptime(pl.Datetime, fmt, strict=False).null_count() == 0:
+                return fmt
+    return formats[-1]
+
+
 def timestamp_formats(
     order: str = DAY_FIRST, configured: str | None = None
 ) -> list[tuple[str, str]]:
