@@ -225,6 +225,7 @@ def load(path: str, config: Config) -> Dataset:
     # per distinct value only when those are few.
     bounded = streamed or (
         file_format == "parquet"
+        and inputs.stdin is None
         and not asked_in_memory(config)
         and over_budget(files, file_format, memory_budget(config.limits.max_memory)) is not None
     )

@@ -6,8 +6,10 @@ values as rows (or named like a device, with fewer distinct values than rows); t
 (ties: a name that says device/sensor/..., then text over numbers, then the first column). When
 no single column does, pairs are tried: a melted file (`device`, `variable`, `value`) is keyed
 by both; so is one whose best single column leaves repeats that a second column named like a
-device removes (at least half of them). In a file where the timestamp alone is unique (one device), a column with one value
-is that device's name.
+device removes (at least half of them). In a file where the timestamp alone is unique, a column named like a device with few values
+is the entity; else a text column whose values' readings interleave in time, each at regular
+steps (channels logged each at its own clock, `_interleaved`); else a column with one value
+is the one device's name.
 
 A column alone must do much better than chance (`_lifts`): a measurement with a few hundred
 integer values makes (value, timestamp) nearly unique when a few devices share each timestamp,
@@ -106,7 +108,12 @@ def find_entity(
                 [loose[0]],
                 "named like a device, with few values for its rows; timestamps alone are unique",
             )
-        few = [c for c in ranked if 1 < counts[c] <= MAX_DISTINCT_SHARE * rows]
+        # Text only: an integer reading that cycles (10, 11, ..., 14, 10, ...) interleaves too.
+        few = [
+            c
+            for c in ranked
+            if not schema[c].is_integer() and 1 < counts[c] <= MAX_DISTINCT_SHARE * rows
+        ]
         interleaved = _interleaved(raw, instants, few[:_MAX_PAIR_CANDIDATES])
         if interleaved is not None:
             column, ratio = interleaved
