@@ -62,7 +62,7 @@ from dq_agent.loading.read import (
 from dq_agent.loading.timecols import combined_expr
 from dq_agent.maintenance import Excusal
 from dq_agent.roles import Roles, detect_roles
-from dq_agent.timeparse import TIMESTAMP_FORMATS, dominant_format
+from dq_agent.timeparse import EXCEL_DAYS, TIMESTAMP_FORMATS, dominant_format
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
@@ -339,7 +339,9 @@ def _dataset(
             raise InputError(
                 f"cannot read {path} as {read_as}: {describe_read_error(exc)}"
             ) from exc
-    frame, zone_notes = _local_times(frame, raw, sample, schema, roles, config)
+    frame, zone_notes = _local_times(
+        frame, raw, sample, schema, roles, config, detection.epoch_unit
+    )
     return Dataset(
         path=path,
         files=files,
@@ -371,9 +373,11 @@ def _local_times(
     schema: pl.Schema,
     roles: Roles,
     config: Config,
+    unit: str | None = None,
 ) -> tuple[pl.LazyFrame, list[Inference]]:
-    """Naive times: said when read as UTC by default; in a configured zone, the repeated hour
-    of a fall-back read in file order (`loading.localtime`)."""
+    """Naive times (Excel serial dates too: `unit`): said when read as UTC by default; in a
+    configured zone, the repeated hour of a fall-back read in file order
+    (`loading.localtime`)."""
     ts = roles.timestamp
     if ts is None:
         return frame, []
@@ -382,7 +386,7 @@ def _local_times(
         if ts in sample.columns
         else raw.select(ts).head(SAMPLE_ROWS).collect().to_series()
     )
-    if not naive_times(schema[ts], values):
+    if unit != EXCEL_DAYS and not naive_times(schema[ts], values):
         return frame, []
     timezone = config.columns.timezone
     if timezone == "UTC":
