@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import ROW, plural, shown_value
+from dq_agent.checks.base import ROW, plural, share_text, shown_value
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, left_out
 from dq_agent.settings import fraction, setting
@@ -321,12 +321,12 @@ class StructureReport:
                 share = bad / values if values else 0.0
                 finding = Finding(
                     what=f"{plural(bad, 'text value')} in numeric column {name} "
-                    f"({share:.1%} of {values:,} values; the rest are read as numbers)",
+                    f"({share_text(share)} of {values:,} values; the rest are read as numbers)",
                     count=bad,
                     column=name,
                     examples=[{"value": v} for v in counts[f"numeric_examples_{i}"]],
                 )
-                label = f"text in numeric column {name} ({bad}, {share:.1%})"
+                label = f"text in numeric column {name} ({bad}, {share_text(share)})"
             else:
                 # Every value is a number (with a unit, thousands separators or spaces): the
                 # column is checked as numbers, nothing is lost.
@@ -443,13 +443,13 @@ class StructureReport:
             self._flag(
                 Finding(
                     what=f"{plural(dropped, 'timestamp')} the loader could not parse "
-                    f"({share:.1%} of {values:,})",
+                    f"({share_text(share)} of {values:,})",
                     count=dropped,
                     severity=Status.FAIL if majority else Status.WARN,
                     column=column,
                     examples=[self._example(e) for e in examples[:MAX_EXAMPLES]],
                 ),
-                f"{dropped} unparseable timestamps ({share:.1%})",
+                f"{dropped} unparseable timestamps ({share_text(share)})",
             )
         if len(families) > 1:
             main = next(iter(families))
