@@ -448,8 +448,10 @@ class DelayFinisher:
                 ),
                 count=count,
                 severity=at_least_warn(severity),
+                # The examples are the latest future rows: one entity among them is all the
+                # rows' only when they are all the rows.
                 entity=examples[0]["entity"]
-                if examples and self._single_entity(self.future)
+                if examples and count <= len(examples) and self._single_entity(self.future)
                 else None,
                 start=latest,
                 examples=examples,
