@@ -349,11 +349,11 @@ def _column_group_stats(values: pl.DataFrame, i: int, flagged: bool) -> pl.DataF
     )
 
 
-def _with_states(stats: pl.LazyFrame, dataset: Dataset, count: int) -> pl.LazyFrame:
+def _with_states(stats: pl.LazyFrame, kinds: pl.LazyFrame | None, count: int) -> pl.LazyFrame:
     """The group table with `state` per column: the series holds states (integer codes), as
     the wide layout's integer state columns, which are no values (`series_kinds.is_state`,
-    decided over the quantity: a long layout's variable or tag, else the column)."""
-    kinds = series_table(dataset, [])
+    decided over the quantity: a long layout's variable or tag, else the column; `kinds`:
+    `series_kinds.series_table`)."""
     if kinds is None:
         stats = stats.with_columns(pl.lit("").alias(_GROUP))
     else:
@@ -694,10 +694,12 @@ def polars_plan(
     values, flagged, levels = _values(dataset, scope, columns, config)
     count = len(columns)
     grains = grain(dataset)
+    # Asked for now: a shared node, computed once for the run while the checks are planned.
+    kinds = series_table(dataset, [])
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         table = frames[0]
-        stats = _with_states(_group_stats(table, count, flagged).lazy(), dataset, count).collect()
+        stats = _with_states(_group_stats(table, count, flagged).lazy(), kinds, count).collect()
         per_column = _column_stats(table.lazy(), stats.lazy(), schema, columns).collect()
         groups = _judged_groups(stats.lazy(), per_column.lazy(), count, settings).collect()
         rows = _outlier_rows(table, groups, count, settings, levels)
