@@ -63,6 +63,9 @@ if TYPE_CHECKING:
 _MAX_DECIMALS = 6
 _RESOLUTION_SAMPLE = 10_000
 _GROUP = "__group"
+_AT = "__series_at"
+"""The row of a reading's series in a table of series (`_by_series`): its number less one,
+computed once in the value table, as every gather (`_broadcast`) reads it."""
 
 
 def _values(
@@ -103,7 +106,11 @@ def _values(
         .drop(AT_ROW)
         for i, flags in flagged.items()
     ]
-    rows = pl.concat([rows, *marks], how="horizontal").drop(AT_ROW)
+    rows = (
+        pl.concat([rows, *marks], how="horizontal")
+        .drop(AT_ROW)
+        .with_columns((pl.col(SERIES) - 1).alias(_AT))
+    )
     rows = rows.with_columns(
         expr
         for i in flagged
@@ -251,9 +258,10 @@ def _by_series(table: pl.DataFrame) -> pl.DataFrame:
 
 def _broadcast(table: pl.DataFrame, name: str) -> pl.Expr:
     """Column `name` of `table` (`_by_series`) on every row of its series: a gather from the
-    few figures by the series number. A window per series (`median().over(series)`) did the
-    same in about 1.5 times the time, a join of the group table onto the rows in two to three."""
-    return pl.lit(table.get_column(name)).gather(pl.col(SERIES).cast(pl.Int64) - 1)
+    few figures by the series' row there (`_AT`). A window per series (`median().over(series)`)
+    did the same in about 1.5 times the time, a join of the group table onto the rows in two to
+    three."""
+    return pl.lit(table.get_column(name)).gather(pl.col(_AT))
 
 
 def _group_stats(values: pl.DataFrame, count: int, flagged: Collection[int]) -> pl.DataFrame:
@@ -289,7 +297,9 @@ def _column_group_stats(values: pl.DataFrame, i: int, flagged: bool) -> pl.DataF
     made for every reading (the medians and MADs reach the rows as gathers, `_broadcast`)."""
     x = pl.col(value_col(i))
     deviation = pl.col(_row_deviation(i))
-    readings = values.lazy().select(SERIES, x, *([flagged_col(i), rest_col(i)] if flagged else []))
+    readings = values.lazy().select(
+        SERIES, _AT, x, *([flagged_col(i), rest_col(i)] if flagged else [])
+    )
     medians = _by_series(
         readings.group_by(SERIES, maintain_order=True)
         .agg(x.median().alias(_row_median(i)))
