@@ -226,9 +226,7 @@ def result(
         # Ties in |z| (a stuck value repeated) go to the earliest reading: row order differs
         # between engines and between runs of a multi-threaded sort.
         examples = (
-            outliers.sort(
-                [_ABS_Z, TIME, ROW], descending=[True, False, False], nulls_last=True
-            )
+            outliers.sort([_ABS_Z, TIME, ROW], descending=[True, False, False], nulls_last=True)
             .filter(pl.int_range(pl.len()).over(ENTITY) < MAX_EXAMPLES)
             .to_dicts()
         )
