@@ -21,12 +21,10 @@ as many outliers, or one as extreme, is compared with `significance` divided by 
 tests made (three per group and column: the count beyond sigma, the count beyond 5/3 sigma, and the largest |z|). A group beyond that is a finding (warn); one whose most
 extreme value is also beyond `fail_z` robust sigmas is a fail.
 
-Lazy queries for all value columns together: one group-by for the per-group statistics, a tiny
-per-column query (fleet spread, resolution), and one join of the group table back onto the rows
-that keeps only the outliers.
-
-Written for every engine (`checks.portable`): on Polars the tuned queries of `outliers_polars`
-over the shared series table and the earlier value checks' nodes (a run computes them once);
+Written for every engine (`checks.portable`): on Polars `outliers_polars`, one query for the
+value table over the shared series table and the earlier value checks' nodes (a run computes
+them once), then the group figures column by column in its finish, put back on the rows by a
+gather from the small table of series, only the flagged rows meeting the group table;
 on DuckDB and Spark the same figures from generic Narwhals queries (`outliers_portable`: the
 readings and what is left out; `outliers_groups`: the group table, the fleet's figures, the
 verdicts and the outlier rows); the finish, the same on every engine, is `outliers_report`'s.
