@@ -68,7 +68,9 @@ class InspectOptions:
 
 
 def _stderr_console(quiet: bool) -> Console:
-    return Console(stderr=True, quiet=quiet)
+    # Status lines unwrapped: in a log (stderr not a terminal, 80 columns assumed) a path cut
+    # onto a second line cannot be grepped or copied.
+    return Console(stderr=True, quiet=quiet, soft_wrap=True)
 
 
 @contextlib.contextmanager

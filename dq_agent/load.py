@@ -27,10 +27,12 @@ from dq_agent.limits import (
     PARQUET_PEAK_FACTOR,
     PROGRAM_BYTES,
     format_size,
+    memory_budget,
+    over_budget,
     parse_size,
 )
 from dq_agent.loading import files as file_inputs
-from dq_agent.loading.csvstream import few_distinct, streams
+from dq_agent.loading.csvstream import asked_in_memory, few_distinct, streams
 from dq_agent.loading.duckdb_source import is_duckdb_source, parse_source, read_table
 from dq_agent.loading.files import resolve_inputs
 from dq_agent.loading.frames import DUCKDB, FrameInput, not_evaluated_notes
@@ -60,7 +62,7 @@ from dq_agent.loading.read import (
 from dq_agent.loading.timecols import combined_expr
 from dq_agent.maintenance import Excusal
 from dq_agent.roles import Roles, detect_roles
-from dq_agent.timeparse import TIMESTAMP_FORMATS, dominant_format
+from dq_agent.timeparse import EXCEL_DAYS, TIMESTAMP_FORMATS, dominant_format
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
@@ -219,7 +221,15 @@ def load(path: str, config: Config) -> Dataset:
     # CSV in memory: its text times are read in two passes (see `complete_times`).
     in_memory = file_format == "csv" and not streamed
     read_as = _FORMAT_NAMES[file_format]
-    return _dataset(path, files, file_format, read_as, read, config, in_memory, streamed)
+    # Parquet over the budget runs out of core as streamed CSV does: its text times are mapped
+    # per distinct value only when those are few.
+    bounded = streamed or (
+        file_format == "parquet"
+        and inputs.stdin is None
+        and not asked_in_memory(config)
+        and over_budget(files, file_format, memory_budget(config.limits.max_memory)) is not None
+    )
+    return _dataset(path, files, file_format, read_as, read, config, in_memory, bounded)
 
 
 def load_frame(source: FrameInput, config: Config) -> Dataset:
@@ -263,12 +273,12 @@ def _dataset(
     read: FilesRead,
     config: Config,
     in_memory: bool,
-    streamed: bool = False,
+    bounded: bool = False,
 ) -> Dataset:
     """Roles found and the frame normalised: the one way data becomes a Dataset. `read_as`
     names the format in errors; `in_memory` data has its text times read in two passes;
-    `streamed` data (over the memory budget) reads a text time per value only when its values
-    are few enough to map in memory (`csvstream.few_distinct`)."""
+    `bounded` data (over the memory budget: streamed CSV, Parquet) reads a text time per value
+    only when its values are few enough to map in memory (`csvstream.few_distinct`)."""
     parts_frame = read.raw
     try:
         schema = parts_frame.collect_schema()
@@ -288,7 +298,7 @@ def _dataset(
         schema = raw.collect_schema()
     raw = guard_temporal(raw, schema, (roles.timestamp, roles.ingest_time))
     repeated = repeated_text_times(schema, sample, roles)
-    if streamed:
+    if bounded:
         repeated = few_distinct(raw, repeated)
     # In memory, text times that do not repeat are read in two passes (see `complete_times`).
     full_formats: dict[str, list[tuple[str, str]]] = {}
@@ -329,7 +339,9 @@ def _dataset(
             raise InputError(
                 f"cannot read {path} as {read_as}: {describe_read_error(exc)}"
             ) from exc
-    frame, zone_notes = _local_times(frame, raw, sample, schema, roles, config)
+    frame, zone_notes = _local_times(
+        frame, raw, sample, schema, roles, config, detection.epoch_unit
+    )
     return Dataset(
         path=path,
         files=files,
@@ -361,9 +373,11 @@ def _local_times(
     schema: pl.Schema,
     roles: Roles,
     config: Config,
+    unit: str | None = None,
 ) -> tuple[pl.LazyFrame, list[Inference]]:
-    """Naive times: said when read as UTC by default; in a configured zone, the repeated hour
-    of a fall-back read in file order (`loading.localtime`)."""
+    """Naive times (Excel serial dates too: `unit`): said when read as UTC by default; in a
+    configured zone, the repeated hour of a fall-back read in file order
+    (`loading.localtime`)."""
     ts = roles.timestamp
     if ts is None:
         return frame, []
@@ -372,7 +386,7 @@ def _local_times(
         if ts in sample.columns
         else raw.select(ts).head(SAMPLE_ROWS).collect().to_series()
     )
-    if not naive_times(schema[ts], values):
+    if unit != EXCEL_DAYS and not naive_times(schema[ts], values):
         return frame, []
     timezone = config.columns.timezone
     if timezone == "UTC":

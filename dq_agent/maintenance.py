@@ -262,7 +262,9 @@ def resolve_windows(
     zone = zoneinfo.ZoneInfo(timezone)
     resolved = []
     for index, window in enumerate(windows):
-        start, end = _utc(window.start, zone), _utc(window.end, zone)
+        where = f"{SECTION}[{index}]"
+        start = _utc(window.start, zone, f"{where}.start", origin)
+        end = _utc(window.end, zone, f"{where}.end", origin)
         if end <= start:
             raise ConfigError(
                 f"bad value for '{SECTION}[{index}].end' in {origin}: {window.end.isoformat()} "
@@ -273,10 +275,35 @@ def resolve_windows(
     return tuple(resolved)
 
 
-def _utc(value: datetime, zone: zoneinfo.ZoneInfo) -> datetime:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=zone)
-    return value.astimezone(UTC)
+def _utc(value: datetime, zone: zoneinfo.ZoneInfo, key: str, origin: str) -> datetime:
+    """A naive time read in `zone`; one the clock shows twice (autumn) or never (spring) is an
+    error: either reading moves the window by an hour."""
+    if value.tzinfo is not None:
+        return value.astimezone(UTC)
+    first, second = value.replace(tzinfo=zone, fold=0), value.replace(tzinfo=zone, fold=1)
+    before, after = _offset(first), _offset(second)
+    written = value.isoformat()
+    if first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != value:
+        raise ConfigError(
+            f"bad value for '{key}' in {origin}: {written} does not exist in {zone.key} (the "
+            f"clocks skip it); write the time with an offset: {written}{before} is "
+            f"{first.astimezone(UTC).astimezone(zone).time().isoformat()} there"
+        )
+    if before != after:
+        raise ConfigError(
+            f"bad value for '{key}' in {origin}: {written} occurs twice in {zone.key} (the "
+            f"clocks go back); write the time with the offset you mean: {written}{before} "
+            f"(the first) or {written}{after} (the second)"
+        )
+    return first.astimezone(UTC)
+
+
+def _offset(moment: datetime) -> str:
+    offset = moment.utcoffset()
+    assert offset is not None
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 @dataclass(frozen=True)

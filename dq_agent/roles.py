@@ -26,7 +26,13 @@ from dq_agent.loading.timestamp import (
     unreadable_time_columns,
 )
 from dq_agent.loading.values import find_values
-from dq_agent.timeparse import DAY_FIRST, MONTH_FIRST, timestamp_formats
+from dq_agent.timeparse import (
+    DAY_FIRST,
+    MONTH_FIRST,
+    parse_text_timestamps,
+    slash_format_of,
+    timestamp_formats,
+)
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
@@ -186,7 +192,9 @@ def detect_roles(
     if columns.entity is not None:
         entity, guess = list(columns.entity), None
     else:
-        entity, guess = _find_entity(raw, schema, sample, ts_expr, {timestamp, ingest, *time_parts})
+        ts_dtype = pl.String() if combined else schema[timestamp] if timestamp else None
+        taken = {timestamp, ingest, *time_parts}
+        entity, guess = _find_entity(raw, schema, sample, ts_expr, ts_dtype, taken)
         if entity:
             reason = guess.reason if guess is not None else "named like a device"
             inferred.append(Inference("entity", ", ".join(entity), reason, "columns.entity"))
@@ -243,6 +251,7 @@ def _find_entity(
     schema: pl.Schema,
     sample: pl.DataFrame,
     ts_expr: pl.Expr | None,
+    ts_dtype: pl.DataType | None,
     taken: set[str | None],
 ) -> tuple[list[str], EntityGuess | None]:
     """The entity by behaviour (`loading.entity`), else the columns named like a device."""
@@ -252,7 +261,10 @@ def _find_entity(
         if n not in taken and is_candidate(schema[n]) and not _decimal_text(sample, schema, n)
     ]
     named = [n for n in candidates if _ENTITY_NAME.match(n)]
-    guess = find_entity(raw, schema, ts_expr, candidates, named) if ts_expr is not None else None
+    if ts_expr is None or ts_dtype is None:
+        return named, None
+    instants = _instants(ts_expr, ts_dtype)
+    guess = find_entity(raw, schema, ts_expr, candidates, named, instants)
     return (guess.columns, guess) if guess is not None else (named, None)
 
 
@@ -278,7 +290,7 @@ def _date_order(
             LoadNote(
                 what=f"dates in column {shown} read as {order.order}, but {MONTH_FIRST} fits the "
                 f"data too (e.g. {order.example}); set columns.timestamp_format, e.g. "
-                "'%m/%d/%Y %H:%M'",
+                f"'{slash_format_of(order.example, MONTH_FIRST)}' for {MONTH_FIRST}",
                 label=f"ambiguous date order in {shown}",
                 column=shown,
                 key="ambiguous_date_order",
@@ -296,6 +308,19 @@ def _decimal_text(sample: pl.DataFrame, schema: pl.Schema, name: str) -> bool:
         return False
     decimals = column.str.contains(r"^\s*[-+]?[0-9]*[.,][0-9]+").sum()
     return decimals >= PARSE_SHARE_NAMED * column.len()
+
+
+def _instants(ts_expr: pl.Expr, dtype: pl.DataType) -> pl.Expr | None:
+    """The timestamp as numbers on one scale, for the steps between readings: epoch numbers as
+    they are, times in microseconds, text as the common formats read it (null where they
+    don't: the date order is not known yet, and a step is a step either way mostly)."""
+    if dtype.is_numeric():
+        return ts_expr.cast(pl.Float64)
+    if dtype.is_temporal() and dtype != pl.Time and not isinstance(dtype, pl.Duration):
+        return ts_expr.cast(pl.Datetime("us")).dt.epoch("us").cast(pl.Float64)
+    if dtype == pl.String:
+        return parse_text_timestamps(ts_expr).dt.epoch("us").cast(pl.Float64)
+    return None
 
 
 def _timestamp_expr(timestamp: str | None, combined: tuple[str, str] | None) -> pl.Expr | None:

@@ -41,6 +41,18 @@ def slash_formats(order: str) -> list[tuple[str, str]]:
     return [(order, f"{date} {time}") for time in _SLASH_TIMES] + [(order, date)]
 
 
+def slash_format_of(example: str | None, order: str) -> str:
+    """The slash format of `order` that reads `example` (its time of day too: a 12-hour clock
+    with AM/PM is not '%H:%M'), else the date alone."""
+    formats = [fmt for _, fmt in slash_formats(order)]
+    if example is not None:
+        text = pl.Series([example.strip()])
+        for fmt in formats:
+            if text.str.strptime(pl.Datetime, fmt, strict=False).null_count() == 0:
+                return fmt
+    return formats[-1]
+
+
 def timestamp_formats(
     order: str = DAY_FIRST, configured: str | None = None
 ) -> list[tuple[str, str]]:
@@ -161,6 +173,14 @@ def to_utc(
     column, else each in the unit its magnitude suggests (seconds, milliseconds, microseconds).
     Pass the result through `within_python_range` before any value can reach Python.
     """
+    if unit == EXCEL_DAYS and (dtype.is_float() or dtype.is_integer()):
+        # Days since 1899-12-30 (Excel's serial dates: 45355.5 is 2024-03-04 12:00), a wall
+        # clock time as the sheet showed it: read in `timezone`, as naive text times are.
+        # To the millisecond, the most Excel shows: 45355.00069444 is 00:01:00, not 00:00:59.9996.
+        milliseconds = ((column.cast(pl.Float64) - _EXCEL_EPOCH_DAYS) * 86_400_000).round()
+        naive = pl.from_epoch(milliseconds.cast(pl.Int64, strict=False), time_unit="ms")
+        naive = naive.dt.cast_time_unit("us")
+        return _naive_to_utc(naive, timezone)
     if unit is not None and dtype.is_float():
         # Fractions of the unit count: 1709546400.25 s is a quarter second past.
         microseconds = column * (1_000_000 / EPOCH_UNITS[unit])
@@ -240,6 +260,17 @@ def _convert_to_utc(
 # range is a time, whatever its name.
 _EPOCH_SECONDS = (631_152_000, 4_102_444_800)
 EPOCH_UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+# Excel's serial dates: days since 1899-12-30, plausible from 1970 (25,569) to 2100 (73,051).
+EXCEL_DAYS = "excel"
+_EXCEL_EPOCH_DAYS = 25_569
+_EXCEL_DAYS_RANGE = (25_569, 73_051)
+
+
+def is_excel_days(low: float, high: float) -> bool:
+    """Every value between `low` and `high` a plausible Excel serial date."""
+    return _EXCEL_DAYS_RANGE[0] <= low and high <= _EXCEL_DAYS_RANGE[1]
 
 
 def epoch_unit(low: float, high: float) -> str | None:

@@ -244,6 +244,19 @@ def test_future_rows_beyond_the_tolerance(tmp_path: Path) -> None:
     assert result.status is Status.FAIL  # 2 of 13 rows is over 1%
 
 
+def test_future_rows_of_several_devices_name_none(tmp_path: Path) -> None:
+    """a's six future rows are the latest (all the examples); b's one is earlier: the finding
+    is not a's alone."""
+    rows = [[minute(m), d, 1.0] for m in range(10) for d in ("a", "b")]
+    rows += [[minute(m), "a", 1.0] for m in range(30, 36)] + [[minute(20), "b", 1.0]]
+    path = write_csv(tmp_path / "future2.csv", ["timestamp", "device", "value"], rows)
+    config = _config(gap_factor=100.0)
+    config.delay_check.as_of = iso_at(10)
+    future = next(f for f in run_check(plan_delay_check, path, config).findings if f.count == 7)
+    assert {e["entity"] for e in future.examples} == {"a"}
+    assert future.entity is None
+
+
 def test_freshness_and_staleness(tmp_path: Path) -> None:
     path = write_csv(
         tmp_path / "fresh.csv", ["timestamp", "value"], [[minute(m), 1.0] for m in range(10)]

@@ -283,10 +283,10 @@ def test_an_entity_of_two_columns_and_readings_without_a_time(
 
 def test_float32_rounding_and_repeated_times(local_engine: Engine, tmp_path: Path) -> None:
     """Float32 readings to 0.1 whose changes differ in their last bits: no spread, no spike.
-    A device read twice a minute at the same time, every 7th reading 20.0: its usual step is
-    0 seconds, so a minute between readings is infinitely many steps, and with a median change
-    of 0 its drift over them is NaN, beyond every bound on Polars: the counts are Polars'
-    arithmetic (infinity, NaN greater than all), which the other engines spell out."""
+    A device read twice a minute at the same time, every 7th reading 20.0, one reading 3.0
+    high: readings at one time are no step, so its usual step is a minute (not 0 s, which
+    made every change across a minute a jump: 51 spikes and 25 steps) and only the reading
+    put 3.0 high is a spike."""
     level = [round(20.0 + (i % 3) / 10, 1) for i in range(40)]
     frame = pl.DataFrame(
         {
@@ -301,11 +301,8 @@ def test_float32_rounding_and_repeated_times(local_engine: Engine, tmp_path: Pat
     twice[61] += 3.0
     rows = [[minute(i // 2), "a", round(twice[i], 1) if i % 7 else 20.0] for i in range(MINUTES)]
     result = _run(local_engine, write_csv(tmp_path / "twice.csv", HEADER, rows))
-    assert _counts(result) == REPEATED_TIMES
-
-
-# Not a judgement: what Polars' arithmetic gives (see the docstring above).
-REPEATED_TIMES = (51, 93, 25)
+    assert _counts(result) == (1, 1, 0)
+    assert _starts(result) == {("a", iso_minute(30), "spike", 1)}
 
 
 def _utc(minutes: int) -> datetime:

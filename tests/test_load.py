@@ -139,6 +139,17 @@ def test_header_names_as_written(tmp_path: Path) -> None:
     assert dataset.header_names == ["timestamp", "v", "v", ""]
 
 
+def test_quoted_header_names_are_unescaped(tmp_path: Path) -> None:
+    """Polars keeps a quoted name's doubled quotes (pola-rs/polars#20294); a name written
+    unquoted keeps what it says, and two names that would become one stay as Polars reads them."""
+    data = b'timestamp,"temp ""C""",a""b,"x,y"\n2024-01-01T00:00:00,1,2,3\n'
+    dataset = load(str(write_bytes(tmp_path, "q.csv", data)), Config())
+    assert dataset.columns == ["timestamp", 'temp "C"', 'a""b', "x,y"]
+    clash = b'timestamp,"v ""1""","v ""1"""\n2024-01-01T00:00:00,1,2\n'
+    dataset = load(str(write_bytes(tmp_path, "clash.csv", clash)), Config())
+    assert len(set(dataset.columns)) == 3
+
+
 def test_epoch_seconds_timestamp(tmp_path: Path) -> None:
     data = b"timestamp,v\n1704067200,1\n1704067260,2\n"
     dataset = load(str(write_bytes(tmp_path, "e.csv", data)), Config())

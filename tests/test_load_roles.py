@@ -173,6 +173,22 @@ def test_ambiguous_one_day_file_is_a_structure_note(tmp_path: Path) -> None:
     assert times.min() == datetime(2024, 3, 4, tzinfo=UTC)
 
 
+def test_the_suggested_format_reads_a_12_hour_clock(tmp_path: Path) -> None:
+    """A one-day US export with AM/PM: the note's format is one that reads it."""
+    path = tmp_path / "ampm.csv"
+    hours = [f"{h % 12 or 12:02d}:00 {'AM' if h < 12 else 'PM'}" for h in range(0, 24, 6)]
+    rows = [f"03/04/2024 {t},{d},1.5" for t in hours for d in ("a", "b")]
+    path.write_text("\n".join(["date_time,device,v", *rows]) + "\n")
+    (note,) = load(str(path), Config()).load_notes
+    assert note.what.endswith("e.g. '%m/%d/%Y %I:%M %p' for month/day/year")
+    config = resolve(None, cli={"columns.timestamp_format": "%m/%d/%Y %I:%M %p"}, environ={})
+    times = load(str(path), config).frame.select("date_time").collect().to_series()
+    assert (times.min(), times.max()) == (
+        datetime(2024, 3, 4, tzinfo=UTC),
+        datetime(2024, 3, 4, 18, tzinfo=UTC),
+    )
+
+
 @pytest.mark.parametrize(
     ("name", "scale", "unit"),
     [

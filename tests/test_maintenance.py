@@ -202,6 +202,26 @@ def test_the_reports_say_what_each_window_excused(tmp_path: Path) -> None:
     )
 
 
+def test_a_window_across_the_clocks_going_back_is_its_true_length(tmp_path: Path) -> None:
+    """01:00-03:00 Berlin on 27 October 2024 is three hours: 01:00 CEST to 03:00 CET. The
+    readings are every minute in UTC."""
+    t0 = datetime(2024, 10, 26, 22, 0)
+    rows = [[(t0 + timedelta(minutes=i)).isoformat() + "Z", "a", 20.0] for i in range(360)]
+    data = write_csv(tmp_path / "utc.csv", ["time", "station", "temp"], rows)
+    config = _config(
+        tmp_path,
+        "columns:\n  timezone: Europe/Berlin\nmaintenance:\n"
+        "  - {start: '2024-10-27T01:00:00', end: '2024-10-27T03:00:00'}\n",
+    )
+    windows = _inspect(data, config)["maintenance"]
+    assert isinstance(windows, list)
+    assert (windows[0]["start"], windows[0]["end"]) == (
+        "2024-10-26T23:00:00+00:00",
+        "2024-10-27T02:00:00+00:00",
+    )
+    assert windows[0]["excused_readings"] == 181
+
+
 def test_naive_window_times_are_read_in_the_data_time_zone(tmp_path: Path) -> None:
     """Naive data times and naive window times are both Berlin time (UTC+1 in January); a
     window with an offset is that instant."""
@@ -245,6 +265,20 @@ def test_naive_window_times_are_read_in_the_data_time_zone(tmp_path: Path) -> No
             "bad value for 'maintenance[0].device' in {file}",
         ),
         ("checks:\n  a: 1\n", "known sections: agent, columns"),
+        (
+            "columns: {timezone: Europe/Berlin}\nmaintenance:\n"
+            "  - {start: '2024-10-27T02:30:00', end: '2024-10-27T04:00:00'}\n",
+            "bad value for 'maintenance[0].start' in {file}: 2024-10-27T02:30:00 occurs twice in "
+            "Europe/Berlin (the clocks go back); write the time with the offset you mean: "
+            "2024-10-27T02:30:00+02:00 (the first) or 2024-10-27T02:30:00+01:00 (the second)",
+        ),
+        (
+            "columns: {timezone: America/New_York}\nmaintenance:\n"
+            "  - {start: '2024-03-10T01:00:00', end: '2024-03-10T02:30:00'}\n",
+            "bad value for 'maintenance[0].end' in {file}: 2024-03-10T02:30:00 does not exist in "
+            "America/New_York (the clocks skip it); write the time with an offset: "
+            "2024-03-10T02:30:00-05:00 is 03:30:00 there",
+        ),
     ],
 )
 def test_bad_windows_name_the_key_and_the_file(tmp_path: Path, text: str, words: str) -> None:

@@ -176,6 +176,8 @@ CASES = {
     "null markers do not decide a type": "a,b\nNA,1\n1,NA\nn/a,2\n",
     "booleans and text": "a\nTrue\nfalse\nTRUE\nyes\n",
     "no line end at the end": "a,b\n1,2\n3,4",
+    "quoted header names with quotes": '"t ""C""",b""c\n1,2\n3,4\n',
+    "quoted header names, data lines end with a separator": '"t ""C""",b\n1,2,\n3,4,\n',
 }
 
 

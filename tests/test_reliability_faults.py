@@ -95,6 +95,10 @@ def direct_report(faulty_parquet: Path) -> dict[str, Any]:
 # -- the model misbehaves ---------------------------------------------------------------------
 
 
+# A server that hangs this long, against a client timeout of 0.5 s.
+HUNG_SECONDS = 60.0
+
+
 def model_run(fake: FakeOllama, path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     return inspect_json(path, "--host", fake.url, "--model-timeout", "0.5", *args)
 
@@ -136,11 +140,11 @@ def test_unreachable_model_with_require_agent_exits_4(faulty_parquet: Path) -> N
 @pytest.mark.parametrize(
     ("script", "status", "error", "called"),
     [
-        ([Hang(10.0)], "unavailable", "did not answer within 0.5 s", []),
+        ([Hang(HUNG_SECONDS)], "unavailable", "did not answer within 0.5 s", []),
         ([Garbage()], "unavailable", "could not be read", []),
         ([HttpError(500, "CUDA error: out of memory")], "unavailable", "out of memory", []),
         (
-            [calls_of("null_check"), Hang(10.0)],
+            [calls_of("null_check"), Hang(HUNG_SECONDS)],
             "failed",
             "did not answer within 0.5 s",
             ["null_check"],
@@ -177,10 +181,12 @@ def test_model_faults_leave_an_honest_account_and_the_code_verdict(
     error: str,
     called: list[str],
 ) -> None:
-    started = time.monotonic()
     with FakeOllama(script) as fake:
+        started = time.monotonic()
         code, report, _ = model_run(fake, faulty_parquet)
-    assert time.monotonic() - started < 8.0
+        # Not a speed target: a run that waited for a hung server would take all of its
+        # HUNG_SECONDS; half of it leaves room for a loaded machine.
+        assert time.monotonic() - started < HUNG_SECONDS / 2
     assert_all_dimensions_and_code_verdict(code, report, direct_report)
     agent = report["agent"]
     assert agent["status"] == status

@@ -401,3 +401,13 @@ def shown_value(value: Any) -> Any:
 
 def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def share_text(part: float) -> str:
+    """A share as a percentage: one decimal, and a small nonzero share to one significant
+    digit (3 missing of 17,280 is 0.02%, not a 0.0% beside a warning)."""
+    if 0 < abs(part) < 0.00001:
+        return "<0.001%"
+    if 0 < abs(part) < 0.001:
+        return f"{part * 100:.1g}%"
+    return f"{part:.1%}"

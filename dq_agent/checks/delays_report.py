@@ -218,8 +218,8 @@ class DelayFinisher:
             "gap_factor": self.settings.gap_factor,
             "gap_count": int(entities.get_column("gaps").sum()),
             "entities_with_gaps": gap_entities.height,
-            "total_gap_seconds": float(entities.get_column("gap_missing").sum()),
-            "max_gap_seconds": float(top["max_gap"]) if top else 0.0,
+            "total_gap_seconds": _seconds(float(entities.get_column("gap_missing").sum())),
+            "max_gap_seconds": _seconds(top["max_gap"]) if top else 0.0,
             "max_gap_entity": top[ENTITY] if top else None,
             "max_gap_start": iso(top["max_gap_start"]) if top else None,
             "max_gap_end": iso(top["max_gap_end"]) if top else None,
@@ -316,7 +316,7 @@ class DelayFinisher:
                     "entity": key,
                     "timestamp": iso(g[PREV]),
                     "next_timestamp": iso(g[TS]),
-                    "gap_seconds": g[STEP],
+                    "gap_seconds": _seconds(g[STEP]),
                 }
                 for g in self.longest.filter(pl.col(ENTITY).eq_missing(key)).iter_rows(named=True)
             ][:MAX_EXAMPLES]
@@ -327,7 +327,7 @@ class DelayFinisher:
                         "entity": key,
                         "timestamp": iso(entity["max_gap_start"]),
                         "next_timestamp": iso(entity["max_gap_end"]),
-                        "gap_seconds": entity["max_gap"],
+                        "gap_seconds": _seconds(entity["max_gap"]),
                     }
                 ]
             basis = (
@@ -448,8 +448,10 @@ class DelayFinisher:
                 ),
                 count=count,
                 severity=at_least_warn(severity),
+                # The examples are the latest future rows: one entity among them is all the
+                # rows' only when they are all the rows.
                 entity=examples[0]["entity"]
-                if examples and self._single_entity(self.future)
+                if examples and count <= len(examples) and self._single_entity(self.future)
                 else None,
                 start=latest,
                 examples=examples,
@@ -580,9 +582,15 @@ class DelayFinisher:
         if interval is not None:
             parts.append(f"expected interval {human_duration(interval)}")
         if metrics["newest_timestamp"] is not None:
-            age = human_duration(metrics["freshness_age_seconds"])
+            seconds = metrics["freshness_age_seconds"]
             stale = ", STALE" if metrics["stale"] else ""
-            parts.append(f"newest {metrics['newest_timestamp']} ({age} old{stale})")
+            # Within the future tolerance a reading may come after the time of the run.
+            age = (
+                f"{human_duration(seconds)} old"
+                if seconds >= 0
+                else f"{human_duration(-seconds)} after the run's time"
+            )
+            parts.append(f"newest {metrics['newest_timestamp']} ({age}{stale})")
         if metrics["stale_entities"]:
             parts.append(f"{metrics['stale_entities']} stale entities")
         if metrics["stopped_entities"]:
@@ -601,3 +609,9 @@ def _in_one_file(examples: list[dict[str, Any]]) -> str:
     """' (in day_2.csv)' when every example names the same file, else ''."""
     files = {str(e["file"]).rsplit(": row ", 1)[0] for e in examples if e.get("file")}
     return f" (in {files.pop()})" if len(files) == 1 else ""
+
+
+def _seconds(value: float) -> float:
+    """Seconds to the microsecond the timestamps hold: 3630.025, not the 3630.0249999999996
+    a division of microseconds gives."""
+    return round(float(value), 6)

@@ -25,6 +25,7 @@ from dq_agent.checks.base import (
     entity_key,
     iso,
     plural,
+    share_text,
     shown_value,
 )
 from dq_agent.checks.events import (
@@ -366,7 +367,7 @@ def _finding(
         what = f"column {name} is entirely missing ({missing:,} of {rows:,} values: {kinds})"
     else:
         what = (
-            f"{plural(missing, 'missing value')} in {name} ({missing / rows:.1%}: {kinds}); "
+            f"{plural(missing, 'missing value')} in {name} ({share_text(missing / rows)}: {kinds}); "
             f"longest run {run['length']} consecutive"
         )
     at_key = "timestamp" if has_time else "row"
@@ -394,7 +395,7 @@ def _summary(per_column: dict[str, dict[str, Any]], rows: int, empty_columns: li
     if not affected:
         return f"no missing values in {len(per_column)} columns ({rows:,} rows)"
     total = sum(m["missing_count"] for _, m in affected)
-    shown = ", ".join(f"{name} {m['missing_rate']:.1%}" for name, m in affected[:3])
+    shown = ", ".join(f"{name} {share_text(m['missing_rate'])}" for name, m in affected[:3])
     more = f", +{len(affected) - 3} more" if len(affected) > 3 else ""
     text = (
         f"{plural(total, 'missing value')} in {len(affected)} of {len(per_column)} columns "

@@ -34,9 +34,12 @@ verdicts and the outlier rows); the finish, the same on every engine, is `outlie
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import narwhals as nw
+import polars as pl
 
 from dq_agent.checks.base import Scope
 from dq_agent.checks.evidence import MAD_TO_SIGMA
@@ -49,10 +52,11 @@ from dq_agent.checks.outliers_report import (
     nothing,
 )
 from dq_agent.checks.portable import PortablePlan, on_polars
+from dq_agent.checks.series_values import matches_any
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.engines import Engine, PolarsEngine
 from dq_agent.load import Dataset, is_measurement
-from dq_agent.result import Status
+from dq_agent.result import CheckResult, Status
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
@@ -75,7 +79,17 @@ def build_outlier_check(
     schema = dataset.frame.collect_schema()
     scope.check_column(dataset)
     candidates = scope.columns(dataset.roles.values)
-    columns = [c for c in candidates if is_measurement(schema[c])]
+    measured = [c for c in candidates if is_measurement(schema[c])]
+    excluded = [c for c in measured if matches_any(c, settings.excluded)]
+    columns = [c for c in measured if c not in excluded]
+    if excluded and not columns:
+        summary = (
+            f"not evaluated: every value column is excluded (outlier_check.excluded: "
+            f"{', '.join(excluded[:5])})"
+        )
+        return PortablePlan(
+            TOOL, [], _with_excluded(nothing(summary, Status.SKIPPED, settings), excluded)
+        )
     if not columns:
         if scope.column is not None:
             summary = f"column {scope.column} is not numeric: nothing to check for outliers"
@@ -87,9 +101,25 @@ def build_outlier_check(
         )
         return PortablePlan(TOOL, [], nothing(summary, Status.WARN, settings))
     if not isinstance(engine, PolarsEngine):
-        return generic_plan(engine, dataset, config, scope, columns)
+        generic = generic_plan(engine, dataset, config, scope, columns)
+        return replace(generic, finish=_with_excluded(generic.finish, excluded))
     plan = polars_plan(dataset, config, scope, columns, settings)
-    return PortablePlan(TOOL, [nw.from_native(q) for q in plan.queries], plan.finish, plan.engine)
+    queries = [nw.from_native(q) for q in plan.queries]
+    return PortablePlan(TOOL, queries, _with_excluded(plan.finish, excluded), plan.engine)
+
+
+Finish = Callable[[list[pl.DataFrame]], CheckResult]
+
+
+def _with_excluded(finish: Finish, excluded: list[str]) -> Finish:
+    """`finish` whose result says which value columns `outlier_check.excluded` left out."""
+
+    def finished(frames: list[pl.DataFrame]) -> CheckResult:
+        result = finish(frames)
+        result.metrics["excluded_columns"] = excluded
+        return result
+
+    return finished
 
 
 plan_outlier_check = on_polars(build_outlier_check)

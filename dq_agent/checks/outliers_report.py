@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -40,6 +40,9 @@ class OutlierCheckConfig:
     significance: float = setting(0.001, rule=fraction)
     # A group beyond chance whose most extreme value is this many sigmas out is a fail.
     fail_z: float = setting(10.0, rule=positive)
+    # Value columns (names or glob patterns) not judged: a quantity whose clean values are
+    # skewed or switch between levels (dust, a pump's pressure on and off).
+    excluded: list[str] = field(default_factory=list)
 
 
 MAX_FINDINGS = 20
@@ -226,9 +229,7 @@ def result(
         # Ties in |z| (a stuck value repeated) go to the earliest reading: row order differs
         # between engines and between runs of a multi-threaded sort.
         examples = (
-            outliers.sort(
-                [_ABS_Z, TIME, ROW], descending=[True, False, False], nulls_last=True
-            )
+            outliers.sort([_ABS_Z, TIME, ROW], descending=[True, False, False], nulls_last=True)
             .filter(pl.int_range(pl.len()).over(ENTITY) < MAX_EXAMPLES)
             .to_dicts()
         )

@@ -210,7 +210,15 @@ def _jumps(
         # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
         (rounding(dataset, column) * pl.col(X).abs().max()).over(SERIES).alias(_ROUNDING),
         *(
-            [pl.when(same_series()).then(_seconds()).median().over(SERIES).alias(_USUAL)]
+            [
+                # Readings at one time (a device read twice a minute) are no step: a usual step
+                # of 0 s made a minute infinitely many steps and every change across it a jump.
+                pl.when(same_series() & (_seconds() > 0))
+                .then(_seconds())
+                .median()
+                .over(SERIES)
+                .alias(_USUAL)
+            ]
             if has_time
             else []
         ),

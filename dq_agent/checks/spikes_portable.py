@@ -82,6 +82,7 @@ KEY = "__series_key"
 _ORDER = "__order"
 _US = "__us"
 _SECONDS = "__seconds"
+_STEP = "__step"
 _READINGS = "__readings"
 _N = "__n"
 _MEDIAN = "__median"
@@ -328,7 +329,11 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
     its usual step in seconds (with a timestamp), the median deviation of its changes from
     their median (`_MAD`) and the smallest deviation beyond rounding (`_FLOOR`)."""
     ts = dataset.roles.timestamp
-    medians = {CHANGE: _MEDIAN, **({_SECONDS: _USUAL} if ts is not None else {})}
+    medians = {CHANGE: _MEDIAN, **({_STEP: _USUAL} if ts is not None else {})}
+    if ts is not None:
+        # `spikes._jumps`: readings at one time are no step.
+        step = nw.when(nw.col(_SECONDS) > 0).then(nw.col(_SECONDS))
+        readings = readings.with_columns(step.alias(_STEP))
     series = _aggregated(
         engine,
         readings,
@@ -412,14 +417,10 @@ def _judged(
 
 def _steps_between(has_time: bool) -> nw.Expr:
     """`spikes._steps_between`: the device's usual steps between a reading and the one before
-    (1 without a time), with Polars' arithmetic spelled out (a positive time over a usual step
-    of 0 is infinite; 0 over 0 is 1; Spark's division by zero is null)."""
+    (1 without a time or a usual step; the usual step is positive where it exists)."""
     if not has_time:
         return nw.lit(1.0)
-    seconds, usual = nw.col(_SECONDS), nw.col(_USUAL)
-    ratio = nw.when(usual != 0).then(seconds / usual)
-    infinite = nw.when((usual == 0) & (seconds > 0)).then(nw.lit(float("inf"))).otherwise(ratio)
-    return infinite.fill_null(1.0)
+    return (nw.col(_SECONDS) / nw.col(_USUAL)).fill_null(1.0)
 
 
 def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> nw.Expr:

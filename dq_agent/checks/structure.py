@@ -74,7 +74,7 @@ def build_structure_check(
         builder = StructureReport(dataset, settings, columns, whole_rows=whole)
         builder.add_counts(counts)
         if timestamps is not None:
-            builder.add_timestamps(timestamps, queries.text_timestamp)
+            builder.add_timestamps(timestamps, queries.text_timestamp, config.columns.timezone)
         return builder.result()
 
     return PortablePlan(TOOL, queries.queries, finish)

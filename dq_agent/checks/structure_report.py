@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import ROW, plural, shown_value
+from dq_agent.checks.base import ROW, plural, share_text, shown_value
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, left_out
 from dq_agent.settings import fraction, setting
@@ -91,6 +91,8 @@ VALUES = SHIELD + "values"
 DROPPED = SHIELD + "dropped"
 FAMILY = SHIELD + "family"
 OFFSET = SHIELD + "offset"
+IN_ZONE = SHIELD + "in_zone"
+"""Per offset: every text's offset is the configured zone's at its instant (`by_family`)."""
 EXAMPLES = SHIELD + "examples"
 _UNPARSEABLE_MAJORITY = 0.5
 _DTYPE_ALIASES = {
@@ -319,12 +321,12 @@ class StructureReport:
                 share = bad / values if values else 0.0
                 finding = Finding(
                     what=f"{plural(bad, 'text value')} in numeric column {name} "
-                    f"({share:.1%} of {values:,} values; the rest are read as numbers)",
+                    f"({share_text(share)} of {values:,} values; the rest are read as numbers)",
                     count=bad,
                     column=name,
                     examples=[{"value": v} for v in counts[f"numeric_examples_{i}"]],
                 )
-                label = f"text in numeric column {name} ({bad}, {share:.1%})"
+                label = f"text in numeric column {name} ({bad}, {share_text(share)})"
             else:
                 # Every value is a number (with a unit, thousands separators or spaces): the
                 # column is checked as numbers, nothing is lost.
@@ -392,7 +394,7 @@ class StructureReport:
                 f"{names} {verb}",
             )
 
-    def add_timestamps(self, groups: pl.DataFrame, is_text: bool) -> None:
+    def add_timestamps(self, groups: pl.DataFrame, is_text: bool, timezone: str = "UTC") -> None:
         column = self.columns.timestamp
         values = int(groups.get_column(VALUES).sum())
         dropped = int(groups.get_column(DROPPED).sum())
@@ -403,7 +405,11 @@ class StructureReport:
         families: dict[str, int] = {}
         offsets: dict[str, int] = {}
         without_offset = 0
+        # One zone's daylight saving time written as offsets, in the zone configured.
+        zone: str | None = timezone if IN_ZONE in groups.columns else None
         for group in groups.iter_rows(named=True):
+            if group[OFFSET] is not None and not group[IN_ZONE]:
+                zone = None
             family = group[FAMILY]
             if family is None:
                 continue
@@ -415,7 +421,10 @@ class StructureReport:
                 without_offset += group[VALUES]
         families = dict(sorted(families.items(), key=lambda kv: (-kv[1], kv[0])))
         offsets = dict(sorted(offsets.items(), key=lambda kv: (-kv[1], kv[0])))
-        mixed_zones = (bool(offsets) and without_offset > 0) or len(offsets) > 1
+        one_zone = zone if zone not in (None, "UTC") and offsets and not without_offset else None
+        mixed_zones = one_zone is None and (
+            (bool(offsets) and without_offset > 0) or len(offsets) > 1
+        )
         self.metrics.update(
             {
                 "timestamp_values": values,
@@ -425,6 +434,7 @@ class StructureReport:
                 "timezone_offsets": offsets,
                 "timestamps_without_offset": without_offset if is_text else None,
                 "mixed_time_zones": mixed_zones,
+                "timezone_offsets_zone": one_zone,
             }
         )
         if dropped:
@@ -433,13 +443,13 @@ class StructureReport:
             self._flag(
                 Finding(
                     what=f"{plural(dropped, 'timestamp')} the loader could not parse "
-                    f"({share:.1%} of {values:,})",
+                    f"({share_text(share)} of {values:,})",
                     count=dropped,
                     severity=Status.FAIL if majority else Status.WARN,
                     column=column,
                     examples=[self._example(e) for e in examples[:MAX_EXAMPLES]],
                 ),
-                f"{dropped} unparseable timestamps ({share:.1%})",
+                f"{dropped} unparseable timestamps ({share_text(share)})",
             )
         if len(families) > 1:
             main = next(iter(families))
@@ -460,7 +470,8 @@ class StructureReport:
             self._flag(
                 Finding(
                     what="timestamps mix time zones (daylight saving time in one zone also "
-                    f"shows as two offsets): {', '.join(parts)}",
+                    f"shows as two offsets: set columns.timezone to that zone to say so): "
+                    f"{', '.join(parts)}",
                     count=sum(counts) - max(counts),
                     column=column,
                 ),
@@ -479,6 +490,7 @@ class StructureReport:
         self.metrics.setdefault("mixed_timestamp_formats", False)
         self.metrics.setdefault("timezone_offsets", {})
         self.metrics.setdefault("mixed_time_zones", False)
+        self.metrics.setdefault("timezone_offsets_zone", None)
         ranked = sorted(
             zip(self.findings, self.labels, strict=True),
             key=lambda pair: {Status.FAIL: 0, Status.WARN: 1}.get(pair[0].severity, 2),

@@ -16,6 +16,7 @@ from dq_agent.checks.structure_report import (
     DROPPED,
     EXAMPLES,
     FAMILY,
+    IN_ZONE,
     MAX_EXAMPLES,
     OFFSET,
     SHIELD,
@@ -26,7 +27,7 @@ from dq_agent.checks.structure_report import (
 # `_parse_one` is timeparse's own single-format parser: reusing it keeps the families exactly the
 # loader's formats. `format_family_exprs` gives the same answer but rebuilds every earlier format's
 # parse inside each family (about 5x the parsing); see `format_family` below.
-from dq_agent.timeparse import TIMESTAMP_FORMATS, _parse_one
+from dq_agent.timeparse import TIMESTAMP_FORMATS, _parse_one, parse_text_timestamps
 
 TEXT = SHIELD + "text"
 """Per distinct text: the text, its rows (`VALUES`), those the loader could not read
@@ -47,10 +48,12 @@ def by_family(
     dropped = pl.col(DROPPED) > 0
     return (
         distinct.with_columns(family.alias(FAMILY), offset.alias(OFFSET))
+        .with_columns(_in_zone(text, timezone).alias(IN_ZONE))
         .group_by(FAMILY, OFFSET)
         .agg(
             pl.col(VALUES).sum(),
             pl.col(DROPPED).sum(),
+            pl.col(IN_ZONE).all(),
             # Example values in file order: first appearance, each value once.
             pl.struct(pl.col(ROW), text.alias("value"))
             .filter(dropped)
@@ -59,6 +62,27 @@ def by_family(
             .alias(EXAMPLES),
         )
     )
+
+
+def _in_zone(text: pl.Expr, timezone: str) -> pl.Expr:
+    """Whether a text's offset is the configured zone's at that instant (Berlin's +01:00 in
+    winter and +02:00 in summer): one zone's daylight saving time, not a mix of zones. Null
+    without an offset or a configured zone."""
+    if timezone == "UTC":
+        return pl.lit(None, dtype=pl.Boolean)
+    written = text.str.strip_chars().str.extract_groups(r"(?:(Z)|([+-])(\d{2}):?(\d{2})?)$")
+    sign = pl.when(written.struct.field("2") == "-").then(-1).otherwise(1)
+    hours = written.struct.field("3").cast(pl.Int64, strict=False)
+    minutes = written.struct.field("4").cast(pl.Int64, strict=False).fill_null(0)
+    seconds = (
+        pl.when(written.struct.field("1") == "Z")
+        .then(0)
+        .otherwise(sign * (hours * 3600 + minutes * 60))
+    )
+    # A text with an offset is its own instant, whatever zone naive texts are read in.
+    local = parse_text_timestamps(text).dt.convert_time_zone(timezone)
+    zone = (local.dt.base_utc_offset() + local.dt.dst_offset()).dt.total_seconds()
+    return pl.when(pl.col(OFFSET).is_not_null()).then(zone == seconds)
 
 
 def format_family(

@@ -25,6 +25,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import FILE_ROW, Scope, entity_key
+from dq_agent.engines import spark_gateway
 from dq_agent.engines.base import Frame, TableEngine, scoped
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.load import Dataset
@@ -67,6 +68,7 @@ def local_session() -> Any:
         "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={logging.as_uri()}"
     )
     try:
+        _start_jvm(builder)
         session = builder.getOrCreate()
     except PySparkRuntimeError as exc:
         # Without Java: "[JAVA_GATEWAY_EXITED] Java gateway process exited ...".
@@ -76,6 +78,17 @@ def local_session() -> Any:
     _quiet_query_errors()
     _LOCAL.append(session)
     return session
+
+
+def _start_jvm(builder: Any) -> None:
+    """The JVM started with the builder's settings through `spark_gateway` (its start-up
+    notices dropped), unless this process already has one (a caller's session)."""
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(builder._options.items()))
+    SparkContext._ensure_initialized(gateway=spark_gateway.launch(conf))
 
 
 def _quiet_query_errors() -> None:

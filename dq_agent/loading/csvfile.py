@@ -216,18 +216,37 @@ def csv_options(config: Config, dialect: CsvDialect) -> dict[str, Any]:
 def header_options(source: Path | bytes, dialect: CsvDialect, layout: CsvLayout) -> dict[str, Any]:
     """Where the header is and what the columns are called: comment lines skipped, and a
     trailing separator only the data lines have given a column of its own."""
-    if not layout.data_only_trailing:
+    quoted = any('"' in name for name in layout.header_names)
+    if not layout.data_only_trailing and not quoted:
         return {"skip_lines": layout.comment_lines}
-    # The header names as Polars reads them (repeats renamed), plus one for the empty
-    # field after the last separator: a line with yet more fields still fails.
+    # The header names as Polars reads them (repeats renamed).
     named = pl.scan_csv(
         source, glob=False, separator=dialect.separator, skip_lines=layout.comment_lines
     ).collect_schema()
+    names = _unescaped(named.names(), layout.header_names)
+    # With a trailing separator on the data lines only, one name more for the empty field
+    # after it: a line with yet more fields still fails.
+    trailing = [TRAILING_COLUMN] if layout.data_only_trailing else []
+    # The header skipped as a line: a block of a streamed file is read with a schema of these
+    # names, which Polars would compare with the header's own.
     return {
         "has_header": False,
         "skip_lines": layout.comment_lines + 1,
-        "new_columns": [*named.names(), TRAILING_COLUMN],
+        "new_columns": [*names, *trailing],
     }
+
+
+def _unescaped(read: list[str], written: list[str]) -> list[str]:
+    """Polars keeps the doubled quotes of a quoted header name (pola-rs/polars#20294) where it
+    unescapes values: the name as the CSV rules read it, where that is the only difference and
+    no two names become one."""
+    fixed = [
+        name.replace('""', '"')
+        if i < len(written) and name != written[i] and name.replace('""', '"').strip() == written[i]
+        else name
+        for i, name in enumerate(read)
+    ]
+    return fixed if len(set(fixed)) == len(fixed) else read
 
 
 TRAILING_COLUMN = "__trailing_separator__"

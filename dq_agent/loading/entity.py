@@ -6,8 +6,10 @@ values as rows (or named like a device, with fewer distinct values than rows); t
 (ties: a name that says device/sensor/..., then text over numbers, then the first column). When
 no single column does, pairs are tried: a melted file (`device`, `variable`, `value`) is keyed
 by both; so is one whose best single column leaves repeats that a second column named like a
-device removes (at least half of them). In a file where the timestamp alone is unique (one device), a column with one value
-is that device's name.
+device removes (at least half of them). In a file where the timestamp alone is unique, a column named like a device with few values
+is the entity; else a text column whose values' readings interleave in time, each at regular
+steps (channels logged each at its own clock, `_interleaved`); else a column with one value
+is the one device's name.
 
 A column alone must do much better than chance (`_lifts`): a measurement with a few hundred
 integer values makes (value, timestamp) nearly unique when a few devices share each timestamp,
@@ -35,6 +37,10 @@ MIN_LIFT = 0.5
 STRONG_LIFT = 0.9
 MIN_REPEATING_SHARE = 0.9
 _MAX_PAIR_CANDIDATES = 8
+# Interleaved channels (`_interleaved`): each value's steps at least twice the file's median
+# step, and most of them within 10% of that value's own median step.
+MIN_INTERLEAVE_RATIO = 2.0
+MIN_REGULAR_SHARE = 0.8
 ENTITY_NAME = re.compile(
     r"(device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
     r"plant|well|turbine|pump|signal|channel|series|serial|ger(ä|ae)t|anlage|maschine|id$|"
@@ -67,8 +73,11 @@ def find_entity(
     timestamp: pl.Expr,
     candidates: list[str],
     named: list[str],
+    instants: pl.Expr | None = None,
 ) -> EntityGuess | None:
-    """The entity columns by behaviour over all rows, or None when no column acts as one."""
+    """The entity columns by behaviour over all rows, or None when no column acts as one.
+    `instants`: the timestamp as numbers on one scale (for the steps between readings), where
+    it can be read so."""
     if not candidates:
         return None
     stats = raw.select(
@@ -98,6 +107,20 @@ def find_entity(
             return EntityGuess(
                 [loose[0]],
                 "named like a device, with few values for its rows; timestamps alone are unique",
+            )
+        # Text only: an integer reading that cycles (10, 11, ..., 14, 10, ...) interleaves too.
+        few = [
+            c
+            for c in ranked
+            if not schema[c].is_integer() and 1 < counts[c] <= MAX_DISTINCT_SHARE * rows
+        ]
+        interleaved = _interleaved(raw, instants, few[:_MAX_PAIR_CANDIDATES])
+        if interleaved is not None:
+            column, ratio = interleaved
+            return EntityGuess(
+                [column],
+                f"its {counts[column]:,} values' readings interleave in time, each at regular "
+                f"steps ({ratio:,.0f}x the file's median step); timestamps alone are unique",
             )
         single = [c for c in ranked if counts[c] == 1]
         named_or_text = [c for c in single if ENTITY_NAME.search(c) or not schema[c].is_integer()]
@@ -149,6 +172,41 @@ def find_entity(
         return None
     pair.sort(key=lambda c: order[c])
     return EntityGuess(pair, f"together make (entity, timestamp) unique for {share:.1%} of rows")
+
+
+def _interleaved(
+    raw: pl.LazyFrame, instants: pl.Expr | None, columns: list[str]
+) -> tuple[str, float] | None:
+    """The column whose values' readings interleave: each value's readings at steps regular
+    for it (`MIN_REGULAR_SHARE` within 10% of its median step) and at least twice the file's
+    median step apart, as channels logged each at its own clock into one file are (their
+    timestamps are all distinct, so no key repeats to tell them by). A state or a batch
+    column comes in runs (its steps are the file's own); a reading's values come at irregular
+    steps. With its ratio of steps; the most regular column wins."""
+    if instants is None or not columns:
+        return None
+    found: list[tuple[float, float, str]] = []
+    for column in columns:
+        frame = raw.select(pl.col(column).alias("__k"), instants.alias("__t")).drop_nulls()
+        step = pl.col("__t").diff().over("__k")
+        own = frame.sort("__k", "__t").select("__k", step.alias("__d")).drop_nulls()
+        typical = pl.col("__d").median().alias("typical")
+        mine = own.with_columns(pl.col("__d").median().over("__k").alias("__m"))
+        regular = ((pl.col("__d") - pl.col("__m")).abs() <= 0.1 * pl.col("__m")).mean()
+        overall = frame.select(pl.col("__t").sort().diff().median().alias("overall"))
+        figures = pl.concat(
+            [mine.select(typical, regular.alias("regular")), overall], how="horizontal"
+        )
+        row = figures.collect().row(0, named=True)
+        if not row["overall"] or row["typical"] is None or row["regular"] is None:
+            continue
+        ratio = float(row["typical"]) / float(row["overall"])
+        if ratio >= MIN_INTERLEAVE_RATIO and row["regular"] >= MIN_REGULAR_SHARE:
+            found.append((float(row["regular"]), ratio, column))
+    if not found:
+        return None
+    _, ratio, column = max(found, key=lambda f: f[0])
+    return column, ratio
 
 
 def _with_device(

@@ -31,6 +31,7 @@ _TIME_LIKE_VALUE = r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}[ T]+\d{1,2}:\d{2}"
 # reported by the structure check); a column found by a looser hint needs most of them.
 PARSE_SHARE_NAMED = 0.5
 PARSE_SHARE_HINTED = 0.8
+PARSE_SHARE_UNNAMED = 0.95
 
 
 def is_time_like(dtype: pl.DataType) -> bool:

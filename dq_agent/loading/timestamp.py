@@ -12,6 +12,7 @@ from dq_agent.loading.notes import LoadNote
 from dq_agent.loading.timecols import (
     PARSE_SHARE_HINTED,
     PARSE_SHARE_NAMED,
+    PARSE_SHARE_UNNAMED,
     TIMESTAMP_HINT,
     TIMESTAMP_NAME,
     combined_name,
@@ -22,7 +23,7 @@ from dq_agent.loading.timecols import (
     looks_like_time,
     parse_share,
 )
-from dq_agent.timeparse import epoch_unit
+from dq_agent.timeparse import EXCEL_DAYS, epoch_unit, is_excel_days
 
 _SAMPLE_EXAMPLES = 3
 
@@ -72,6 +73,9 @@ def epoch_columns(schema: pl.Schema, stats: dict[str, dict[str, Any]]) -> dict[s
         unit = epoch_unit(s["min"], s["max"])
         if unit is not None:
             found[name] = unit
+        elif TIMESTAMP_NAME.match(name) and is_excel_days(s["min"], s["max"]):
+            # Only by name: a reading between 25,569 and 73,051 is as likely.
+            found[name] = EXCEL_DAYS
     return found
 
 
@@ -126,10 +130,24 @@ def find_timestamp(
     )
     if hinted is not None:
         return hinted, None, "its values are times"
+    # A name no list knows (`Erfassung`, `Stempel`): the values
+    # decide, all but a few of them times.
+    unnamed = next(
+        (
+            n
+            for n in candidates
+            if schema[n] == pl.String and parse_share(sample, n, tz) >= PARSE_SHARE_UNNAMED
+        ),
+        None,
+    )
+    if unnamed is not None:
+        return unnamed, None, "its values are times, though its name does not say so"
     epochs = epoch_columns(schema, stats)
     if epochs:
         ranked = sorted(epochs, key=lambda n: 0 if TIMESTAMP_HINT.search(n) else 1)
         best = ranked[0]
+        if epochs[best] == EXCEL_DAYS:
+            return best, None, "named like a time and its numbers are Excel serial dates"
         return best, None, f"its numbers are epoch {_UNIT_NAMES[epochs[best]]} by magnitude"
     return None, None, ""
 
