@@ -42,10 +42,9 @@ from dq_agent.checks.portable import (
     built_once,
     count,
     missing,
-    quantile_by_rank,
-    ranked,
     with_epoch_micros,
 )
+from dq_agent.checks.quantile_counts import quantile_by_counts
 from dq_agent.checks.range_limits import resolve, series_key
 from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X, matches_any
 from dq_agent.checks.series_values import settings_for as setting_for
@@ -300,28 +299,29 @@ def _entity_text() -> nw.Expr:
     return nw.when(nw.col(KEY) != _NULL_KEY).then(nw.col(KEY))
 
 
-def _medians(engine: Engine, frame: Frame, medians: dict[str, str]) -> list[nw.Expr] | Frame:
+def _medians(
+    engine: Engine, frame: Frame, medians: dict[str, str]
+) -> tuple[list[nw.Expr], list[Frame]]:
     """Per series (KEY) the median of each column of `medians` (values to names; nulls left
-    out): the engine's median aggregates, for the caller's own aggregation; out of core a
-    frame of them from the values' ranks (`portable.ranked`: a window the engine sorts on
-    disk, where its median holds a series' every value in memory), one ranking per column."""
+    out): the engine's median aggregates, for the caller's own aggregation; out of core frames
+    of them (a series without a value has no row) from the counts of each series' distinct
+    values (`quantile_counts`: a hash aggregate and a sort of the distinct values, where the
+    engine's median holds a series' every value in memory and ranks sort every row on disk)."""
     if not engine.out_of_core:
-        return [nw.col(value).median().alias(name) for value, name in medians.items()]
-    found: Frame | None = None
-    for value, name in medians.items():
-        ranks = ranked(frame.select(KEY, POSITION, value), value, [KEY], POSITION)
-        median = ranks.group_by(KEY).agg(quantile_by_rank(value, 0.5).alias(name))
-        found = median if found is None else found.join(median, on=KEY, how="left")
-    assert found is not None
-    return found
+        return [nw.col(value).median().alias(name) for value, name in medians.items()], []
+    return [], [
+        quantile_by_counts(frame.select(KEY, value), value, [KEY], 0.5, name)
+        for value, name in medians.items()
+    ]
 
 
 def _aggregated(engine: Engine, frame: Frame, medians: dict[str, str], *others: nw.Expr) -> Frame:
     """`frame`'s aggregates per series: `others` and the medians (`_medians`)."""
-    found = _medians(engine, frame, medians)
-    if isinstance(found, list):
-        return frame.group_by(KEY).agg(*others, *found)
-    return frame.group_by(KEY).agg(*others).join(found, on=KEY, how="left")
+    aggregates, frames = _medians(engine, frame, medians)
+    out = frame.group_by(KEY).agg(*others, *aggregates)
+    for median in frames:
+        out = out.join(median, on=KEY, how="left")
+    return out
 
 
 def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> Frame:
