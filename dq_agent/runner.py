@@ -77,13 +77,20 @@ def run_tools(
                 results[tool.name] = failure_result(tool.name, exc)
         if timings is not None:
             timings["shared_seconds"] = timings.get("shared_seconds", 0.0) + shared.seconds
-        for plan in plans:
+        # Each plan holds the shared nodes it reads: with the step's own references gone and
+        # each plan dropped once it ran, a node's memory goes after the last check reading it
+        # (the series table after outlier_check), not at the end of the run.
+        shared.release()
+        plans.reverse()
+        while plans:
+            plan = plans.pop()
             try:
                 (results[plan.tool],) = run_plans([plan])
             except check_failures() as exc:
                 # A failing query fails its own check only.
                 log.debug("running %s failed", plan.tool, exc_info=True)
                 results[plan.tool] = failure_result(plan.tool, exc)
+            del plan
     return {tool.name: replace(results[tool.name], source=source) for tool in tools}
 
 
