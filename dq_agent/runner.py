@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, materialising, run_plans
+from dq_agent.checks.base import CheckPlan, asked_for, materialising, run_plans
 from dq_agent.engines.names import engine_failures
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Source
@@ -66,24 +66,30 @@ def run_tools(
     computed once while the tools are planned (`materialising`); then each check's own queries
     run on their own, so its `duration_seconds` is its own work, measured. The shared step's
     time goes to `timings["shared_seconds"]` when `timings` is given."""
-    plans: list[CheckPlan] = []
+    plans: list[tuple[CheckPlan, int]] = []
     results: dict[str, CheckResult] = {}
     with materialising() as shared:
         for tool in tools:
             try:
-                plans.append(tool.plan())
+                with asked_for() as nodes:
+                    plans.append((tool.plan(), len(nodes)))
             except check_failures() as exc:
                 log.debug("planning %s failed", tool.name, exc_info=True)
                 results[tool.name] = failure_result(tool.name, exc)
         if timings is not None:
             timings["shared_seconds"] = timings.get("shared_seconds", 0.0) + shared.seconds
         # Each plan holds the shared nodes it reads: with the step's own references gone and
-        # each plan dropped once it ran, a node's memory goes after the last check reading it
-        # (the series table after outlier_check), not at the end of the run.
+        # each plan dropped once it ran, a node's memory goes after the last check reading it,
+        # not at the end of the run. The checks reading the most nodes run first (no result
+        # depends on the order), so the others run with less held: at 10M rows the five
+        # checks' null_check and duplicate_check ran beside the series table (0.35 GB),
+        # duplicate_check and structure_check beside the series order (0.2 GB).
         shared.release()
-        plans.reverse()
-        while plans:
-            plan = plans.pop()
+        waiting = [plan for plan, _ in sorted(plans, key=lambda planned: -planned[1])]
+        del plans
+        waiting.reverse()
+        while waiting:
+            plan = waiting.pop()
             try:
                 (results[plan.tool],) = run_plans([plan])
             except check_failures() as exc:

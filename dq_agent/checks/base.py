@@ -159,6 +159,19 @@ _TOGETHER: ContextVar[dict[tuple[Any, ...], pl.LazyFrame] | None] = ContextVar(
     "together", default=None
 )
 _BUILDING: ContextVar[bool] = ContextVar("building", default=False)
+_ASKED: ContextVar[set[tuple[Any, ...]] | None] = ContextVar("asked", default=None)
+
+
+@contextmanager
+def asked_for() -> Iterator[set[tuple[Any, ...]]]:
+    """The shared nodes (`shared_node`) asked for within this block, directly or by the nodes
+    built from them: what a plan made within it reads, so holds while it waits to run."""
+    asked: set[tuple[Any, ...]] = set()
+    token = _ASKED.set(asked)
+    try:
+        yield asked
+    finally:
+        _ASKED.reset(token)
 
 
 @contextmanager
@@ -190,6 +203,9 @@ def shared_node(
     once for all its queries; while `materialising`, computed at once and kept in memory for
     every check (`materialise()` when given: a frame in memory built another way)."""
     full = (id(dataset.frame), dataset.roles.timestamp, tuple(dataset.roles.entity), *key)
+    asked = _ASKED.get()
+    if asked is not None:
+        asked.add(full)
     step = _MATERIALISING.get()
     node = _SHARED.get(full)
     if node is not None and (step is None or full in _NODES_MATERIALISED):
