@@ -78,3 +78,31 @@ def test_results_in_the_tools_order_and_equal_to_each_check_alone() -> None:
         assert together[tool.name].metrics == alone.metrics, tool.name
         assert together[tool.name].findings == alone.findings, tool.name
         assert together[tool.name].events == alone.events, tool.name
+
+
+def test_an_unshared_node_stays_lazy_and_reads_the_materialised_ones() -> None:
+    from dq_agent.checks.base import unshared
+    from dq_agent.checks.series_values import series_columns
+
+    dataset = resident(load(str(SAMPLE), Config()))
+    expected = series_columns(dataset, Scope(), ["temperature"]).collect()
+    with materialising() as shared:
+        with unshared():
+            table = series_columns(dataset, Scope(), ["temperature"])
+        # The series order it is built from was materialised; the table itself was not.
+        assert shared.nodes == 1
+        assert table.collect().equals(expected)
+        # Asked for outside the block, the table is materialised as usual.
+        series_columns(dataset, Scope(), ["temperature"])
+        assert shared.nodes == 2
+
+
+def test_outlier_check_alone_of_the_table_readers_keeps_no_table() -> None:
+    config = Config()
+    config.run.checks = FIVE
+    dataset = resident(load(str(SAMPLE), config))
+    tools = {tool.name: tool for tool in register_detection_tools(dataset, config)}
+    with materialising() as shared:
+        tools["outlier_check"].plan()
+        # The series order and the series' names: no series table for the run.
+        assert shared.nodes == 2

@@ -160,6 +160,20 @@ _TOGETHER: ContextVar[dict[tuple[Any, ...], pl.LazyFrame] | None] = ContextVar(
 )
 _BUILDING: ContextVar[bool] = ContextVar("building", default=False)
 _ASKED: ContextVar[set[tuple[Any, ...]] | None] = ContextVar("asked", default=None)
+_UNSHARED: ContextVar[bool] = ContextVar("unshared", default=False)
+
+
+@contextmanager
+def unshared() -> Iterator[None]:
+    """Within this block, a shared node asked for that is not in memory yet stays a lazy
+    `cache` node even while materialising (the nodes it is built from are materialised as
+    usual): for a node one check alone reads in this run, computed within that check's own
+    queries, so its memory is held while they run, not from the shared step on."""
+    token = _UNSHARED.set(True)
+    try:
+        yield
+    finally:
+        _UNSHARED.reset(token)
 
 
 @contextmanager
@@ -210,6 +224,8 @@ def shared_node(
     node = _SHARED.get(full)
     if node is not None and (step is None or full in _NODES_MATERIALISED):
         return node
+    if step is not None and _UNSHARED.get() and not _BUILDING.get():
+        return _building(build).cache()
     pending = _TOGETHER.get()
     if step is not None and pending is not None and materialise is None and not _BUILDING.get():
         # Asked for within `together`: built now (the nodes it reads materialised at once),

@@ -6,12 +6,13 @@ from `outliers_portable`; the finish is `outliers_report`'s."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from dq_agent.checks import flatline, spikes
-from dq_agent.checks.base import ROW, SERIES, CheckPlan, Scope
+from dq_agent.checks import flatline, ranges, spikes
+from dq_agent.checks.base import ROW, SERIES, CheckPlan, Scope, unshared
 from dq_agent.checks.events import ENTITY as EVENT_ENTITY
 from dq_agent.checks.events import START, bounded, grain, point_events, with_table
 from dq_agent.checks.evidence import FAR, MAD_EFFICIENCY, MAD_TO_SIGMA
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
 _MAX_DECIMALS = 6
 _RESOLUTION_SAMPLE = 10_000
 _GROUP = "__group"
+# The checks that read the shared series table besides this one (`series_values`).
+_TABLE_READERS = frozenset({ranges.TOOL, flatline.TOOL, spikes.TOOL})
 _AT = "__series_at"
 """The row of a reading's series in a table of series (`_by_series`): its number less one,
 computed once in the value table, as every gather (`_broadcast`) reads it."""
@@ -83,11 +86,6 @@ def _values(
     segment between steps (`_outlier_rows`: far from the centre only counts when also far
     from that level). A column no check of the run can flag has none of these columns: its
     values are the shared series table's own (no copy), and nothing is left out."""
-    # The shared series table (the sensor checks read it too): the entity as a Categorical,
-    # made text only where few rows are left.
-    rows = series_columns(dataset, scope, columns).rename(
-        {name: value_col(i) for i, name in enumerate(columns)}
-    )
     # Only the row number goes through each join; the marks are put beside the wide frame, so
     # it is not copied once per column. A column no check of the run can flag needs no join.
     flagged = {
@@ -95,6 +93,16 @@ def _values(
         for i, name in enumerate(columns)
         if (flags := flagging_checks(dataset, scope, name, config)) is not None
     }
+    # The shared series table (the sensor checks read it too): the entity as a Categorical,
+    # made text only where few rows are left. When no other check of the run reads it, it is
+    # computed within this check's query (`base.unshared`), not held for the run: at 10M rows
+    # 0.35 GB from the shared step on, and its row column (Int64), which nothing here reads,
+    # not computed.
+    alone = not flagged and not set(config.selected_checks()) & _TABLE_READERS
+    with unshared() if alone else nullcontext():
+        rows = series_columns(dataset, scope, columns).rename(
+            {name: value_col(i) for i, name in enumerate(columns)}
+        )
     marks = [
         rows.select(AT_ROW)
         .join(
