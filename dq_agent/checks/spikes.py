@@ -128,6 +128,9 @@ _MULTIPLE = "__multiple"
 _JUMPED = "__jumped"
 _LANDED = "__landed"
 _EXCURSION = "__excursion"
+_SECONDS = "__seconds"
+_POSITIVE = "__positive"
+_ABOVE = "__above"
 
 
 def jump_values(
@@ -203,30 +206,22 @@ def _jumps(
     d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
     has_time = dataset.roles.timestamp is not None
     # Per device: windows over the series number, whose rows are contiguous and sorted (a
-    # fast path: five times cheaper than a group-by joined back).
+    # fast path: five times cheaper than a group-by joined back). Each reads a column computed
+    # beforehand: an expression inside a window (a shift, a filter) is evaluated series by
+    # series, the usual step's 0.42 s against 0.05 s per 10M readings.
     per_device = [
         pl.col(_D).median().over(SERIES).alias(_MEDIAN),
         pl.col(_D).count().over(SERIES).alias(_N),
         # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
         (rounding(dataset, column) * pl.col(X).abs().max()).over(SERIES).alias(_ROUNDING),
-        *(
-            [
-                # Readings at one time (a device read twice a minute) are no step: a usual step
-                # of 0 s made a minute infinitely many steps and every change across it a jump.
-                pl.when(same_series() & (_seconds() > 0))
-                .then(_seconds())
-                .median()
-                .over(SERIES)
-                .alias(_USUAL)
-            ]
-            if has_time
-            else []
-        ),
+        # Readings at one time (a device read twice a minute) are no step: a usual step of 0 s
+        # made a minute infinitely many steps and every change across it a jump.
+        *([pl.col(_POSITIVE).median().over(SERIES).alias(_USUAL)] if has_time else []),
     ]
     dev = (pl.col(_D) - pl.col(_MEDIAN)).abs()
     spreads = [
         pl.col(_DEV).median().over(SERIES).alias(_MAD),
-        pl.col(_DEV).filter(pl.col(_DEV) > pl.col(_ROUNDING)).min().over(SERIES).alias(_FLOOR),
+        pl.col(_ABOVE).min().over(SERIES).alias(_FLOOR),
     ]
     spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR))
     multiple = pl.col(_MULTIPLE)
@@ -266,12 +261,19 @@ def _jumps(
         earlier = pl.col(WIDTH).shift(j)
         inside = (earlier > j) | ((earlier == j) & pl.col(WIDTH).is_null())
         covered = covered | (inside & _beside(j)).fill_null(False)
+    # The time since the reading before on the same device, once for the usual step, the
+    # steps between and a max_rate (null at a series' first reading, where no change is).
+    seconds = [pl.when(same_series()).then(_seconds()).alias(_SECONDS)] if has_time else []
+    positive = [pl.when(pl.col(_SECONDS) > 0).then(pl.col(_SECONDS)).alias(_POSITIVE)]
     changes = (
         values.with_columns(pl.col(SERIES).set_sorted())
-        .with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS))
+        .with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS), *seconds)
+        .with_columns(positive if has_time else [])
         .with_columns(per_device)
         .with_columns(dev.alias(_DEV), _multiple(settings).alias(_MULTIPLE))
+        .with_columns(pl.when(pl.col(_DEV) > pl.col(_ROUNDING)).then(pl.col(_DEV)).alias(_ABOVE))
         .with_columns(spreads)
+        .drop(_POSITIVE, _ABOVE, strict=False)
     )
     reach = context(settings)
     return (
@@ -355,10 +357,11 @@ def _seconds() -> pl.Expr:
 
 def _steps_between(dataset: Dataset) -> pl.Expr:
     """How many of the device's usual steps lie between a reading and the one before (1
-    without a timestamp or a usual step)."""
+    without a timestamp or a usual step; at a series' first reading too, which has no
+    change to judge)."""
     if dataset.roles.timestamp is None:
         return pl.lit(1.0)
-    return (_seconds() / pl.col(_USUAL)).fill_nan(1.0).fill_null(1.0)
+    return (pl.col(_SECONDS) / pl.col(_USUAL)).fill_nan(1.0).fill_null(1.0)
 
 
 def _off_course() -> pl.Expr:
@@ -382,7 +385,7 @@ def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> pl.E
     limit = settings_for(column, settings.max_rate)
     if limit is None or dataset.roles.timestamp is None:
         return pl.lit(False)
-    seconds = (pl.col(TIME) - pl.col(TIME).shift()).dt.total_seconds(fractional=True)
+    seconds = pl.col(_SECONDS)
     per_unit = pl.col(_D).abs() / seconds * RATE_UNITS[settings.rate_unit]
     return ((seconds > 0) & (per_unit > limit)).fill_null(False)
 
