@@ -265,22 +265,29 @@ def _jumps(
     # steps between and a max_rate (null at a series' first reading, where no change is).
     seconds = [pl.when(same_series()).then(_seconds()).alias(_SECONDS)] if has_time else []
     positive = [pl.when(pl.col(_SECONDS) > 0).then(pl.col(_SECONDS)).alias(_POSITIVE)]
+    above = pl.when(pl.col(_DEV) > pl.col(_ROUNDING)).then(pl.col(_DEV)).alias(_ABOVE)
+    # Every figure is a column of every reading (80 MB per 10M): each is dropped after its
+    # last reader, so that the columns a reading needs are not all held at once.
     changes = (
         values.with_columns(pl.col(SERIES).set_sorted())
         .with_columns(d.alias(_D), pl.col(X).shift().alias(_PREVIOUS), *seconds)
         .with_columns(positive if has_time else [])
         .with_columns(per_device)
+        .drop(_POSITIVE, strict=False)
         .with_columns(dev.alias(_DEV), _multiple(settings).alias(_MULTIPLE))
-        .with_columns(pl.when(pl.col(_DEV) > pl.col(_ROUNDING)).then(pl.col(_DEV)).alias(_ABOVE))
+        .with_columns(above)
         .with_columns(spreads)
-        .drop(_POSITIVE, _ABOVE, strict=False)
+        .drop(_DEV, _ABOVE)
+        # The steps between readings as a column of their own: read twice by the jump test,
+        # an expression there was computed twice (0.54 s against 0.19 s per 10M readings).
+        .with_columns(spread.alias(_SCALE), _steps_between(dataset).alias(_STEPS))
+        .drop(_MAD, _FLOOR, _ROUNDING, _USUAL, strict=False)
+        .with_columns(jump.fill_null(False).alias(_JUMPED))
+        .drop(_MEDIAN, _N, _MULTIPLE, _STEPS, _SECONDS, strict=False)
     )
     reach = context(settings)
     return (
-        # The steps between readings as a column of their own: read twice by the jump test,
-        # an expression there was computed twice (0.54 s against 0.19 s per 10M readings).
-        changes.with_columns(spread.alias(_SCALE), _steps_between(dataset).alias(_STEPS))
-        .with_columns(jump.fill_null(False).alias(_JUMPED))
+        changes
         # Jumps are rare: what follows looks at most `context` readings either side of one,
         # so only those readings go on (the shifts below check they are neighbours).
         .filter(
