@@ -53,6 +53,7 @@ from dq_agent.checks.flatline import (
     range_limits,
     running_values,
 )
+from dq_agent.checks.flatline_report import RUN_LENGTH
 from dq_agent.checks.portable import PolarsMode, PortablePlan, building, on_polars
 from dq_agent.checks.series_values import (
     AT_ROW,
@@ -128,6 +129,8 @@ _MULTIPLE = "__multiple"
 _JUMPED = "__jumped"
 _LANDED = "__landed"
 _EXCURSION = "__excursion"
+_READINGS = "__readings"
+_LEFT_OUT = "__left_out"
 _SECONDS = "__seconds"
 _POSITIVE = "__positive"
 _ABOVE = "__above"
@@ -430,8 +433,8 @@ def _polars_plan(
             jump_values(dataset, scope, column, config, settings)
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
-        values = spike_input(dataset, scope, column, config)
-        stats = _stats(values, settings, rated(dataset, column, settings))
+        readings = _readings(dataset, scope, column, config)
+        stats = _stats(readings, settings, rated(dataset, column, settings))
         queries += [stats, _events(jumps, settings)]
     has_time = dataset.roles.timestamp is not None
     # Columns a configured max_rate judges on any two readings, however short the series.
@@ -477,24 +480,39 @@ def judged_series(
     """SERIES of the column's series spike_check judges (for the flag file's "not evaluated"):
     long enough for a spread of their own, or any two readings under a max_rate."""
     least = least_readings(settings, rated(dataset, column, settings))
-    return (
-        spike_input(dataset, scope, column, config)
-        .group_by(SERIES)
-        .agg(pl.len().alias("readings"))
-        .filter(pl.col("readings") >= least)
-        .select(SERIES)
-    )
+    readings = _readings(dataset, scope, column, config)
+    return readings.filter(pl.col(_READINGS) >= least).select(SERIES)
 
 
-def _stats(values: pl.LazyFrame, settings: SpikeCheckConfig, rated: bool) -> pl.LazyFrame:
-    per_series = values.group_by(SERIES).agg(pl.len().alias("readings"))
-    short = per_series.select(
-        (pl.col("readings") < settings.min_series_readings).sum().alias("short_series"),
+def _stats(per_series: pl.LazyFrame, settings: SpikeCheckConfig, rated: bool) -> pl.LazyFrame:
+    readings = pl.col(_READINGS)
+    return per_series.select(
+        readings.sum().alias("values"),
+        (readings < settings.min_series_readings).sum().alias("short_series"),
         pl.len().alias("series"),
-        (pl.col("readings") >= least_readings(settings, rated)).sum().alias("judged_series"),
-        pl.col("readings").max().alias("longest_series"),
+        (readings >= least_readings(settings, rated)).sum().alias("judged_series"),
+        readings.max().alias("longest_series"),
     )
-    return values.select(pl.len().alias("values")).join(short, how="cross")
+
+
+def _readings(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
+    """SERIES and its readings (_READINGS) in `spike_input`, for each series with any: the
+    checked readings per series less those of its stuck and resting runs, from the runs (a
+    few rows), not from the readings left (which would leave them out again)."""
+    per_series = (
+        checked_values(dataset, scope, column, config)
+        .group_by(SERIES)
+        .agg(pl.len().cast(pl.Int64).alias(_READINGS))
+    )
+    if _stuck_key(column, config) is None:
+        return per_series
+    runs = flatline.judged_runs(dataset, scope, column, config)
+    left_out = runs.group_by(SERIES).agg(pl.col(RUN_LENGTH).sum().alias(_LEFT_OUT))
+    return (
+        per_series.join(left_out, on=SERIES, how="left")
+        .select(SERIES, (pl.col(_READINGS) - pl.col(_LEFT_OUT).fill_null(0)).alias(_READINGS))
+        .filter(pl.col(_READINGS) > 0)
+    )
 
 
 def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
