@@ -92,7 +92,7 @@ from dq_agent.checks.flatline_report import (
     unmatched_exclusions,
 )
 from dq_agent.checks.portable import PolarsMode, PortablePlan, on_polars
-from dq_agent.checks.ranges import GOOD, LEVEL, leveled_values
+from dq_agent.checks.ranges import leveled_values
 from dq_agent.checks.series_kinds import (
     EXCLUDED,
     GROUP,
@@ -150,12 +150,11 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
     limits = range_limits(dataset, column, config)
 
     def build() -> pl.LazyFrame:
-        # Without limits nothing else reads the column's levels: no copy of them is made.
-        if limits is None:
-            values = ordered_values(dataset, scope, column)
-        else:
-            values = leveled_values(dataset, scope, column, limits)
-            values = values.filter(pl.col(LEVEL) == GOOD).drop(LEVEL)
+        values = ordered_values(dataset, scope, column)
+        if limits is not None:
+            # range_check's flagged readings (few, a shared node) left out by position.
+            flagged = leveled_values(dataset, scope, column, limits).select(POSITION)
+            values = values.join(flagged, on=POSITION, how="anti")
         if dataset.roles.timestamp is not None:
             values = values.filter(pl.col(TIME).is_not_null())
         return values.drop(POSITION).with_columns(pl.int_range(pl.len()).alias(POSITION))
