@@ -12,8 +12,9 @@ readings of each column in series order; the finish, the same on every engine, g
 device the fail and suspect counts, the runs of consecutive out-of-range readings (a missing
 value between two of them neither ends nor starts a run: the checks that read the series leave
 it out), the longest, and the worst values, and the event table. How the flagged readings are
-found is the engine's strategy: on Polars, from the levels node the later value checks (flat
-line, spike, outlier, the flag file) read anyway (`leveled_values`, computed once per run);
+found is the engine's strategy: on Polars, from the flagged readings' node the later value
+checks (flat line, spike, outlier, the flag file) read anyway (`leveled_values`, computed once
+per run);
 elsewhere, the rows out of range or missing, numbered in series order (`Engine.in_series`).
 Both take the level from one Narwhals expression (`ColumnRange.level`).
 """
@@ -180,9 +181,9 @@ _RUN = "__run"
 
 
 def _leveled_rows(dataset: Dataset, scope: Scope, limits: ColumnRange) -> Frame:
-    """The Polars engine's strategy: the flagged readings from the column's levels in series
-    order (`leveled_values`), the node the later value checks read anyway and a run computes
-    once, where neighbours are readings whose positions differ by one within a series. Read
+    """The Polars engine's strategy: the flagged readings with their levels in series order
+    (`leveled_values`), the node the later value checks read anyway and a run computes once,
+    where neighbours are readings whose positions differ by one within a series. Read
     so, range_check at 10M rows took a fraction of its time over the engine's generic rows
     (docs/ARCHITECTURE.md, "Engines")."""
     values = leveled_values(dataset, scope, limits.column, limits)
