@@ -42,6 +42,8 @@ engine.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import narwhals as nw
@@ -90,7 +92,7 @@ from dq_agent.checks.flatline_report import (
     unmatched_exclusions,
 )
 from dq_agent.checks.portable import PolarsMode, PortablePlan, on_polars
-from dq_agent.checks.ranges import GOOD, LEVEL, leveled_values
+from dq_agent.checks.ranges import leveled_values
 from dq_agent.checks.series_kinds import (
     EXCLUDED,
     GROUP,
@@ -148,12 +150,11 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
     limits = range_limits(dataset, column, config)
 
     def build() -> pl.LazyFrame:
-        # Without limits nothing else reads the column's levels: no copy of them is made.
-        if limits is None:
-            values = ordered_values(dataset, scope, column)
-        else:
-            values = leveled_values(dataset, scope, column, limits)
-            values = values.filter(pl.col(LEVEL) == GOOD).drop(LEVEL)
+        values = ordered_values(dataset, scope, column)
+        if limits is not None:
+            # range_check's flagged readings (few, a shared node) left out by position.
+            flagged = leveled_values(dataset, scope, column, limits).select(POSITION)
+            values = values.join(flagged, on=POSITION, how="anti")
         if dataset.roles.timestamp is not None:
             values = values.filter(pl.col(TIME).is_not_null())
         return values.drop(POSITION).with_columns(pl.int_range(pl.len()).alias(POSITION))
@@ -186,39 +187,46 @@ def judged_readings(
 
 def stuck_readings(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """The readings of `checked_values` in stuck runs."""
-    return checked_values(dataset, scope, column, config).join(
-        _positions(dataset, scope, column, config, STUCK), on=POSITION, how="semi"
-    )
+    return _in_runs(dataset, scope, column, config, STUCK, inside=True)
 
 
 def rest_rows(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """AT_ROW of the readings in runs at a rest level (normal operation, not stuck)."""
-    return (
-        checked_values(dataset, scope, column, config)
-        .join(_positions(dataset, scope, column, config, AT_REST), on=POSITION, how="semi")
-        .select(AT_ROW)
-    )
+    return _in_runs(dataset, scope, column, config, AT_REST, inside=True).select(AT_ROW)
 
 
 def running_values(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
     """`checked_values` without the readings of stuck runs and of runs at a rest level: what
     the later checks judge. A pump off is neither stuck, nor a jump to and from 0 for
     spike_check, nor an outlier of its running readings."""
-    return checked_values(dataset, scope, column, config).join(
-        _positions(dataset, scope, column, config, None), on=POSITION, how="anti"
-    )
+    return _in_runs(dataset, scope, column, config, None, inside=False)
 
 
-def _positions(
-    dataset: Dataset, scope: Scope, column: str, config: Config, flag: str | None
+_RUN_START = "__run_start"
+_RUN_STOP = "__run_stop"
+
+
+def _in_runs(
+    dataset: Dataset, scope: Scope, column: str, config: Config, flag: str | None, inside: bool
 ) -> pl.LazyFrame:
-    """POSITION of each reading in the judged runs with `flag` (STUCK, AT_REST; None: both),
-    from the few runs: a semi or anti join against these finds their readings in one pass."""
+    """The readings of `checked_values` inside (or outside) the judged runs with `flag`
+    (STUCK, AT_REST; None: both). The runs are few, sorted by position and apart, so each
+    reading is matched to the last run starting at or before it (an as-of join, a merge of
+    two sorted columns) and is inside when before that run's end: at 10M readings 0.12 to
+    0.3 s against 0.26 to 0.4 s for a hash join on every position of the runs."""
     runs = judged_runs(dataset, scope, column, config)
     if flag is not None:
         runs = runs.filter(pl.col(flag))
-    start = pl.col(RUN_AT)
-    return runs.select(pl.int_ranges(start, start + pl.col(RUN_LENGTH)).explode().alias(POSITION))
+    bounds = runs.select(
+        pl.col(RUN_AT).alias(_RUN_START), (pl.col(RUN_AT) + pl.col(RUN_LENGTH)).alias(_RUN_STOP)
+    )
+    values = checked_values(dataset, scope, column, config)
+    within = (pl.col(POSITION) < pl.col(_RUN_STOP)).fill_null(False)
+    return (
+        values.join_asof(bounds, left_on=POSITION, right_on=_RUN_START, strategy="backward")
+        .filter(within if inside else ~within)
+        .drop(_RUN_START, _RUN_STOP)
+    )
 
 
 def judged_runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
@@ -232,7 +240,7 @@ def judged_runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> 
         key,
         lambda: _judged(
             _runs(dataset, scope, column, config),
-            _singles(dataset, scope, column, config),
+            functools.partial(_singles, dataset, scope, column, config),
             series_stats(dataset, scope, column, config),
             settings,
         ),
@@ -290,17 +298,21 @@ def _runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.Laz
     )
 
 
-def _singles(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
-    """The readings of `_repeats` that are a run of their own, in `_runs`' columns."""
-    return (
-        _with_next(dataset, scope, column, config)
-        .filter(~pl.col(SAME) & ~pl.col(NEXT_SAME))
-        .with_columns(
-            pl.col(POSITION).alias(RUN_AT),
-            pl.col(TIME).alias(RUN_END),
-            pl.col(AT_ROW).alias(RUN_END_ROW),
-            pl.lit(1, dtype=pl.Int64).alias(RUN_LENGTH),
-        )
+def _singles(
+    dataset: Dataset, scope: Scope, column: str, config: Config, at: pl.LazyFrame | None = None
+) -> pl.LazyFrame:
+    """The readings of `_repeats` that are a run of their own, in `_runs`' columns; with `at`,
+    only those at its values (X)."""
+    readings = _with_next(dataset, scope, column, config)
+    if at is not None:
+        # The few values first: most readings are runs of one, and filtering those first
+        # copied every column of nearly every reading (0.6 s of the column's judged runs).
+        readings = readings.join(at, on=X, how="semi")
+    return readings.filter(~pl.col(SAME) & ~pl.col(NEXT_SAME)).with_columns(
+        pl.col(POSITION).alias(RUN_AT),
+        pl.col(TIME).alias(RUN_END),
+        pl.col(AT_ROW).alias(RUN_END_ROW),
+        pl.lit(1, dtype=pl.Int64).alias(RUN_LENGTH),
     )
 
 
@@ -370,12 +382,12 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
 
 def _judged(
     runs: pl.LazyFrame,
-    singles: pl.LazyFrame,
+    singles: Callable[[pl.LazyFrame | None], pl.LazyFrame],
     series: pl.LazyFrame,
     settings: FlatlineCheckConfig,
 ) -> pl.LazyFrame:
     """The runs (one row each, at their first reading: `runs` of two or more readings,
-    `singles` of one) that are stuck (STUCK: long enough and beyond chance) or rest at a level
+    `singles(at)` of one, at the values of `at` or every value) that are stuck (STUCK: long enough and beyond chance) or rest at a level
     (AT_REST), sorted by position."""
     length = pl.col(RUN_LENGTH)
     long_enough = length >= settings.min_readings
@@ -388,7 +400,7 @@ def _judged(
     starts = runs.select(columns).cache()
     long_runs = starts.filter(long_enough)
     if settings.min_readings <= 1:
-        long_runs = pl.concat([long_runs, singles.select(columns).filter(long_enough)])
+        long_runs = pl.concat([long_runs, singles(None).select(columns).filter(long_enough)])
     candidates = long_runs.join(series, on=SERIES, how="left")
     # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
     # (off, fully open), with its own chance of staying: all its runs, short ones too.
@@ -405,7 +417,7 @@ def _judged(
     at_maybe_rest = pl.concat(
         [
             starts.join(maybe_values, on=X, how="semi"),
-            singles.select(columns).join(maybe_values, on=X, how="semi"),
+            singles(maybe_values).select(columns),
         ]
     ).cache()
     # Only the columns the level's statistics need: most readings start a run.

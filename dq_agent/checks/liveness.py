@@ -35,6 +35,7 @@ from dq_agent.checks.base import (
     ORDER,
     ROW,
     SERIES,
+    SERIES_START,
     TIME_IN_ORDER,
     Scope,
     entity_key,
@@ -81,7 +82,6 @@ _MICROS = "__micros"
 _PREV = "__previous"
 _PREV_MICROS = "__previous_micros"
 _POSITION = "__position"
-_FIRST_ROW = "__first_row"
 
 
 @dataclass
@@ -127,31 +127,38 @@ def _in_series_order(dataset: Dataset, scope: Scope) -> Frame:
     not every row's name gathered into order. The series number orders the devices."""
     time = pl.col(TIME_IN_ORDER)
     step = pl.when(pl.col(SERIES) == pl.col(SERIES).shift()).then(time - time.shift())
+    seconds = step.dt.total_seconds(fractional=True)
     rows = series_rows(dataset, scope)
     per_device = (
         rows.select(
             pl.col(SERIES),
-            pl.col(ORDER),
             time,
-            step.dt.total_seconds(fractional=True).alias(_STEP),
+            # Only the positive steps count: the others nulled here, not filtered group by
+            # group in the aggregation.
+            pl.when(seconds > 0).then(seconds).alias(_STEP),
         )
         .filter(pl.col(TIME_IN_ORDER).is_not_null())
         .group_by(SERIES)
         .agg(
-            pl.col(ORDER).first().alias(_FIRST_ROW),
             pl.len().alias(_ROWS),
             pl.col(TIME_IN_ORDER).min().alias(_FIRST),
             pl.col(TIME_IN_ORDER).max().alias(_LAST),
-            pl.col(_STEP).filter(pl.col(_STEP) > 0).median().alias(_STEP),
+            pl.col(_STEP).median().alias(_STEP),
         )
     )
     key = entity_key(dataset)
     if key is None:
         per_device = per_device.with_columns(pl.lit(None, dtype=pl.String).alias(_ENTITY))
     else:
-        names = rows.select(key.alias(_ENTITY)).with_row_index(_FIRST_ROW)
-        per_device = names.join(per_device, on=_FIRST_ROW, how="inner")
-    return nw.from_native(per_device.drop(_FIRST_ROW).rename({SERIES: _RANK}))
+        # Each series' name from the row at its first position in series order: one row per
+        # series gathered, where naming every row and joining on the first row's index read
+        # all 10M names.
+        starts = pl.col(SERIES_START)
+        names = rows.select(
+            pl.col(SERIES).filter(starts), key.gather(pl.col(ORDER).filter(starts)).alias(_ENTITY)
+        )
+        per_device = names.join(per_device, on=SERIES, how="inner")
+    return nw.from_native(per_device.rename({SERIES: _RANK}))
 
 
 def _per_device(engine: Engine, dataset: Dataset, scope: Scope, ts: str) -> Frame:

@@ -12,8 +12,9 @@ readings of each column in series order; the finish, the same on every engine, g
 device the fail and suspect counts, the runs of consecutive out-of-range readings (a missing
 value between two of them neither ends nor starts a run: the checks that read the series leave
 it out), the longest, and the worst values, and the event table. How the flagged readings are
-found is the engine's strategy: on Polars, from the levels node the later value checks (flat
-line, spike, outlier, the flag file) read anyway (`leveled_values`, computed once per run);
+found is the engine's strategy: on Polars, from the flagged readings' node the later value
+checks (flat line, spike, outlier, the flag file) read anyway (`leveled_values`, computed once
+per run);
 elsewhere, the rows out of range or missing, numbered in series order (`Engine.in_series`).
 Both take the level from one Narwhals expression (`ColumnRange.level`).
 """
@@ -103,19 +104,23 @@ def column_range(dataset: Dataset, column: str, config: Config) -> ColumnRange |
 def leveled_values(
     dataset: Dataset, scope: Scope, column: str, limits: ColumnRange | None
 ) -> pl.LazyFrame:
-    """`ordered_values` of the column with each reading's LEVEL (GOOD without limits): one
-    node shared by the checks after range_check and the flag file."""
+    """The readings of `ordered_values` of the column that its limits flag, with their LEVEL
+    (above GOOD; none without limits): one node shared by range_check, the later value checks
+    (flat line leaves them out: `flatline.checked_values`) and the flag file. Only those: the
+    readings within limits are `ordered_values` less these (by POSITION), so the node holds a
+    few rows where every reading with its level held a copy of the column (0.45 GB at 10M)."""
 
     def build() -> pl.LazyFrame:
         values = ordered_values(dataset, scope, column)
         if limits is None:
-            return values.with_columns(pl.lit(GOOD, dtype=pl.Int8).alias(LEVEL))
+            return values.with_columns(pl.lit(GOOD, dtype=pl.Int8).alias(LEVEL)).head(0)
         key = nw.col(ENTITY).cast(nw.String) if dataset.roles.entity else None
         level = limits.level(nw.col(X), key).alias(LEVEL)
         native: pl.LazyFrame = nw.from_native(values).with_columns(level).to_native()
-        return native
+        return native.filter(pl.col(LEVEL) > GOOD)
 
-    return shared(dataset, ("levels", scope, column, limits, tuple(dataset.sentinels)), build)
+    key = ("flagged levels", scope, column, limits, tuple(dataset.sentinels))
+    return shared(dataset, key, build)
 
 
 def build_range_check(
@@ -176,9 +181,9 @@ _RUN = "__run"
 
 
 def _leveled_rows(dataset: Dataset, scope: Scope, limits: ColumnRange) -> Frame:
-    """The Polars engine's strategy: the flagged readings from the column's levels in series
-    order (`leveled_values`), the node the later value checks read anyway and a run computes
-    once, where neighbours are readings whose positions differ by one within a series. Read
+    """The Polars engine's strategy: the flagged readings with their levels in series order
+    (`leveled_values`), the node the later value checks read anyway and a run computes once,
+    where neighbours are readings whose positions differ by one within a series. Read
     so, range_check at 10M rows took a fraction of its time over the engine's generic rows
     (docs/ARCHITECTURE.md, "Engines")."""
     values = leveled_values(dataset, scope, limits.column, limits)
@@ -186,9 +191,7 @@ def _leveled_rows(dataset: Dataset, scope: Scope, limits: ColumnRange) -> Frame:
     same = (pl.col(POSITION) == pl.col(POSITION).shift() + 1) & (
         pl.col(SERIES) == pl.col(SERIES).shift()
     )
-    flagged = values.filter(pl.col(LEVEL) > GOOD).with_columns(
-        (~same.fill_null(False)).cum_sum().cast(pl.Int64).alias(_RUN)
-    )
+    flagged = values.with_columns((~same.fill_null(False)).cum_sum().cast(pl.Int64).alias(_RUN))
     return (
         nw.from_native(flagged)
         .with_columns(limits.excess(nw.col(X), key).alias(_EXCESS))

@@ -45,9 +45,9 @@ def flagging_checks(
     limits = flatline.range_limits(dataset, column, config)
     if limits is not None:
         parts.append(
-            ranges.leveled_values(dataset, scope, column, limits)
-            .filter(pl.col(ranges.LEVEL) > ranges.GOOD)
-            .select(AT_ROW, pl.col(ranges.LEVEL).alias(FLAG), pl.lit(ranges.TOOL).alias(CHECK))
+            ranges.leveled_values(dataset, scope, column, limits).select(
+                AT_ROW, pl.col(ranges.LEVEL).alias(FLAG), pl.lit(ranges.TOOL).alias(CHECK)
+            )
         )
     flat = config.section(flatline.FlatlineCheckConfig)
     if flatline.TOOL in selected and not matches_any(column, flat.excluded):
