@@ -133,6 +133,11 @@ class DuckDBEngine(TableEngine):
             parts.append(f"CASE WHEN {same} THEN {value} END AS {_quoted(name)}")
         return _projected(frame, ", ".join(parts))
 
+    def series_numbers(self, dataset: Dataset) -> str | None:
+        """`engines.base.series_numbers`: the table's series number (`_SERIES`), where the
+        table stores the series order."""
+        return _SERIES if self.stores_series_order(dataset) else None
+
     def stores_series_order(self, dataset: Dataset) -> bool:
         """True for the table `_table` stores; not for a subclass's own (the spilled file)."""
         return _stored_in_series(self._scoped(dataset, Scope(), index=False))
