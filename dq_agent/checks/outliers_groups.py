@@ -112,7 +112,9 @@ def _tie(i: int) -> str:
     return f"__row_tie{i}"
 
 
-def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) -> Frame:
+def group_stats(
+    engine: Engine, dataset: Dataset, values: Frame, count_: int, names: Frame | None = None
+) -> Frame:
     """`outliers_polars._group_stats` and `_with_states`: per series (KEY, ENTITY) and column
     its count, left-out counts, median, MAD and where it falls among the deviations, mean
     absolute deviation, mean, std, extremes, whether all are whole, the neighbours' spread,
@@ -121,7 +123,10 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
     Three passes over the rows, each reading only what it needs: the medians with every
     figure that needs none (the only pass that reads the neighbours, `local_col`), the MADs
     with the mean absolute deviation, then where each deviation falls against the MAD; at
-    10M rows on DuckDB the neighbours' window is then computed once here, not in all three."""
+    10M rows on DuckDB the neighbours' window is then computed once here, not in all three.
+
+    `names`: where KEY is the engine's series number (`engines.base.series_numbers`), the
+    entity's columns per KEY; the rows then carry no entity text."""
     columns = range(count_)
     firsts: list[nw.Expr] = []
     for i in columns:
@@ -183,12 +188,10 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
     )
     # The entity's columns: two entities of the same text are told apart, so that the finish
     # refuses them (a long layout's variables name the group). Where KEY is the engine's
-    # series number, one per entity, they are an aggregate of each series instead.
-    numbered = bool(entity) and values.collect_schema()[KEY] == nw.Int64
-    by = [KEY] if numbered else [*entity, KEY]
-    named = [nw.col(e).min().alias(e) for e in entity] if numbered else []
+    # series number, one per entity, they come from its names, joined on the groups.
+    by = [KEY] if names is not None else [*entity, KEY]
     rows = (
-        values.select(*entity, KEY, *xs)
+        values.select(*by, *xs)
         .join(
             spreads.select(KEY, *[c(i) for i in columns for c in (_median, _mad_of, _tie)]),
             on=KEY,
@@ -219,10 +222,11 @@ def group_stats(engine: Engine, dataset: Dataset, values: Frame, count_: int) ->
             nw.col(_local_mad(i)).fill_null(0.0).alias(stat("local_mad", i)),
             nw.col(stat("local_meanad", i)),
         ]
+    grouped = rows.group_by(*by).agg(*exprs)
+    if names is not None:
+        grouped = grouped.join(names, on=KEY, how="inner")
     stats = (
-        rows.group_by(*by)
-        .agg(*named, *exprs)
-        .join(spreads, on=KEY, how="inner")
+        grouped.join(spreads, on=KEY, how="inner")
         .select(*entity, KEY, *ordered)
         .with_columns(
             entity_text(entity),

@@ -100,7 +100,12 @@ def generic_plan(
     values, streams = _values(engine, dataset, scope, columns, config)
     if not streams:
         values = engine.materialised(values)
-    stats = engine.materialised(group_stats(engine, dataset, values, count))
+    number = series_numbers(engine, dataset) if dataset.roles.entity else None
+    names = None
+    if number is not None:
+        entity = dataset.roles.entity
+        names = number.names.select(nw.col(number.column).cast(nw.Int64).alias(KEY), *entity)
+    stats = engine.materialised(group_stats(engine, dataset, values, count, names))
     per_column = engine.materialised(
         column_stats(engine, dataset, values, stats, [schema[c] for c in columns])
     )
@@ -168,13 +173,13 @@ def _values(
     if scope.filters_rows():
         carried.append(FILE_ROW)
     if number is not None:
-        carried.append(number)
+        carried.append(number.column)
     rows = engine.in_series(dataset, scope, None, carried, POSITION)
     schema = rows.collect_schema()
     at = FILE_ROW if scope.filters_rows() else ROW
     key = entity_key_expr(entity).fill_null(NULL_KEY) if entity else nw.lit(NULL_KEY)
     if number is not None:
-        key = nw.col(number).cast(nw.Int64)
+        key = nw.col(number.column).cast(nw.Int64)
     raw = [
         nw.when(~missing(schema, name, dataset.sentinels))
         .then(nw.col(name).cast(nw.Float64))
@@ -191,7 +196,8 @@ def _values(
             outside = limits.outside(nw.col(_raw(i)), series_key(entity)).fill_null(False)
         ranged.append(outside.alias(_ranged(i)))
     rows = rows.select(
-        *entity,
+        # The entity's text only where the series have no number: every row carries it.
+        *(entity if number is None else []),
         POSITION,
         ROW,
         key.alias(KEY),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -188,12 +189,21 @@ def entity_rows(
     return engine.rows(dataset, scope, index=index), list(dataset.roles.entity)
 
 
-def series_numbers(engine: Engine, dataset: Dataset) -> str | None:
-    """The column `engine.in_series` can carry (name it in `columns`) that numbers each row's
-    series, one integer per entity, where the engine holds one (DuckDB's table stored in series
-    order: its series number); None elsewhere. An integer is cheaper to group, join, shift
-    and hand over than the entity's text: outlier_check at 10M rows (its every reading fetched
-    as Arrow, see `outliers_portable`)."""
+@dataclass(frozen=True)
+class SeriesNumbers:
+    """How an engine numbers the series (`series_numbers`)."""
+
+    column: str
+    """The column `Engine.in_series` and `Engine.rows` carry: one integer per entity."""
+    names: Frame
+    """One row per series: `column` and the entity's columns."""
+
+
+def series_numbers(engine: Engine, dataset: Dataset) -> SeriesNumbers | None:
+    """The series' numbers, where the engine holds them (DuckDB's table stored in series
+    order); None elsewhere. An integer is cheaper to group, join, shift and hand over than the
+    entity's text, which a check then takes from `names` for its few result rows (outlier_check
+    and delay_check at 10M rows: their every reading or step computed once as Arrow)."""
     if isinstance(engine, TableEngine):
         return engine.series_numbers(dataset)
     return None
@@ -267,7 +277,7 @@ class TableEngine:
         """`engines.base.entity_rows` on this engine: the entity's own columns."""
         return self.rows(dataset, scope, index=index), list(dataset.roles.entity)
 
-    def series_numbers(self, dataset: Dataset) -> str | None:
+    def series_numbers(self, dataset: Dataset) -> SeriesNumbers | None:
         """`engines.base.series_numbers` on this engine: none."""
         return None
 
