@@ -9,6 +9,7 @@ and `check_rule`, so every error names the key and where the value came from.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import math
 import types
@@ -67,6 +68,16 @@ def one_character(value: Any) -> str | None:
     return None
 
 
+def text_encoding(value: Any) -> str | None:
+    try:
+        info = codecs.lookup(str(value))
+    except LookupError:
+        return "be a text encoding such as utf-8, cp1252, latin-1 or utf-16"
+    if not getattr(info, "_is_text_encoding", True):
+        return f"be a text encoding ({info.name} converts bytes to bytes)"
+    return None
+
+
 def memory_size(value: Any) -> str | None:
     try:
         parse_size(value)
@@ -118,6 +129,8 @@ class ColumnsConfig:
 class InputConfig:
     separator: str | None = setting(None, rule=one_character)
     decimal_comma: bool | None = None
+    encoding: str = setting("utf-8", rule=text_encoding)
+    """The CSV files' text encoding; another than UTF-8 is converted first (`loading.transcode`)."""
 
 
 @dataclass

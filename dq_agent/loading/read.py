@@ -13,10 +13,17 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from dq_agent.errors import InputError
-from dq_agent.loading.csvfile import CsvDialect, csv_dialect, csv_layout, read_csv_file
+from dq_agent.loading.csvfile import (
+    CsvDialect,
+    csv_dialect,
+    csv_layout,
+    read_csv_file,
+    read_head,
+)
 from dq_agent.loading.csvstream import stream_csv_file
 from dq_agent.loading.files import STDIN, Inputs
 from dq_agent.loading.notes import Inference, LoadNote
+from dq_agent.loading.transcode import UTF8, as_utf8, canonical, encoding_note, legacy_hint
 from dq_agent.loading.unify import combine
 from dq_agent.result import Status
 
@@ -56,21 +63,27 @@ class FilesRead:
 def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> FilesRead:
     """Each CSV file read into memory, or `streamed` to Parquet in the scratch folder (too big
     for memory: `loading.csvstream`), then the files one below the other."""
-    files, stdin = inputs.files, inputs.stdin
+    encoding = config.input.encoding
+    # Read from UTF-8 copies when the files are in another encoding; named as the user's files.
+    originals, converted = inputs.files, as_utf8(inputs, encoding)
+    files, stdin = converted.files, converted.stdin
     dialect: CsvDialect = csv_dialect(files[0], config, stdin)
     parts: list[tuple[Path, pl.LazyFrame]] = []
     rows: list[int] = []
     trailing: list[Path] = []
     comments: list[tuple[Path, int]] = []
     first_layout = None
-    for file in files:
-        layout = csv_layout(file, dialect.separator, stdin)
+    hint = None
+    for file, source in zip(originals, files, strict=True):
+        layout = csv_layout(source, dialect.separator, stdin)
         first_layout = first_layout or layout
+        if hint is None and canonical(encoding) == UTF8:
+            hint = legacy_hint(read_head(source, stdin))
         try:
             if streamed:
-                part, count = stream_csv_file(file, config, dialect, layout)
+                part, count = stream_csv_file(source, config, dialect, layout)
             else:
-                frame = read_csv_file(file, config, dialect, layout, stdin)
+                frame = read_csv_file(source, config, dialect, layout, stdin)
                 part, count = frame.lazy(), frame.height
         except READ_FAILURES as exc:
             raise InputError(f"cannot read {file} as CSV: {describe_read_error(exc)}") from exc
@@ -84,8 +97,12 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
         raw, notes = combine(parts, config.columns.timezone)
     except READ_FAILURES as exc:
         raise InputError(
-            f"cannot put the files of {files[0].parent} together: {describe_read_error(exc)}"
+            f"cannot put the files of {originals[0].parent} together: {describe_read_error(exc)}"
         ) from exc
+    if canonical(encoding) != UTF8:
+        notes.append(encoding_note(encoding))
+    elif hint is not None:
+        notes.append(hint)
     if trailing:
         notes.append(
             LoadNote(
