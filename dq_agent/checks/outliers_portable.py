@@ -20,7 +20,9 @@ runs SQL-like windows and aggregates:
   aggregate; the fleet's figures and the verdicts per group (`outliers_groups`) are over that
   small table.
 
-Series are told apart by their entity as text (a marker for null), as in flatline_check's
+Series are told apart by the engine's series number where it has one (DuckDB's table,
+`engines.base.series_numbers`: the rows then carry no text, the groups are named from the
+numbers' small table), else by their entity as text (a marker for null), as in flatline_check's
 generic path; two entities whose values joined by '/' give the same text are refused by the
 finish, never merged.
 """
