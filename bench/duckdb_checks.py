@@ -2,6 +2,7 @@
 
     python bench/duckdb_checks.py --data /work/bench_data/10m/sensors.parquet --repeat 3
     python bench/duckdb_checks.py --data FILE --checks null_check,delay_check --repeat 5
+    python bench/duckdb_checks.py --data FILE --checks null_check,duplicate_check,outlier_check,delay_check,structure_check
 
 The file is loaded once by dq-agent's loader and read into memory, as a run does
 (`runner.resident`); the DuckDB engine's hand-over (its table, created once per frame) is timed
@@ -9,7 +10,9 @@ apart. Per round and check, in an order that alternates between rounds: the prod
 Polars alone (`run_plans`, nothing materialised: the plan computes the series order it reads,
 as DuckDB computes its own), then the check on DuckDB (`run_portable`). Each DuckDB result is
 compared with the Polars one (floats within 1e-9 relative, the rest equal, the duration aside).
-The load average (`os.getloadavg`) is printed per round: the machine may be shared.
+The load average (`os.getloadavg`) is printed per round: the machine may be shared. The run
+selects the checks named (`run.checks`): outlier_check leaves out what flatline_check and
+spike_check flag only when they are named too, as in a run.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dq_agent.checks import delays, duplicates, liveness, nulls, ranges
+from dq_agent.checks import delays, duplicates, liveness, nulls, outliers, ranges, structure
 from dq_agent.checks.base import CheckPlan, Scope, run_plans
 from dq_agent.checks.portable import PortableBuild, run_portable
 from dq_agent.config import Config
@@ -41,6 +44,8 @@ CHECKS: dict[str, tuple[Plan, PortableBuild]] = {
     "duplicate_check": (duplicates.plan_duplicate_check, duplicates.build_duplicate_check),
     "delay_check": (delays.plan_delay_check, delays.build_delay_check),
     "liveness_check": (liveness.plan_liveness_check, liveness.build_liveness_check),
+    "outlier_check": (outliers.plan_outlier_check, outliers.build_outlier_check),
+    "structure_check": (structure.plan_structure_check, structure.build_structure_check),
 }
 
 
@@ -53,6 +58,8 @@ def main() -> None:
     from dq_agent.engines.duckdb import DuckDBEngine
 
     config, scope = Config(), Scope()
+    names = args.checks.split(",")
+    config.run.checks = names
     # A fixed clock: delay_check's freshness is measured from it.
     config.delay_check.as_of = datetime.now(UTC).isoformat()
     started = time.perf_counter()
@@ -63,7 +70,6 @@ def main() -> None:
     engine._table(dataset, None)
     print(f"duckdb hand-over {time.perf_counter() - started:.2f} s", flush=True)
 
-    names = args.checks.split(",")
     times: dict[tuple[str, str], list[float]] = {}
     for round_ in range(args.repeat):
         load_average = os.getloadavg()[0]

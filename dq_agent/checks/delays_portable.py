@@ -57,7 +57,7 @@ from dq_agent.checks.portable import (
     with_epoch_micros,
 )
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr, entity_rows
+from dq_agent.engines.base import Frame, entity_key_expr, entity_rows, series_numbers
 from dq_agent.load import Dataset
 
 _SERIES_COLUMNS = ("rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND)
@@ -75,6 +75,7 @@ _POSITIVE = "__positive_step"
 _RATIO = "__step_ratio"
 _TAIL = "__tail_bound"
 _NULL_KEY = "\x00"
+_NUMBER = "__series_number"
 _US = 1_000_000
 
 
@@ -110,6 +111,15 @@ def generic_queries(
     at = FILE_ROW if scope.filters_rows() else ROW
     text = entity_key_expr(entity) if entity else nw.lit(None, dtype=nw.String)
     key = text.fill_null(_NULL_KEY) if entity else nw.lit(_NULL_KEY)
+    # Where the engine numbers the series, the queries go by that number and name their few
+    # result rows from its names (`labelled`): the timed rows carry no text.
+    number = series_numbers(engine, dataset) if entity else None
+    labels = None
+    if number is not None:
+        labels = number.names.select(
+            nw.col(number.column).cast(nw.Int64).alias(_NUMBER), key.alias(KEY), text.alias(ENTITY)
+        )
+        key = nw.col(number.column).cast(nw.Int64)
 
     # The timing rows: the scoped rows (with a value in the scope's column), for the figures
     # taken row by row.
@@ -126,14 +136,21 @@ def generic_queries(
     queries = [
         _overall(engine, timing, future_limit, settings, roles.ingest_time is not None),
     ]
-    in_time = engine.materialised(_in_time(engine, dataset, scope, entity, present, key, text))
+    carried = [number.column] if number is not None else entity
+    timed = _in_time(engine, dataset, scope, carried, present, key)
+    # Computed once for the queries below; the step in seconds is derived again by each (a
+    # column fewer to fetch), the position kept only for the ranks out of core.
+    kept = [KEY, TS, PREV, _STEP_US, *([_POSITION] if engine.out_of_core else [])]
+    in_time = engine.materialised(timed.select(kept)).with_columns(_seconds())
     series = engine.materialised(_per_series(engine, in_time, settings))
-    queries.append(series.select(KEY, _entity_text(), *_SERIES_COLUMNS))
-    queries.append(
+    queries.append(labelled(series, labels).select(KEY, _entity_text(), *_SERIES_COLUMNS))
+    gaps = (
         in_time.filter(nw.col(_STEP_US) > 0)
         .join(series.select(KEY, EXPECTED, BOUND), on=KEY, how="inner")
         .filter(nw.col(STEP) > nw.col(BOUND))
-        .select(KEY, _entity_text(), STEP, PREV, TS, EXPECTED, BOUND)
+    )
+    queries.append(
+        labelled(gaps, labels).select(KEY, _entity_text(), STEP, PREV, TS, EXPECTED, BOUND)
     )
     queries.append(timing.filter(nw.col(TS) > nw.lit(future_limit)).select(FILE_ROW, ENTITY, TS))
     backward = late = bounds = None
@@ -142,7 +159,8 @@ def generic_queries(
         # Each entity's rows in file order: a window over each entity, told apart the
         # engine's cheapest way (`entity_rows`).
         ordered, by = entity_rows(engine, dataset, scope, index=True)
-        queries.append(_backward(dataset, ordered, by, present, at, key, text))
+        backward_rows = _backward(dataset, ordered, by, present, at, key, text, labels is None)
+        queries.append(labelled(backward_rows, labels))
     if roles.ingest_time is not None:
         late = len(queries)
         queries.append(
@@ -163,6 +181,20 @@ def _epoch_micros(frame: Frame, columns: dict[str, str]) -> Frame:
     for name, source in columns.items():
         frame = with_epoch_micros(frame, source, name)
     return frame
+
+
+def labelled(frame: Frame, labels: Frame | None) -> Frame:
+    """`frame`, whose KEY is the engine's series number where `labels` (number, KEY and ENTITY
+    of each series) is given, with KEY the entity's text and ENTITY, as without a number."""
+    if labels is None:
+        return frame
+    names = frame.collect_schema().names()
+    numbered = frame.rename({KEY: _NUMBER}).join(labels, on=_NUMBER, how="inner")
+    return numbered.select(*names, *([ENTITY] if ENTITY not in names else []))
+
+
+def _seconds() -> nw.Expr:
+    return (nw.col(_STEP_US) / _US).alias(STEP)
 
 
 def _entity_text() -> nw.Expr:
@@ -206,20 +238,19 @@ def _in_time(
     engine: Engine,
     dataset: Dataset,
     scope: Scope,
-    entity: list[str],
+    carried: list[str],
     present: nw.Expr | None,
     key: nw.Expr,
-    text: nw.Expr,
 ) -> Frame:
-    """The timed rows in time order within each series (`Engine.in_series`), each with the
-    previous one's time (PREV, the engine's `previous`) and the step from it (in microseconds
-    and in seconds)."""
+    """The timed rows in time order within each series (`Engine.in_series`, carrying the
+    columns `key` reads), each with the previous one's time (PREV, the engine's `previous`)
+    and the step from it (in microseconds and in seconds)."""
     ts = dataset.roles.timestamp
     assert ts is not None
     timed = ~nw.col(ts).is_null()
     if present is not None:
         timed = timed & present
-    kept = engine.in_series(dataset, scope, timed, [*entity, ts], _POSITION, {PREV: ts})
+    kept = engine.in_series(dataset, scope, timed, [*carried, ts], _POSITION, {PREV: ts})
     return (
         _epoch_micros(kept, {_TS_US: ts, _PREV_US: PREV})
         .with_columns((nw.col(_TS_US) - nw.col(_PREV_US)).alias(_STEP_US))
@@ -228,7 +259,7 @@ def _in_time(
             nw.col(ts).alias(TS),
             PREV,
             _STEP_US,
-            (nw.col(_STEP_US) / _US).alias(STEP),
+            _seconds(),
             _POSITION,
         )
     )
@@ -402,11 +433,14 @@ def _backward(
     at: str,
     key: nw.Expr,
     text: nw.Expr,
+    named: bool,
 ) -> Frame:
     """`delays._backward_rows`: the timed rows earlier than the previous timed row of their
     entity in file order (the order column's, `columns.order_by`), within one file, with the
     index of their file (the finish names it). `by`: the columns that tell the entities
-    apart (`engines.base.entity_rows`)."""
+    apart (`engines.base.entity_rows`). `named`: with the entity's text (ENTITY), else the
+    caller names the rows (`labelled`), and the window's rows carry no text: at 10M rows on
+    DuckDB 1.3 s of CPU against 1.75 s with it."""
     ts = dataset.roles.timestamp
     assert ts is not None
     timed = ~nw.col(ts).is_null()
@@ -418,20 +452,19 @@ def _backward(
         order = [dataset.order_column, ROW]
     file_index = _file_index(dataset, nw.col(at))
     same_file = nw.lit(True)
+    previous = [nw.col(ts).shift(1).over(*by, order_by=order).alias(PREV_IN_FILE)]
     if len(dataset.files) > 1 and dataset.order_column is None:
         # The order between files means nothing, unless an order column gives it.
         same_file = nw.col(FILE_INDEX) == nw.col("__prev_file")
+        previous.append(nw.col(FILE_INDEX).shift(1).over(*by, order_by=order).alias("__prev_file"))
     return (
         rows.filter(timed)
         .with_columns(file_index.alias(FILE_INDEX))
-        .with_columns(
-            nw.col(ts).shift(1).over(*by, order_by=order).alias(PREV_IN_FILE),
-            nw.col(FILE_INDEX).shift(1).over(*by, order_by=order).alias("__prev_file"),
-        )
+        .with_columns(previous)
         .filter((nw.col(ts) < nw.col(PREV_IN_FILE)) & same_file)
         .select(
             key.alias(KEY),
-            text.alias(ENTITY),
+            *([text.alias(ENTITY)] if named else []),
             nw.col(at).cast(nw.Int64).alias(FILE_ROW),
             nw.col(ts).alias(OUT_OF_ORDER_TS),
             PREV_IN_FILE,

@@ -20,7 +20,9 @@ runs SQL-like windows and aggregates:
   aggregate; the fleet's figures and the verdicts per group (`outliers_groups`) are over that
   small table.
 
-Series are told apart by their entity as text (a marker for null), as in flatline_check's
+Series are told apart by the engine's series number where it has one (DuckDB's table,
+`engines.base.series_numbers`: the rows then carry no text, the groups are named from the
+numbers' small table), else by their entity as text (a marker for null), as in flatline_check's
 generic path; two entities whose values joined by '/' give the same text are refused by the
 finish, never merged.
 """
@@ -66,7 +68,7 @@ from dq_agent.checks.portable import PortablePlan, missing
 from dq_agent.checks.range_limits import resolve, series_key
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, matches_any
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr, shifted_in_series
+from dq_agent.engines.base import Frame, entity_key_expr, series_numbers, shifted_in_series
 from dq_agent.errors import InputError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -97,8 +99,15 @@ def generic_plan(
     count = len(columns)
     ts = dataset.roles.timestamp
     schema = dataset.frame.collect_schema()
-    values = engine.materialised(_values(engine, dataset, scope, columns, config))
-    stats = engine.materialised(group_stats(engine, dataset, values, count))
+    values, streams = _values(engine, dataset, scope, columns, config)
+    if not streams:
+        values = engine.materialised(values)
+    number = series_numbers(engine, dataset) if dataset.roles.entity else None
+    names = None
+    if number is not None:
+        entity = dataset.roles.entity
+        names = number.names.select(nw.col(number.column).cast(nw.Int64).alias(KEY), *entity)
+    stats = engine.materialised(group_stats(engine, dataset, values, count, names))
     per_column = engine.materialised(
         column_stats(engine, dataset, values, stats, [schema[c] for c in columns])
     )
@@ -113,7 +122,7 @@ def generic_plan(
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         table, flagged, figures = frames[0], frames[1], frames[2]
-        if table.get_column(KEY).n_unique() < table.height:
+        if table.get_column(ENTITY).n_unique() < table.height:
             raise InputError(
                 f"entities of {', '.join(dataset.roles.entity)} whose values joined by '/' are "
                 "the same text are different series: outlier_check on this engine tells series "
@@ -146,21 +155,33 @@ def generic_plan(
 
 def _values(
     engine: Engine, dataset: Dataset, scope: Scope, columns: Sequence[str], config: Config
-) -> Frame:
+) -> tuple[Frame, bool]:
     """`outliers_polars._values` on the engine: KEY, the entity columns, TIME
     (with a timestamp), ROW, POSITION (in its series), AT_ROW and per column the clean value
     left in (`value_col`), whether it was left out as flagged (`flagged_col`) or at rest
     (`rest_col`), its level after a step (`level_col`), its distance from the mean of the two
-    readings before (`local_col`) and the two-sided spike measure (`two_sided_col`)."""
+    readings before (`local_col`) and the two-sided spike measure (`two_sided_col`).
+
+    And whether each query may compute the rows again rather than read them computed once
+    (`Engine.materialised`): where the engine stores the series order and nothing was joined
+    on, the neighbours are a streaming window over the stored rows, and a pass that reads no
+    neighbour reads only the stored columns it needs. At 10M rows on DuckDB, fetching the 23
+    columns of every row as Arrow took 2 to 4 times as long as computing them (load 5 to 9)."""
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
+    # The engine's series number where it has one: an integer to group, join and shift by.
+    number = series_numbers(engine, dataset) if entity else None
     carried = list(dict.fromkeys([*entity, *([ts] if ts else []), *columns]))
     if scope.filters_rows():
         carried.append(FILE_ROW)
+    if number is not None:
+        carried.append(number.column)
     rows = engine.in_series(dataset, scope, None, carried, POSITION)
     schema = rows.collect_schema()
     at = FILE_ROW if scope.filters_rows() else ROW
     key = entity_key_expr(entity).fill_null(NULL_KEY) if entity else nw.lit(NULL_KEY)
+    if number is not None:
+        key = nw.col(number.column).cast(nw.Int64)
     raw = [
         nw.when(~missing(schema, name, dataset.sentinels))
         .then(nw.col(name).cast(nw.Float64))
@@ -177,7 +198,8 @@ def _values(
             outside = limits.outside(nw.col(_raw(i)), series_key(entity)).fill_null(False)
         ranged.append(outside.alias(_ranged(i)))
     rows = rows.select(
-        *entity,
+        # The entity's text only where the series have no number: every row carries it.
+        *(entity if number is None else []),
         POSITION,
         ROW,
         key.alias(KEY),
@@ -228,9 +250,10 @@ def _values(
     spent = [name(i) for i in range(len(columns)) for name in (_after, _raw, _ranged, step_col)]
     if marks is not None:
         spent += [c for c in marks.collect_schema().names() if c != AT_ROW]
-    return rows.with_columns(_spike(i).alias(two_sided_col(i)) for i in range(len(columns))).drop(
+    out = rows.with_columns(_spike(i).alias(two_sided_col(i)) for i in range(len(columns))).drop(
         *near, *spent, AT_ROW
     )
+    return out, as_given and engine.stores_series_order(dataset)
 
 
 def _left_out(i: int, marked: bool, stepping: bool) -> list[nw.Expr]:

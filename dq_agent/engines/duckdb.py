@@ -20,7 +20,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import FILE_ROW, ORDER, ROW, SERIES, Scope, entity_key, series_rows
-from dq_agent.engines.base import Frame, TableEngine, in_series, scoped
+from dq_agent.engines.base import Frame, SeriesNumbers, TableEngine, in_series, scoped
 from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED, Excusal
@@ -44,6 +44,8 @@ class DuckDBEngine(TableEngine):
         self.connection = connection if connection is not None else duckdb.connect()
         self.connection.execute("SET TimeZone = 'UTC'")
         self._tables: dict[tuple[int, Excusal | None], str] = {}
+        # Per frame, the table of its series' names (`series_numbers`).
+        self._series_names: dict[int, str] = {}
         self._names = itertools.count()
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
@@ -133,6 +135,15 @@ class DuckDBEngine(TableEngine):
             parts.append(f"CASE WHEN {same} THEN {value} END AS {_quoted(name)}")
         return _projected(frame, ", ".join(parts))
 
+    def series_numbers(self, dataset: Dataset) -> SeriesNumbers | None:
+        """`engines.base.series_numbers`: the table's series number (`_SERIES`), where the
+        table stores the series order, and the small table of each series' entity stored
+        beside it (`_table`)."""
+        if not dataset.roles.entity or not self.stores_series_order(dataset):
+            return None
+        names = self._series_names[id(dataset.frame)]
+        return SeriesNumbers(_SERIES, nw.from_native(self.connection.table(names)))
+
     def stores_series_order(self, dataset: Dataset) -> bool:
         """True for the table `_table` stores; not for a subclass's own (the spilled file)."""
         return _stored_in_series(self._scoped(dataset, Scope(), index=False))
@@ -178,6 +189,18 @@ class DuckDBEngine(TableEngine):
         self.connection.execute("SET preserve_insertion_order = true")
         self.connection.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{name}_arrow"')
         self.connection.unregister(f"{name}_arrow")
+        entity = list(dataset.roles.entity)
+        if entity and id(dataset.frame) not in self._series_names:
+            # Each series' entity, from its first row: a few rows, for the checks that group
+            # by the number (`series_numbers`) to name their results.
+            first = pl.col(_SERIES) != pl.col(_SERIES).shift(1, fill_value=-1)
+            names = frame.filter(first).select(_SERIES, *entity).to_arrow()
+            self.connection.register(f"{name}_names_arrow", names)
+            self.connection.execute(
+                f'CREATE TEMP TABLE "{name}_names" AS SELECT * FROM "{name}_names_arrow"'
+            )
+            self.connection.unregister(f"{name}_names_arrow")
+            self._series_names[id(dataset.frame)] = f"{name}_names"
         self._tables[key] = name
         # The table holds a copy of the data: drop it when the frame goes.
         weakref.finalize(dataset.frame, self._drop, key).atexit = False
@@ -187,6 +210,10 @@ class DuckDBEngine(TableEngine):
         name = self._tables.pop(key, None)
         if name is not None:
             self.connection.execute(f'DROP TABLE IF EXISTS "{name}"')
+        if not any(frame == key[0] for frame, _ in self._tables):
+            names = self._series_names.pop(key[0], None)
+            if names is not None:
+                self.connection.execute(f'DROP TABLE IF EXISTS "{names}"')
 
 
 def _in_series_order(dataset: Dataset) -> pl.DataFrame:
