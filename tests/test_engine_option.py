@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from typer.testing import CliRunner
@@ -223,6 +223,35 @@ def test_a_check_on_an_engine_is_built_once_and_its_building_counts_in_its_time(
     assert first is not again and first.tool == again.tool == "null_check"
     plan(dataset, config, Scope(entity="dev-02"))
     assert builds == [Scope(), Scope(entity="dev-02")]
+
+
+def test_the_hand_over_is_the_shared_steps_time_not_the_first_checks() -> None:
+    from dq_agent.engines.duckdb import DuckDBEngine
+
+    class SlowHandOver(DuckDBEngine):
+        """DuckDB whose table takes 0.5 s to create, as 10M rows take about 1.8 s."""
+
+        prepared: ClassVar[list[Scope]] = []
+
+        def prepare(self, dataset: Dataset, scope: Scope) -> None:
+            if not self.prepared:
+                time.sleep(0.5)
+            self.prepared.append(scope)
+            super().prepare(dataset, scope)
+
+    # Checks that take milliseconds on the sample (flat line and spike take most of a second).
+    quick = "null_check,duplicate_check,range_check,liveness_check,structure_check"
+    config = resolve(cli={AS_OF_KEY: AS_OF, "run.checks": quick}, environ={})
+    dataset = resident(load(SAMPLE, config))
+    timings: dict[str, float] = {}
+    results = run_tools(register_detection_tools(dataset, config, SlowHandOver()), timings=timings)
+    assert list(results) == quick.split(",")
+    assert timings["shared_seconds"] >= 0.5
+    # None of them was charged with the hand-over.
+    assert all(r.duration_seconds < 0.5 for r in results.values()), {
+        name: r.duration_seconds for name, r in results.items()
+    }
+    assert SlowHandOver.prepared and set(SlowHandOver.prepared) == {Scope()}
 
 
 def test_an_engine_error_fails_its_check_only() -> None:

@@ -189,6 +189,21 @@ def asked_for() -> Iterator[set[tuple[Any, ...]]]:
 
 
 @contextmanager
+def shared_work() -> Iterator[bool]:
+    """Time the work within this block as the shared step's while materialising (an engine's
+    hand-over of the data, which the first check to plan would otherwise be charged with);
+    yields whether it is counted there. Shared nodes computed within it count once."""
+    step = _MATERIALISING.get()
+    before = step.seconds if step is not None else 0.0
+    started = time.perf_counter()
+    try:
+        yield step is not None
+    finally:
+        if step is not None:
+            step.seconds = before + time.perf_counter() - started
+
+
+@contextmanager
 def materialising() -> Iterator[SharedStep]:
     """Within this block, a shared node (`shared_node`) is computed when first asked for and
     kept in memory, its time counted in the `SharedStep`; each check's queries then read it

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import CheckPlan, Scope
+from dq_agent.checks.base import CheckPlan, Scope, shared_work
 from dq_agent.checks.base import Engine as _PolarsEngines
 from dq_agent.checks.spec import PlanFunction
 from dq_agent.engines import POLARS, Engine
@@ -96,6 +96,12 @@ def on_engine(plan: PlanFunction, engine: Engine) -> PlanFunction:
             portable = last[0][3]
         else:
             started = time.perf_counter()
+            # The data handed over to the engine (DuckDB's table: 1.8 s at 10M rows) is the
+            # run's shared work, not the first check's.
+            with shared_work() as counted:
+                engine.prepare(dataset, scope)
+            if counted:
+                started = time.perf_counter()
             with _building(engine):
                 portable = build(engine, dataset, config, scope)
             last[:] = [(dataset, config, scope, portable)]

@@ -84,6 +84,11 @@ class Engine(Protocol):
         few rows that several queries of a check read, such as duplicate candidates."""
         ...
 
+    def prepare(self, dataset: Dataset, scope: Scope) -> None:
+        """Hand `dataset` over now (the engine's own copy of the data, if it keeps one), so
+        that the time is the run's shared step's rather than the first check's."""
+        ...
+
 
 def in_series(
     engine: Engine,
@@ -300,6 +305,10 @@ class TableEngine:
 
     def materialised(self, frame: Frame) -> Frame:
         raise NotImplementedError
+
+    def prepare(self, dataset: Dataset, scope: Scope) -> None:
+        """The table the engine reads, created on first use (`rows`)."""
+        self.rows(dataset, scope)
 
 
 def scoped(
