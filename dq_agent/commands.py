@@ -15,7 +15,6 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from dq_agent.agent.doctor import render_doctor, run_doctor
 from dq_agent.api import record_run
 from dq_agent.config import Config, resolve
 from dq_agent.errors import EXIT_INPUT, UsageError
@@ -217,6 +216,9 @@ def run_init(path: str, output: Path | None, force: bool, config_file: Path | No
 
 
 def run_doctor_command(config_file: Path | None, overrides: dict[str, Any]) -> int:
+    # Here, not at the top: the Ollama client it loads is no part of a run without the model.
+    from dq_agent.agent.doctor import render_doctor, run_doctor
+
     report = run_doctor(resolve(config_file, overrides))
     render_doctor(report, Console())
     return report.exit_code

@@ -272,6 +272,20 @@ def test_the_cli_imports_no_heavy_library_before_a_command_runs() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_a_run_without_the_model_loads_no_ollama_client(clean_parquet: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from dq_agent.cli import main; sys.argv = ['dq-agent', 'inspect', "
+        f"{str(clean_parquet)!r}, '--no-agent', '--no-history', '-q']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('ollama', 'httpx', 'dq_agent.agent.loop') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_checks_option_runs_only_the_named_checks_and_says_which_were_left_out(
     clean_parquet: Path,
 ) -> None:
