@@ -104,6 +104,8 @@ class Dataset:
     header_names: list[str] = field(default_factory=list)
     has_bom: bool | None = False
     """None: not evaluated (no bytes were read: a caller's frame, a DuckDB table)."""
+    text_encoding: str = "utf-8"
+    """The encoding the text was read in (`input.encoding`; CSV converted to UTF-8 first)."""
     sentinels: list[float] = field(default_factory=list)
     file_rows: list[int] = field(default_factory=list)
     """Rows per file, in the order of `files`: the rows of `frame` are the files' one after
@@ -355,6 +357,7 @@ def _dataset(
         units=dict(detection.units),
         header_names=read.header_names or list(schema.names()),
         has_bom=read.has_bom,
+        text_encoding=read.encoding,
         sentinels=list(config.reading().sentinels),
         file_rows=read.file_rows,
         inferred=[*read.inferred, *detection.inferred, *zone_notes],

@@ -83,6 +83,10 @@ def test_bytes_the_encoding_does_not_define_count_as_invalid(tmp_path: Path) -> 
     path.write_bytes(data)
     result = run_check(plan_structure_check, path, _config("cp1252"))
     assert result.metrics["invalid_utf8_values"] == 1
+    (finding,) = [f for f in result.findings if f.column == "Gerät"]
+    assert (
+        finding.what == "1 value with bytes cp1252 does not define (input.encoding) in column Gerät"
+    )
 
 
 @pytest.mark.parametrize(

@@ -152,6 +152,14 @@ class StructureReport:
         self.labels: list[str] = []
         self._add_dataset_facts()
 
+    def _bad_bytes(self) -> str:
+        """What the reader replaced (U+FFFD) in the encoding the text was read in: a file
+        converted from cp1252 holds no invalid UTF-8, only bytes cp1252 leaves undefined."""
+        encoding = self.dataset.text_encoding
+        if encoding == "utf-8":
+            return "invalid UTF-8 bytes"
+        return f"bytes {encoding} does not define (input.encoding)"
+
     def _flag(self, finding: Finding, label: str) -> None:
         self.findings.append(finding)
         self.labels.append(label)
@@ -235,11 +243,11 @@ class StructureReport:
         if damaged_names:
             self._flag(
                 Finding(
-                    what=f"{plural(len(damaged_names), 'column name')} with invalid UTF-8 bytes",
+                    what=f"{plural(len(damaged_names), 'column name')} with {self._bad_bytes()}",
                     count=len(damaged_names),
                     examples=[{"column": name} for name in damaged_names[:MAX_EXAMPLES]],
                 ),
-                "invalid UTF-8 in the header",
+                f"{self._bad_bytes()} in the header",
             )
         nested = self.columns.nested
         self.metrics["nested_columns"] = nested
@@ -351,12 +359,12 @@ class StructureReport:
             by_column[name] = damaged
             self._flag(
                 Finding(
-                    what=f"{plural(damaged, 'value')} with invalid UTF-8 bytes in column {name}",
+                    what=f"{plural(damaged, 'value')} with {self._bad_bytes()} in column {name}",
                     count=damaged,
                     column=name,
                     examples=[{"value": v} for v in counts[f"utf8_examples_{i}"]],
                 ),
-                f"{damaged} invalid UTF-8 values in {name}",
+                f"{damaged} values with {self._bad_bytes()} in {name}",
             )
         self.metrics["invalid_utf8_values"] = sum(by_column.values())
         self.metrics["invalid_utf8_by_column"] = by_column

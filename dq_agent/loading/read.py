@@ -58,6 +58,8 @@ class FilesRead:
     header_names: list[str] = field(default_factory=list)
     has_bom: bool | None = False
     decimal_comma: bool = False
+    encoding: str = UTF8
+    """The text encoding the files were read in (`input.encoding`, its codec's name)."""
 
 
 def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> FilesRead:
@@ -140,6 +142,7 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
         inferred=inferred,
         header_names=first_layout.header_names,
         has_bom=first_layout.has_bom,
+        encoding=canonical(encoding),
         decimal_comma=dialect.decimal_comma,
     )
 
