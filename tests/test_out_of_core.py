@@ -178,11 +178,16 @@ def test_an_explicit_polars_engine_over_the_budget_is_refused_as_before() -> Non
 
 
 def test_column_names_duckdb_cannot_take_are_refused_out_of_core(tmp_path: Path) -> None:
-    path = tmp_path / "dots.parquet"
+    path = tmp_path / "cases.parquet"
     minutes = pl.datetime_range(datetime(2025, 12, 1), datetime(2025, 12, 1, 1), "1m", eager=True)
-    pl.DataFrame({"device": "a", "timestamp": minutes, "Druck.bar": 1.0}).write_parquet(path)
+    pl.DataFrame({"device": "a", "timestamp": minutes, "Druck": 1.0, "druck": 2.0}).write_parquet(
+        path
+    )
     code, out, err = _cli("inspect", str(path), "--no-agent", "--max-memory", "1M")
     assert (code, out) == (3, "")
     message = " ".join(err.split())
-    assert "cannot run on duckdb with these column names: 'Druck.bar' (a dot)" in message
+    assert (
+        "cannot run on duckdb with these column names: 'Druck' and 'druck' (the same name but "
+        "for case)" in message
+    )
     assert "raise --max-memory to check the data in memory" in message

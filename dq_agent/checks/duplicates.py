@@ -49,7 +49,7 @@ from dq_agent.checks.events import ENTITY, START, bounded, point_events, time_gr
 from dq_agent.checks.portable import PolarsMode, PortablePlan, count, on_polars
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.engines import Engine, PolarsEngine
-from dq_agent.engines.base import Frame, entity_key_expr
+from dq_agent.engines.base import Frame, entity_key_expr, grouped
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, at_least_warn, status_from_thresholds
 from dq_agent.settings import non_negative, setting
@@ -95,7 +95,7 @@ def build_duplicate_check(
     compared = _compared_columns(columns, key, scope.column)
     rows = engine.rows(dataset, scope, index=ts is not None)
     candidates = _candidates(engine, dataset, scope, rows, key or columns)
-    row_groups = candidates.group_by(*_by(columns)).agg(nw.len().cast(nw.Int64).alias(_COPIES))
+    row_groups = grouped(candidates, columns, nw.len().cast(nw.Int64).alias(_COPIES))
     queries = [
         _exact_totals(rows, row_groups, ts),
         _exact_examples(dataset, row_groups, columns),
@@ -297,12 +297,6 @@ def _with_text_as_read(
     return rows.join(text, on=ROW, how="left")
 
 
-def _by(names: Sequence[str]) -> list[nw.Expr]:
-    """Group-by keys as expressions: Narwhals takes a list of names whose first is "" (a
-    blank header) for something else."""
-    return [nw.col(name) for name in names]
-
-
 def _entity_expr(dataset: Dataset) -> nw.Expr:
     keys = dataset.roles.entity
     if not keys:
@@ -373,11 +367,11 @@ def _key_groups(
 ) -> Frame:
     """Duplicated keys with their copies and distinct rows, the entity as text and the key's
     hash (to find its rows again)."""
-    by_value = (
-        candidates.group_by(*_by([*key, _HASH, *compared]))
-        .agg(nw.len().cast(nw.Int64).alias(_COPIES))
-        .group_by(*_by([*key, _HASH]))
-        .agg(nw.col(_COPIES).sum().cast(nw.Int64), nw.len().cast(nw.Int64).alias(_DISTINCT))
+    by_value = grouped(
+        grouped(candidates, [*key, _HASH, *compared], nw.len().cast(nw.Int64).alias(_COPIES)),
+        [*key, _HASH],
+        nw.col(_COPIES).sum().cast(nw.Int64),
+        nw.len().cast(nw.Int64).alias(_DISTINCT),
     )
     return by_value.filter(nw.col(_COPIES) > 1).with_columns(_entity_expr(dataset))
 

@@ -87,7 +87,7 @@ from dq_agent.checks.series_kinds import EXCLUDED, series_matches, series_table,
 from dq_agent.checks.series_kinds import KEY as NAME
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, X
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr
+from dq_agent.engines.base import Frame, entity_key_expr, grouped
 from dq_agent.errors import InputError
 from dq_agent.load import Dataset
 from dq_agent.loading.values import MAX_CODE_VALUES
@@ -360,7 +360,9 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
     states or is excluded, and its group's totals."""
     entity = list(dataset.roles.entity)
     same, following = nw.col(SAME), nw.col(NEXT_SAME)
-    per_series = readings.group_by(*entity, KEY).agg(
+    per_series = grouped(
+        readings,
+        [*entity, KEY],
         count(same).alias(SAME_N),
         (nw.len().cast(nw.Int64) - 1).alias(PAIRS_N),
         count(~same).alias(RUNS),

@@ -53,7 +53,7 @@ from dq_agent.checks.portable import (
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.engines import Engine, PolarsEngine
-from dq_agent.engines.base import Frame
+from dq_agent.engines.base import Frame, grouped
 from dq_agent.load import Dataset
 from dq_agent.maintenance import Excusal
 from dq_agent.result import CheckResult, Event, Finding, Status, status_from_thresholds
@@ -201,7 +201,7 @@ def _per_device(engine: Engine, dataset: Dataset, scope: Scope, ts: str) -> Fram
         nw.col(ts).max().alias(_LAST),
         median.alias(_STEP),
     ]
-    devices = rows.group_by(*entity).agg(*aggregates) if entity else rows.select(*aggregates)
+    devices = grouped(rows, entity, *aggregates) if entity else rows.select(*aggregates)
     return devices.filter(nw.col(_ROWS) > 0)
 
 

@@ -44,7 +44,7 @@ from dq_agent.checks.portable import count, quantile_by_rank, ranked
 from dq_agent.checks.series_kinds import variable_keys
 from dq_agent.checks.series_values import ENTITY, TIME
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr
+from dq_agent.engines.base import Frame, entity_key_expr, grouped
 from dq_agent.load import Dataset
 from dq_agent.loading.values import MAX_CODE_VALUES
 
@@ -78,14 +78,14 @@ def medians(
     values in memory."""
     if not engine.out_of_core:
         exprs = [expr.median().alias(name) for name, expr in named.items()]
-        return frame.group_by(*by).agg(*exprs, *also)
+        return grouped(frame, by, *exprs, *also)
     parts = []
     for name, expr in named.items():
         values = frame.select(*by, POSITION, expr.alias(name))
         ranks = ranked(values, name, by, POSITION)
-        parts.append(ranks.group_by(*by).agg(quantile_by_rank(name, 0.5).alias(name)))
+        parts.append(grouped(ranks, by, quantile_by_rank(name, 0.5).alias(name)))
     if also:
-        parts.append(frame.group_by(*by).agg(*also))
+        parts.append(grouped(frame, by, *also))
     out = parts[0]
     for part in parts[1:]:
         out = out.join(part, on=list(by), how="inner")
@@ -222,11 +222,11 @@ def group_stats(
             nw.col(_local_mad(i)).fill_null(0.0).alias(stat("local_mad", i)),
             nw.col(stat("local_meanad", i)),
         ]
-    grouped = rows.group_by(*by).agg(*exprs)
+    per_group = grouped(rows, by, *exprs)
     if names is not None:
-        grouped = grouped.join(names, on=KEY, how="inner")
+        per_group = per_group.join(names, on=KEY, how="inner")
     stats = (
-        grouped.join(spreads, on=KEY, how="inner")
+        per_group.join(spreads, on=KEY, how="inner")
         .select(*entity, KEY, *ordered)
         .with_columns(
             entity_text(entity),

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import narwhals as nw
 
-from dq_agent.engines.base import Frame
+from dq_agent.engines.base import Frame, grouped
 
 _COUNT = "__qc_count"
 _UP_TO = "__qc_up_to"
@@ -34,10 +34,10 @@ def quantile_by_counts(
     keys = list(by)
     if not keys:
         frame, keys = frame.with_columns(nw.lit(1).alias(_ONE)), [_ONE]
-    counts = (
-        frame.filter(~nw.col(value).is_null())
-        .group_by(*keys, value)
-        .agg(nw.len().cast(nw.Int64).alias(_COUNT))
+    counts = grouped(
+        frame.filter(~nw.col(value).is_null()),
+        [*keys, value],
+        nw.len().cast(nw.Int64).alias(_COUNT),
     )
     # Each distinct value holds the ranks (up_to - count, up_to]: the value ranked r is the
     # one whose ranks hold r.
@@ -54,5 +54,5 @@ def quantile_by_counts(
     below = ranked_at(position.floor() + 1)
     above = ranked_at(position.ceil() + 1)
     found = below + (position.max() - position.max().floor()) * (above - below)
-    out = counts.group_by(*keys).agg(found.alias(name))
+    out = grouped(counts, keys, found.alias(name))
     return out if by else out.select(name)

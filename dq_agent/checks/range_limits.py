@@ -47,7 +47,7 @@ from dq_agent.checks.portable import count, missing
 from dq_agent.checks.series_kinds import variable_keys
 from dq_agent.checks.series_values import matches_any, settings_for
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame
+from dq_agent.engines.base import Frame, grouped
 from dq_agent.load import Dataset
 from dq_agent.settings import fraction, setting
 
@@ -408,7 +408,7 @@ def _long(
         for i, c in enumerate(columns)
         for expr in _outside_counts(schema, c, i, dataset.sentinels)
     ]
-    query = rows.group_by(*keys).agg(*aggs) if aggs else rows.select(*keys).unique()
+    query = grouped(rows, keys, *aggs) if aggs else rows.select(*keys).unique()
     (table,) = engine.collect([query], dataset)
     text = [pl.col(k).cast(pl.String) for k in keys]
     table = table.with_columns(

@@ -44,7 +44,7 @@ from dq_agent.checks.structure_report import (
 )
 from dq_agent.checks.structure_times import TEXT, by_family
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, scoped
+from dq_agent.engines.base import Frame, grouped, scoped
 from dq_agent.engines.duckdb import DuckDBEngine
 from dq_agent.engines.duckdb_spill import SpilledDuckDBEngine
 from dq_agent.load import Dataset
@@ -367,13 +367,10 @@ def handed_rows(engine: Engine, handed: Dataset, scope: Scope) -> Frame:
 
 def _distinct_texts(side: _Side, ts: str) -> Frame:
     """Per distinct timestamp text: its rows, those the loader could not read, its first row."""
-    return (
-        side.counts.filter(~nw.col(RAW + ts).is_null())
-        .group_by(RAW + ts)
-        .agg(
-            nw.len().cast(nw.Int64).alias(VALUES),
-            count(nw.col(ts).is_null()).alias(DROPPED),
-            nw.col(FILE_INDEX).min().alias(ROW),
-        )
-        .rename({RAW + ts: TEXT})
-    )
+    return grouped(
+        side.counts.filter(~nw.col(RAW + ts).is_null()),
+        [RAW + ts],
+        nw.len().cast(nw.Int64).alias(VALUES),
+        count(nw.col(ts).is_null()).alias(DROPPED),
+        nw.col(FILE_INDEX).min().alias(ROW),
+    ).rename({RAW + ts: TEXT})

@@ -239,6 +239,20 @@ def normalised(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     return frame.with_columns(casts) if casts else frame
 
 
+def grouped(frame: Frame, keys: Sequence[str], *aggregations: nw.Expr) -> Frame:
+    """`frame.group_by(*keys).agg(*aggregations)` whatever the keys are named. Narwhals (2.29)
+    writes DuckDB's group-by keys into SQL text unquoted, so a key named like a historian tag
+    (`TIC101.PV`, `unit.id`) reads there as a column of a table `TIC101` and the query fails
+    (Polars, and every other operation on DuckDB, take any name); a blank name is no key to
+    Narwhals at all. Such keys are grouped under stand-in names, renamed back after."""
+    stand_in = {key: f"__group_key_{i}" for i, key in enumerate(keys) if not key.isidentifier()}
+    if not stand_in:
+        return frame.group_by(*keys).agg(*aggregations)
+    frame = frame.with_columns(*(nw.col(key).alias(name) for key, name in stand_in.items()))
+    out = frame.group_by(*(stand_in.get(key, key) for key in keys)).agg(*aggregations)
+    return out.rename({name: key for key, name in stand_in.items()})
+
+
 def entity_key_expr(keys: Sequence[str]) -> nw.Expr:
     """`checks.base.entity_key` in Narwhals: the key columns as text, joined by '/'."""
     if len(keys) == 1:
