@@ -61,7 +61,21 @@ def test_the_table_holds_the_rows_in_series_order_across_slices(
         order.get_column(SERIES).cast(pl.Int64).alias("__series_number"),
     )
     assert stored.height == 6_000
-    assert stored.equals(expected)
+    assert stored.drop("__prev_in_file_time").equals(expected)
+    # Each timed row's previous timed row of its device in file order, kept beside it.
+    previous = (
+        rows.with_row_index(FILE_ROW)
+        .filter(pl.col("timestamp").is_not_null())
+        .select(
+            pl.col(FILE_ROW).cast(pl.Int64),
+            pl.col("timestamp").shift(1).over("device_id").alias("__expected"),
+        )
+    )
+    held = stored.join(previous, on=FILE_ROW, how="left")
+    assert held.get_column("__prev_in_file_time").equals(
+        held.get_column("__expected"), check_names=False
+    )
+    assert held.get_column("__prev_in_file_time").null_count() == 30 + 3
     names = engine.connection.table(engine._series_names[id(dataset.frame)]).pl()
     first = expected.group_by("__series_number").agg(pl.col("device_id").first())
     assert names.sort("__series_number").equals(first.sort("__series_number"))

@@ -57,7 +57,13 @@ from dq_agent.checks.portable import (
     with_epoch_micros,
 )
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr, entity_rows, series_numbers
+from dq_agent.engines.base import (
+    Frame,
+    entity_key_expr,
+    entity_rows,
+    previous_in_file,
+    series_numbers,
+)
 from dq_agent.load import Dataset
 
 _SERIES_COLUMNS = ("rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND)
@@ -163,10 +169,16 @@ def generic_queries(
     backward = late = bounds = None
     if judge_order:
         backward = len(queries)
-        # Each entity's rows in file order: a window over each entity, told apart the
-        # engine's cheapest way (`entity_rows`).
-        ordered, by = entity_rows(engine, dataset, scope, index=True)
-        backward_rows = _backward(dataset, ordered, by, present, at, key, text, labels is None)
+        held = previous_in_file(engine, dataset, scope)
+        if held is not None and present is None and dataset.order_column is None:
+            # The previous timed row's time in file order, held by the engine: a filter.
+            held_rows, previous = held
+            backward_rows = _backward_held(dataset, held_rows, previous, key, text, labels is None)
+        else:
+            # Each entity's rows in file order: a window over each entity, told apart the
+            # engine's cheapest way (`entity_rows`).
+            ordered, by = entity_rows(engine, dataset, scope, index=True)
+            backward_rows = _backward(dataset, ordered, by, present, at, key, text, labels is None)
         queries.append(labelled(backward_rows, labels))
     if roles.ingest_time is not None:
         late = len(queries)
@@ -477,6 +489,24 @@ def _backward(
             PREV_IN_FILE,
             FILE_INDEX,
         )
+    )
+
+
+def _backward_held(
+    dataset: Dataset, rows: Frame, previous: str, key: nw.Expr, text: nw.Expr, named: bool
+) -> Frame:
+    """`_backward` where the engine holds each timed row's previous timed row's time in file
+    order (`engines.base.previous_in_file`, null across files): every row kept, no order
+    column, no value column to be present."""
+    ts = dataset.roles.timestamp
+    assert ts is not None
+    return rows.filter(~nw.col(ts).is_null() & (nw.col(ts) < nw.col(previous))).select(
+        key.alias(KEY),
+        *([text.alias(ENTITY)] if named else []),
+        nw.col(ROW).cast(nw.Int64).alias(FILE_ROW),
+        nw.col(ts).alias(OUT_OF_ORDER_TS),
+        nw.col(previous).alias(PREV_IN_FILE),
+        _file_index(dataset, nw.col(ROW)).alias(FILE_INDEX),
     )
 
 

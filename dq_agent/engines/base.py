@@ -194,6 +194,18 @@ def entity_rows(
     return engine.rows(dataset, scope, index=index), list(dataset.roles.entity)
 
 
+def previous_in_file(engine: Engine, dataset: Dataset, scope: Scope) -> tuple[Frame, str] | None:
+    """Where the engine holds it (DuckDB's table, from the hand-over), `engine.rows(dataset,
+    scope, index=True)` with the series' numbers (`series_numbers`) and a column, named by the
+    second value, holding for each timed row the time of the previous timed row of its entity
+    in file order: null for the first, and for one whose previous row is in another file
+    (`Dataset.file_index`). Only for a scope that keeps every row; None elsewhere, where a
+    check takes a window over each entity ordered by the row."""
+    if isinstance(engine, TableEngine) and not scope.filters_rows():
+        return engine.previous_in_file(dataset)
+    return None
+
+
 @dataclass(frozen=True)
 class SeriesNumbers:
     """How an engine numbers the series (`series_numbers`)."""
@@ -298,6 +310,10 @@ class TableEngine:
 
     def series_numbers(self, dataset: Dataset) -> SeriesNumbers | None:
         """`engines.base.series_numbers` on this engine: none."""
+        return None
+
+    def previous_in_file(self, dataset: Dataset) -> tuple[Frame, str] | None:
+        """`engines.base.previous_in_file` on this engine, every row kept: none."""
         return None
 
     def shifted(
