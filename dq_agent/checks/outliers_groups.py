@@ -113,7 +113,13 @@ def _tie(i: int) -> str:
 
 
 def group_stats(
-    engine: Engine, dataset: Dataset, values: Frame, count_: int, names: Frame | None = None
+    engine: Engine,
+    dataset: Dataset,
+    values: Frame,
+    count_: int,
+    names: Frame | None = None,
+    *,
+    moments: bool = True,
 ) -> Frame:
     """`outliers_polars._group_stats` and `_with_states`: per series (KEY, ENTITY) and column
     its count, left-out counts, median, MAD and where it falls among the deviations, mean
@@ -126,7 +132,9 @@ def group_stats(
     10M rows on DuckDB the neighbours' window is then computed once here, not in all three.
 
     `names`: where KEY is the engine's series number (`engines.base.series_numbers`), the
-    entity's columns per KEY; the rows then carry no entity text."""
+    entity's columns per KEY; the rows then carry no entity text. `moments`: with each
+    series' mean and standard deviation, which only the "sigma" method reads (`judged_groups`):
+    without them the first pass's aggregate at 10M rows on DuckDB is six of 33 fewer."""
     columns = range(count_)
     firsts: list[nw.Expr] = []
     for i in columns:
@@ -135,8 +143,14 @@ def group_stats(
             x.count().cast(nw.Int64).alias(stat("n", i)),
             count(nw.col(flagged_col(i))).alias(stat("flagged", i)),
             count(nw.col(rest_col(i))).alias(stat("rest", i)),
-            x.mean().alias(stat("mean", i)),
-            x.std(ddof=1).fill_null(0.0).alias(stat("std", i)),
+            *(
+                [
+                    x.mean().alias(stat("mean", i)),
+                    x.std(ddof=1).fill_null(0.0).alias(stat("std", i)),
+                ]
+                if moments
+                else []
+            ),
             x.min().alias(stat("min", i)),
             x.max().alias(stat("max", i)),
             # x % 1 != 0 for a finite x (a value here is): one function, where `%` is
@@ -218,7 +232,8 @@ def group_stats(
             nw.col(_median(i)).alias(stat("median", i)),
             nw.col(_mad_of(i)).alias(stat("mad", i)),
             *[nw.col(stat(name, i)) for name in ("mad_below", "mad_at", "mad_next", "meanad")],
-            *[nw.col(stat(name, i)) for name in ("mean", "std", "min", "max", "whole")],
+            *[nw.col(stat(name, i)) for name in ("mean", "std") if moments],
+            *[nw.col(stat(name, i)) for name in ("min", "max", "whole")],
             nw.col(_local_mad(i)).fill_null(0.0).alias(stat("local_mad", i)),
             nw.col(stat("local_meanad", i)),
         ]

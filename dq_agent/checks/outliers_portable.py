@@ -107,7 +107,9 @@ def generic_plan(
     if number is not None:
         entity = dataset.roles.entity
         names = number.names.select(nw.col(number.column).cast(nw.Int64).alias(KEY), *entity)
-    stats = engine.materialised(group_stats(engine, dataset, values, count, names))
+    # The means and deviations only the "sigma" method reads.
+    moments = settings.method == "sigma"
+    stats = engine.materialised(group_stats(engine, dataset, values, count, names, moments=moments))
     per_column = engine.materialised(
         column_stats(engine, dataset, values, stats, [schema[c] for c in columns])
     )
