@@ -114,8 +114,7 @@ def test_long_tag_names_keep_the_end_that_tells_them_apart() -> None:
     inspection = sample_inspection()
     result = inspection.checks["null_check"]
     events = [
-        Event("missing", f"PLANT1.AREA2.TIC10{i}.PV", "pressure", at(20), at(20), 1)
-        for i in (1, 2)
+        Event("missing", f"PLANT1.AREA2.TIC10{i}.PV", "pressure", at(20), at(20), 1) for i in (1, 2)
     ]
     inspection.checks["null_check"] = replace(result, events=events)
     plain = render_plain(inspection, width=100)
