@@ -30,11 +30,18 @@ shared nodes stay in memory while the checks run):
     400k      6.9 MB          0.65 GB                               excursions; the slow test)
     1M       20.9 MB          0.88 GB                              (2026-12-02 02:52: the
     10M       209 MB          5.77 GB                               sensor series made lean)
+    1M       20.9 MB          0.73 GB       84.9 MB    0.84 GB     (2026-12-03: shared nodes
+    10M       209 MB          4.64 GB                               freed after their last
+    400k      6.6 MB          0.36 GB                               reader; the slow test's data)
+    2M long  18.3 MB          0.62 GB   (2,000 tags in one column, the tag names dictionary-
+                                         encoded: the smallest metadata per row)
+    1M wide   230 MB          1.29 GB   (30 value columns, 20 devices)
 
-The 400k figure included the test process's own size, inherited at fork: the test now measures
-from a small launcher. The factors were not lowered: they now overstate the peak (10M: 9.8 GB
-estimated, 5.77 GB measured), which refuses some runs that would fit, never admits one that
-would not.
+The 400k figure of 2026-12-02 included the test process's own size, inherited at fork: the test
+now measures from a small launcher. Over the generated data the peak grows as about 290 MB +
+20 x the metadata size (1M and 10M); the factor 24 (lowered from 46 on 2026-12-03) keeps the
+estimate 22% or more above every row measured since 2026-12-03. An estimate that overstates sends data that
+would fit out of core, 20 to 30 times slower (10M rows: 14.7 s in memory, 399 s at 700M).
 
 The constants below bound every measurement by 15% or more (runs vary by about 10%). They
 depend on the checks: `test_estimate_covers_the_measured_peak_rss` fails when the checks
@@ -50,7 +57,7 @@ from pathlib import Path
 
 from dq_agent.errors import ConfigError, InputError
 
-PARQUET_PEAK_FACTOR = 46.0
+PARQUET_PEAK_FACTOR = 24.0
 CSV_PEAK_FACTOR = 13.0
 # Python, Polars, pyarrow and the thread pools' arenas: what a small file already costs.
 PROGRAM_BYTES = 384 * 2**20

@@ -284,7 +284,7 @@ def test_historian_tag_names_with_dots_run_on_duckdb_as_on_polars(tmp_path: Path
     path = tmp_path / "tags.parquet"
     tags = {"device_id": "unit.id", "temperature": "TIC101.PV", "timestamp": "Time.Stamp"}
     pl.read_parquet(SAMPLE).rename(tags).write_parquet(path)
-    runs = {"polars": [], "duckdb": ["--engine", "duckdb"], "out of core": ["--max-memory", "390M"]}
+    runs = {"polars": [], "duckdb": ["--engine", "duckdb"], "out of core": ["--max-memory", "380M"]}
     reports = {}
     codes = set()
     for run, options in runs.items():

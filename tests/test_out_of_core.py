@@ -1,6 +1,6 @@
 """Parquet over the memory budget runs out of core: spilled, checked on DuckDB within the budget.
 
-A small --max-memory puts the sample over its budget (its estimate is 398 MB): the checks
+A small --max-memory puts the sample over its budget (its estimate is 391 MB): the checks
 written for every engine then give the in-memory run's results exactly, the others say they
 were not evaluated and why; nothing is refused, and the scratch folder goes at exit.
 """
@@ -26,7 +26,7 @@ from tests.conftest import SAMPLE_DIR
 
 SAMPLE = str(SAMPLE_DIR / "sensors.parquet")
 ENV = {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb", "DQ_AGENT_HISTORY": "false"}
-OVER = "390M"  # below the sample's estimate of 398 MB
+OVER = "380M"  # below the sample's estimate of 391 MB
 AS_OF = "2024-03-05T00:00:00"
 
 
@@ -49,8 +49,14 @@ def test_over_the_budget_the_ported_checks_give_the_in_memory_results() -> None:
     assert in_memory["dataset"]["engine_reason"] is None
     dataset = out_of_core["dataset"]
     assert dataset["engine"] == "duckdb"
-    assert dataset["engine_reason"].startswith("out of core: the data needs about 398 MB")
-    assert "more than the memory limit of 390 MB (--max-memory)" in dataset["engine_reason"]
+    assert dataset["engine_reason"].startswith("out of core: the data needs about 391 MB")
+    assert "more than the memory limit of 380 MB (--max-memory)" in dataset["engine_reason"]
+    # The program alone needs about 384 MB, DuckDB at least 128 MB: a budget this small is said
+    # to be exceeded rather than promised.
+    assert dataset["engine_reason"].endswith(
+        "the budget is below what the program needs beside DuckDB's floor (about 512 MB): "
+        "expect the run to use more than the budget"
+    )
     assert dataset["rows"] == in_memory["dataset"]["rows"] == 11_061
     assert dataset["time_range"] == in_memory["dataset"]["time_range"]
     ported = [s.name for s in CATALOGUE if is_portable(s.plan)]
@@ -69,7 +75,7 @@ def test_over_the_budget_the_other_checks_say_they_were_not_evaluated_and_why() 
         check = report["checks"][name]
         assert check["status"] == "skipped"
         assert check["summary"] == (
-            "not evaluated: the data is over the memory budget (398 MB estimated, 390 MB "
+            "not evaluated: the data is over the memory budget (391 MB estimated, 380 MB "
             "allowed) and this check does not run out of core yet; raise --max-memory to run it "
             "in memory"
         )
@@ -81,7 +87,7 @@ def test_the_report_says_the_run_went_out_of_core() -> None:
     code, out, _ = _cli("inspect", SAMPLE, "--no-agent", "--max-memory", OVER, "--as-of", AS_OF)
     assert code == 0
     text = " ".join(out.replace("│", " ").split())
-    assert "engine: duckdb; out of core: the data needs about 398 MB in memory" in text
+    assert "engine: duckdb; out of core: the data needs about 391 MB in memory" in text
     assert "checked by DuckDB within 128 MB" in text
 
 
@@ -104,7 +110,7 @@ def test_the_scratch_folder_is_removed_at_exit(tmp_path: Path) -> None:
 def test_without_a_limit_the_machine_sets_the_budget(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    # A machine of 400 MB: 80% of it is below the sample's estimate of 398 MB.
+    # A machine of 400 MB: 80% of it is below the sample's estimate of 391 MB.
     monkeypatch.setattr(limits, "machine_memory_bytes", lambda: 400 * 2**20)
     report = _json()
     assert report["dataset"]["engine"] == "duckdb"
@@ -173,7 +179,7 @@ def test_an_explicit_polars_engine_over_the_budget_is_refused_as_before() -> Non
     assert code == 3
     assert out == ""
     message = " ".join(err.split())
-    assert "more than the memory limit of 390 MB (--max-memory), and --engine polars" in message
+    assert "more than the memory limit of 380 MB (--max-memory), and --engine polars" in message
     assert "raise --max-memory, or leave the engine to dq-agent" in message
 
 
