@@ -16,6 +16,8 @@ _NUMBER = (
     r"(?:\s*[\p{L}°%‰][\p{L}\p{N}°%/·.^*-]{0,9})?\s*$"
 )
 _COMMA = r"[0-9],[0-9]"
+# The first rows, where the dialect was decided: a column of numbers there is a candidate.
+_FIRST_ROWS = 1_000
 
 
 def late_decimal_comma(raw: pl.LazyFrame, min_share: float) -> str | None:
@@ -24,6 +26,8 @@ def late_decimal_comma(raw: pl.LazyFrame, min_share: float) -> str | None:
     whole ones (the share `values` needs to read a text column as numbers)."""
     schema = raw.collect_schema()
     texts = [name for name, dtype in schema.items() if dtype == pl.String]
+    if texts:
+        texts = _numbers_first(raw, texts, min_share)
     if not texts:
         return None
     exprs: list[pl.Expr] = []
@@ -49,3 +53,17 @@ def late_decimal_comma(raw: pl.LazyFrame, min_share: float) -> str | None:
                 f"data row {row[f'r{i}'] + 1:,}"
             )
     return None
+
+
+def _numbers_first(raw: pl.LazyFrame, texts: list[str], min_share: float) -> list[str]:
+    """The text columns whose first rows are numbers (or empty): those the dialect was decided
+    on without a decimal comma. Scanning every text column's every value would cost as much as
+    half the reading (1M rows with four text columns of times, names and codes: 1.5 s against
+    3.3 s); the first rows cost about a millisecond."""
+    exprs: list[pl.Expr] = []
+    for i, name in enumerate(texts):
+        col = pl.col(name)
+        present = col.is_not_null() & (col.str.strip_chars() != "")
+        exprs += [present.sum().alias(f"n{i}"), col.str.contains(_NUMBER).sum().alias(f"m{i}")]
+    row = raw.head(_FIRST_ROWS).select(exprs).collect().row(0, named=True)
+    return [name for i, name in enumerate(texts) if row[f"m{i}"] >= min_share * row[f"n{i}"]]
