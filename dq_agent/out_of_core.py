@@ -25,7 +25,7 @@ import polars as pl
 from dq_agent.checks.base import FILE_ROW, entity_key
 from dq_agent.config import Config
 from dq_agent.engines import Engine
-from dq_agent.engines.duckdb_spill import SpilledDuckDBEngine
+from dq_agent.engines.duckdb_spill import MIN_DUCKDB_BYTES, SpilledDuckDBEngine
 from dq_agent.engines.names import engine_installed, unsupported_names
 from dq_agent.errors import ConfigError, InputError
 from dq_agent.limits import PROGRAM_BYTES, OverBudget, format_size, memory_budget, over_budget
@@ -137,6 +137,14 @@ def spill(dataset: Dataset, config: Config, over: OverBudget) -> OutOfCore:
             f"out of core: {over.reason()}; {streamed}spilled to a temporary folder and "
             f"checked by DuckDB within {format_size(duckdb.memory_bytes)}"
         )
+        floor = PROGRAM_BYTES + MIN_DUCKDB_BYTES
+        if over.limit_bytes < floor:
+            # Honest rather than refused: the program's own share is an estimate, and a run
+            # this small still finishes (100M: 311 MB peak).
+            where += (
+                f"; the budget is below what the program needs beside DuckDB's floor (about "
+                f"{format_size(floor)}): expect the run to use more than the budget"
+            )
     reason = (
         f"not evaluated: the data is over the memory budget ({format_size(over.peak_bytes)} "
         f"estimated, {format_size(over.limit_bytes)} allowed) and this check does not run out "

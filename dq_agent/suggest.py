@@ -27,6 +27,7 @@ from dq_agent.checks import delays, nulls, ranges, structure
 from dq_agent.checks.base import entity_key
 from dq_agent.config import Config
 from dq_agent.load import Dataset, load
+from dq_agent.loading.transcode import USUAL_LEGACY, UTF8, canonical
 
 MAX_LISTED_ENTITIES = 12
 # Numbers that often mean "no reading" in sensor exports, reported when seen (not configured).
@@ -132,9 +133,10 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         f"# ({suggestion.rows:,} rows). Check each line; `configs/default.yaml` lists every key.",
         "# Use it with: dq-agent inspect PATH --config THIS_FILE",
         "",
+        *_input_lines(dataset, config),
         "columns:",
         "  # The roles dq-agent detected; set them here so a renamed or new column cannot change them.",
-        f"  timestamp: {_yaml(roles.timestamp)}",
+        *_timestamp_lines(dataset),
         f"  entity: {_yaml(list(roles.entity))}",
         f"  values: {_yaml(list(roles.values))}",
         f"  ingest_time: {_yaml(roles.ingest_time)}",
@@ -165,12 +167,58 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         f"{structure.SPEC.name}:",
         "  # The columns as found: a missing one is then a problem; set allow_unexpected: false",
         "  # to make a new one a problem too.",
-        f"  expected_columns: {_yaml(list(dataset.columns))}",
+        f"  expected_columns: {_yaml(_file_columns(dataset))}",
         "  allow_unexpected: true",
         "",
         *_maintenance_lines(suggestion),
     ]
     return "\n".join(lines)
+
+
+def _input_lines(dataset: Dataset, config: Config) -> list[str]:
+    """How the files were read, where init was told (its config) or the data says: without the
+    encoding the file alone would read a cp1252 file's names wrong, and miss its columns."""
+    given = config.input
+    lines = [
+        f"  {key}: {_yaml(value)}"
+        for key, value in (
+            ("encoding", given.encoding if canonical(given.encoding) != UTF8 else None),
+            ("separator", given.separator),
+            ("decimal_comma", given.decimal_comma),
+        )
+        if value is not None
+    ]
+    if lines:
+        return ["input:", *lines, ""]
+    if any(note.key == "encoding_hint" for note in dataset.load_notes):
+        return [
+            f"# The file is not UTF-8 but reads cleanly as {USUAL_LEGACY}: if that is its encoding,",
+            "# uncomment (latin-1, utf-16 and others are accepted too):",
+            "# input:",
+            f"#   encoding: {_yaml(USUAL_LEGACY)}",
+            "",
+        ]
+    return []
+
+
+def _timestamp_lines(dataset: Dataset) -> list[str]:
+    """The timestamp role, or for a date and a time column read together, what detection found
+    (`columns.timestamp` names one column: the pair is found again on each run)."""
+    if not dataset.time_parts:
+        return [f"  timestamp: {_yaml(dataset.roles.timestamp)}"]
+    date, time = dataset.time_parts[0], dataset.time_parts[-1]
+    return [
+        f"  # The time is read from the date column {_yaml(date)} and the time column "
+        f"{_yaml(time)}: found again",
+        "  # on each run (columns.timestamp names one column).",
+        "  timestamp: null",
+    ]
+
+
+def _file_columns(dataset: Dataset) -> list[str]:
+    """The file's own columns: not the timestamp read from a date and a time column."""
+    made = dataset.roles.timestamp if dataset.time_parts else None
+    return [name for name in dataset.columns if name != made]
 
 
 def suspect_limits(r: ValueRange, unit: ranges.Limits | None) -> tuple[float, float] | None:

@@ -177,6 +177,29 @@ def test_bad_limits_are_config_errors(tmp_path: Path) -> None:
     assert resolve(path).range_check.limits == {"temp": {"min": 0.0, "max": 9.0}}
 
 
+def test_limits_of_which_none_names_the_data_are_a_config_error(tmp_path: Path) -> None:
+    # A misspelt column would otherwise leave every reading unchecked behind a quiet pass.
+    data = _fleet(tmp_path)
+    path = tmp_path / "dq.yaml"
+    path.write_text(
+        "range_check:\n  limits:\n    rel_humidty: {min: 0, max: 60}\n", encoding="utf-8"
+    )
+    with pytest.raises(ConfigError) as raised:
+        run_check(plan_range_check, data, resolve(path))
+    assert raised.value.message == (
+        f"bad value for 'range_check.limits' in {path}: 'rel_humidty' names no value column or tag "
+        "of the data; value columns: rel_humidity, temp_c, pressure"
+    )
+    # A site's shared list, some of whose names this file lacks: checked, the rest named.
+    path.write_text(
+        "range_check:\n  limits:\n    rel_humidity: {min: 0, max: 60}\n    FT-9*: {max: 1}\n",
+        encoding="utf-8",
+    )
+    result = run_check(plan_range_check, data, resolve(path))
+    assert result.metrics["unmatched_limits"] == ["FT-9*"]
+    assert "range_check.limits names no column or tag: FT-9*" in result.summary
+
+
 @pytest.mark.parametrize("kind", CLEAN_KINDS)
 @pytest.mark.parametrize("size", [10, 1_000, 30_000])
 def test_clean_humidity_passes_at_every_size(tmp_path: Path, kind: str, size: int) -> None:

@@ -224,6 +224,27 @@ def test_state_series_of_a_long_layout(local_engine: Engine, tmp_path: Path) -> 
     assert _column(result, "value", *keys) == (3, 3, 3)
 
 
+def test_limits_per_tag_of_a_long_layout(local_engine: Engine, tmp_path: Path) -> None:
+    """A historian's long file (tag, time, value) with limits for one tag's pattern: the three
+    readings over them are range_check's finding, left out; the limit test reads the tag
+    (DuckDB's series number once left it out of the rows: the check failed)."""
+    rows = []
+    for i in range(300):
+        time = T0 + timedelta(minutes=i)
+        rows.append((time, "TIC101.PV", 50.0 + _wobble(i)))
+        rows.append((time, "LIC300.PV", 40.0 + _wobble(i) + (100.0 if i in (50, 120, 200) else 0)))
+    frame = pl.DataFrame(rows, schema=["timestamp", "tag", "value"], orient="row")
+    path = write_parquet(tmp_path / "long.parquet", frame)
+    config = Config()
+    config.run.checks = ["range_check", "outlier_check"]
+    config.range_check.limits = {"LIC300*": {"min": 0, "max": 100}}
+    result = _run(local_engine, path, config)
+    assert result.status != Status.ERROR
+    assert _column(result, "value", "left_out_flagged", "outlier_count") == (3, 0)
+    config.range_check.limits = {}
+    assert _column(_run(local_engine, path, config), "value", "outlier_count") == (3,)
+
+
 @pytest.mark.spark
 def test_every_part_on_spark(spark_engine: Engine, tmp_path: Path) -> None:
     """The sensor faults with a step on b and a short device d, with range_check and

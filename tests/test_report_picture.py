@@ -110,6 +110,17 @@ def test_hostile_entity_names_are_shown_escaped() -> None:
     assert "[b]\\x1b'" in fence
 
 
+def test_long_tag_names_keep_the_end_that_tells_them_apart() -> None:
+    inspection = sample_inspection()
+    result = inspection.checks["null_check"]
+    events = [
+        Event("missing", f"PLANT1.AREA2.TIC10{i}.PV", "pressure", at(20), at(20), 1) for i in (1, 2)
+    ]
+    inspection.checks["null_check"] = replace(result, events=events)
+    plain = render_plain(inspection, width=100)
+    assert "\n…2.TIC101.PV " in plain and "\n…2.TIC102.PV " in plain
+
+
 def test_json_carries_grid_and_incidents() -> None:
     report = json.loads(render_json(sample_inspection()))
     grid = report["grid"]

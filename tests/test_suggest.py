@@ -82,6 +82,44 @@ def test_semicolon_csv_with_other_names_and_intervals(tmp_path: Path) -> None:
     _inspect_passes(data, target)
 
 
+def test_a_cp1252_export_with_a_date_and_a_time_column_passes_with_its_suggestion(
+    tmp_path: Path,
+) -> None:
+    """A Windows SCADA export: cp1252, `Datum` and `Uhrzeit` read together. The file init
+    writes holds the encoding it was given and leaves the pair to detection (columns.timestamp
+    names one column), so inspect takes it alone."""
+    start = datetime(2024, 2, 1)
+    lines = ["Datum;Uhrzeit;Gerät;Temperatur °C"]
+    for i in range(300):
+        when = start + timedelta(minutes=i)
+        device = ("Kessel-Süd", "Mühle")[i % 2]
+        value = f"{40 + 2 * math.sin(i / 15):.2f}".replace(".", ",")
+        lines.append(f"{when:%d.%m.%Y};{when:%H:%M:%S};{device};{value}")
+    data = tmp_path / "export.csv"
+    data.write_bytes(("\r\n".join(lines) + "\r\n").encode("cp1252"))
+    given = tmp_path / "given.yaml"
+    given.write_text("input:\n  encoding: cp1252\n", encoding="utf-8")
+    target = tmp_path / "dq.yaml"
+    code, _, err = run("init", str(data), "-c", str(given), "-o", str(target))
+    assert code == 0, err
+    settings = yaml.safe_load(target.read_text(encoding="utf-8"))
+    assert settings["input"] == {"encoding": "cp1252"}
+    assert settings["columns"]["timestamp"] is None
+    assert settings["columns"]["entity"] == ["Gerät"]
+    assert settings["structure_check"]["expected_columns"] == [
+        "Datum",
+        "Uhrzeit",
+        "Gerät",
+        "Temperatur °C",
+    ]
+    report = _inspect_passes(data, target)
+    assert report["dataset"]["roles"]["timestamp"] == "Datum + Uhrzeit"
+    # Without the encoding, init says how to set it rather than dropping it silently.
+    code, out, err = run("init", str(data))
+    assert code == 0, err
+    assert '# input:\n#   encoding: "cp1252"' in out
+
+
 def test_sentinel_looking_values_are_reported(tmp_path: Path) -> None:
     frame = clean_frame()
     values = frame["pressure"].to_list()

@@ -197,9 +197,12 @@ def _values(
             limits = resolve(engine, dataset, config).columns[name]
             outside = limits.outside(nw.col(_raw(i)), series_key(entity)).fill_null(False)
         ranged.append(outside.alias(_ranged(i)))
+    # The entity's text only where the series have no number, or while limits per tag or
+    # device (`series_key`) read it: every row carries it.
+    limited = any(range_limits(dataset, name, config) is not None for name in columns)
+    with_entity = entity if number is None or limited else []
     rows = rows.select(
-        # The entity's text only where the series have no number: every row carries it.
-        *(entity if number is None else []),
+        *with_entity,
         POSITION,
         ROW,
         key.alias(KEY),
@@ -207,6 +210,8 @@ def _values(
         nw.col(at).cast(nw.Int64).alias(AT_ROW),
         *raw,
     ).with_columns(ranged)
+    if number is not None and with_entity:
+        rows = rows.drop(with_entity)
     marks = _marks(engine, dataset, scope, columns, config)
     if marks is not None:
         rows = rows.join(marks, on=AT_ROW, how="left")

@@ -65,6 +65,7 @@ from dq_agent.checks.series_values import (
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.engines import POLARS, Engine, PolarsEngine
 from dq_agent.engines.base import Frame
+from dq_agent.errors import ConfigError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status, left_out, status_rank, worst_status
 
@@ -128,6 +129,7 @@ def build_range_check(
 ) -> PortablePlan:
     columns = value_columns(dataset, scope)
     ranges = resolve(engine, dataset, config)
+    _refuse_limits_naming_nothing(dataset, config, ranges)
     checked = [c for c in columns if ranges.columns[c].is_checked()]
     rows = engine.rows(dataset, scope)
     schema = rows.collect_schema()
@@ -407,6 +409,22 @@ def _result(
         return CheckResult(TOOL, Status.SKIPPED, summary, metrics)
     summary = _summary(per_column, unchecked) + _notes(metrics)
     return CheckResult(TOOL, status, summary, metrics, shown)
+
+
+def _refuse_limits_naming_nothing(dataset: Dataset, config: Config, ranges: Ranges) -> None:
+    """Limits of which not one names a value column or tag of the data: a misspelt name, which
+    would otherwise leave every reading unchecked behind a quiet pass. Some keys naming nothing
+    is a site's shared list of tags on a file holding some of them: the summary names those."""
+    limits = config.section(RangeCheckConfig).limits
+    if not limits or len(ranges.unmatched) < len(limits):
+        return
+    key = f"{TOOL}.limits"
+    names = ", ".join(repr(name) for name in ranges.unmatched[:5])
+    verb = "names" if len(ranges.unmatched) == 1 else "name"
+    raise ConfigError(
+        f"bad value for '{key}' in {config.origin_of(key)}: {names} {verb} no value column or "
+        f"tag of the data; value columns: {', '.join(dataset.roles.values) or 'none'}"
+    )
 
 
 def _notes(metrics: dict[str, Any]) -> str:

@@ -107,7 +107,8 @@ def _facts(inspection: Inspection) -> str:
     info = inspection.dataset
     facts = [f"{info.rows:,} rows", f"{len(info.columns)} columns"]
     if info.entities is not None:
-        facts.append(f"{info.entities:,} entities ({', '.join(info.roles.get('entity') or [])})")
+        noun = "entity" if info.entities == 1 else "entities"
+        facts.append(f"{info.entities:,} {noun} ({', '.join(info.roles.get('entity') or [])})")
     if info.time_start and info.time_end:
         facts.append(compact_times(f"{info.time_start} → {info.time_end} UTC"))
     return text(" · ".join(facts), 600)

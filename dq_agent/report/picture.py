@@ -63,6 +63,13 @@ def _per_char(seconds: int) -> str:
     return f"{seconds} s"
 
 
+def _label(entity: str) -> str:
+    """An entity's row label: a long name keeps its end, where names of one plant differ
+    (`PLANT1.AREA2.TIC101.PV` and `...TIC102.PV` both began `PLANT1.AREA…`)."""
+    text = one_line(entity, 1000)
+    return text if len(text) <= _LABEL_WIDTH else "…" + text[-(_LABEL_WIDTH - 1) :]
+
+
 class Picture:
     """The grid, drawn at render time for the console's width."""
 
@@ -75,7 +82,7 @@ class Picture:
 
     def lines(self, width: int) -> list[Text]:
         grid = self.grid
-        labels = [one_line(row.entity, _LABEL_WIDTH) for row in grid.rows[:MAX_TERMINAL_ROWS]]
+        labels = [_label(row.entity) for row in grid.rows[:MAX_TERMINAL_ROWS]]
         label_width = max([len("fleet"), *(len(label) for label in labels)])
         room = max(10, width - label_width - 1)
         factor = math.ceil(grid.buckets / room)

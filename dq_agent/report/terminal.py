@@ -63,7 +63,8 @@ def _header(inspection: Inspection) -> RenderableType:
     roles = info.roles
     facts = [f"{info.rows:,} rows", f"{len(info.columns)} columns"]
     if info.entities is not None:
-        facts.append(f"{info.entities:,} entities ({', '.join(roles.get('entity') or [])})")
+        noun = "entity" if info.entities == 1 else "entities"
+        facts.append(f"{info.entities:,} {noun} ({', '.join(roles.get('entity') or [])})")
     if info.time_start and info.time_end:
         facts.append(compact_times(f"{info.time_start} → {info.time_end} UTC"))
     role_text = (
@@ -159,7 +160,9 @@ def _adds_something(example: dict[str, Any], finding: Finding, what: str) -> boo
 
 def _finding_text(finding: Finding, examples: int, days: bool) -> Text:
     """`what` already carries its count when a check wrote it so; otherwise it is appended."""
-    what = one_line(finding.what, 200)
+    # Long enough for a finding's advice, which comes last ("... set columns.timezone to the
+    # loggers' zone"); the table wraps it.
+    what = one_line(finding.what, 500)
     # A note (count 0, such as "not evaluated") has nothing to count.
     counted = finding.count == 0 or f"{finding.count:,}" in what or str(finding.count) in what
     text = Text(what if counted else f"{what}: {finding.count:,}")
