@@ -234,7 +234,7 @@ def test_utf8_set_in_a_config_keeps_the_file_as_utf8_with_a_hint_naming_utf16(
     config.write_text("input:\n  encoding: utf-8\n")
     report = _inspect([str(path), "--config", str(config)])
     structure = report["checks"]["structure_check"]
-    assert list(structure["metrics"]["load_notes"]) == ["encoding_hint"]
+    assert list(structure["metrics"]["load_notes"]) == ["utf16_hint"]
     assert (
         "the file starts with a UTF-16 byte order mark but input.encoding is utf-8: set "
         "input.encoding: utf-16 to read it"
@@ -245,7 +245,7 @@ def test_utf16_without_a_mark_gets_a_hint_naming_utf16(tmp_path: Path) -> None:
     path = tmp_path / "u16.tsv"
     path.write_bytes(_tsv().encode("utf-16-le"))
     result = run_check(plan_structure_check, path)
-    assert list(result.metrics["load_notes"]) == ["encoding_hint"]
+    assert list(result.metrics["load_notes"]) == ["utf16_hint"]
     assert (
         "the file is not UTF-8 but looks like utf-16-le without a byte order mark (a NUL byte "
         "in most pairs of bytes): if that is its encoding, set input.encoding: utf-16-le"

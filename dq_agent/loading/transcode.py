@@ -39,6 +39,9 @@ _BOMS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+# The key of a hint that names UTF-16 (or UTF-32): `encoding_hint` is the cp1252 one, which
+# `dq-agent init` turns into a commented `encoding: cp1252`.
+_UTF16_HINT = "utf16_hint"
 # UTF-16 text without a mark: mostly ASCII, so one byte of each pair is NUL in most pairs.
 _UTF16_NUL_SHARE = 0.4
 
@@ -141,14 +144,16 @@ def legacy_hint(head: bytes) -> LoadNote | None:
         # Only a configured UTF-8 keeps such a file from being converted (`by_bom`).
         return _hint(
             f"the file starts with a {marked.upper()} byte order mark but input.encoding is "
-            f"utf-8: set input.encoding: {marked} to read it"
+            f"utf-8: set input.encoding: {marked} to read it",
+            _UTF16_HINT,
         )
     unmarked = _utf16_without_bom(head)
     if unmarked is not None:
         return _hint(
             f"the file is not UTF-8 but looks like {unmarked} without a byte order mark (a NUL "
             f"byte in most pairs of bytes): if that is its encoding, set input.encoding: "
-            f"{unmarked}"
+            f"{unmarked}",
+            _UTF16_HINT,
         )
     try:
         head.decode(UTF8)
@@ -168,8 +173,8 @@ def legacy_hint(head: bytes) -> LoadNote | None:
     )
 
 
-def _hint(what: str) -> LoadNote:
-    return LoadNote(what=what, label="encoding", severity=Status.PASS, key="encoding_hint")
+def _hint(what: str, key: str = "encoding_hint") -> LoadNote:
+    return LoadNote(what=what, label="encoding", severity=Status.PASS, key=key)
 
 
 def _utf16_without_bom(head: bytes) -> str | None:
