@@ -140,6 +140,15 @@ def test_run_in_file_order_without_timestamp(tmp_path: Path) -> None:
     ]
 
 
+def test_of_runs_equally_long_the_first_is_the_longest(tmp_path: Path) -> None:
+    # 1,000 runs of three missing values. Polars 2.1's streaming `arg_max` gives a later tie's
+    # index (the query here runs in memory, where it gave the first; `first` holds on both).
+    rows = [[float(i) if i % 4 == 3 else None, i] for i in range(4000)]
+    path = write_csv(tmp_path / "ties.csv", ["x", "y"], rows)
+    run = run_check(plan_null_check, path).metrics["columns"]["x"]["longest_missing_run"]
+    assert (run["length"], run["start_row"], run["end_row"]) == (3, 0, 2)
+
+
 def test_clean_dataset_passes(tmp_path: Path) -> None:
     rows = [[minute(i), "a", 20.0 + i] for i in range(4)]
     result = run_check(
