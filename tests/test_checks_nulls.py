@@ -14,6 +14,7 @@ from dq_agent.checks.nulls import plan_null_check
 from dq_agent.config import Config
 from dq_agent.load import load
 from dq_agent.result import Status
+from tests.conftest import SAMPLE_DIR
 from tests.fixtures_checks import (
     T0,
     as_tool,
@@ -138,6 +139,14 @@ def test_run_in_file_order_without_timestamp(tmp_path: Path) -> None:
         {"entity": None, "row": 1, "value": None},
         {"entity": None, "row": 2, "value": None},
     ]
+
+
+def test_of_runs_equally_long_the_first_is_the_longest() -> None:
+    # The sample's 12 missing temperatures are runs of one; the first in series order is
+    # dev-01's at 04:12 (row 2018). Polars 2.1's streaming `arg_max` gave its second (row 2354).
+    result = run_check(plan_null_check, SAMPLE_DIR / "sensors.parquet")
+    run = result.metrics["columns"]["temperature"]["longest_missing_run"]
+    assert (run["length"], run["start_row"], run["entity"]) == (1, 2018, "dev-01")
 
 
 def test_clean_dataset_passes(tmp_path: Path) -> None:

@@ -158,3 +158,97 @@ def test_an_unknown_or_binary_encoding_is_refused_naming_the_key(
     assert "input.encoding" in result.stderr
     assert str(config) in result.stderr.replace("\n", "")
     assert "text encoding" in result.stderr
+
+
+def _tsv() -> str:
+    """Excel's and PI's "Unicode text": tab-separated, CRLF line ends."""
+    rows = ["Tag\tTimestamp\tValue"] + [f"T1\t2024-03-04 00:{i:02d}:00\t{i}.5" for i in range(60)]
+    return "\r\n".join(rows)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "named"),
+    [("utf-16", "utf-16"), ("utf-16-be", "utf-16"), ("utf-32", "utf-32")],
+)
+def test_a_byte_order_mark_names_the_encoding_and_the_guess_is_said(
+    tmp_path: Path, encoding: str, named: str
+) -> None:
+    twin, marked = tmp_path / "utf8.tsv", tmp_path / "export.tsv"
+    twin.write_bytes(_tsv().encode("utf-8"))
+    # Python writes the mark for utf-16 and utf-32; utf-16-be needs it written.
+    mark = "\ufeff" if encoding == "utf-16-be" else ""
+    marked.write_bytes((mark + _tsv()).encode(encoding))
+    dataset = load(str(marked), Config())
+    assert dataset.columns == ["Tag", "Timestamp", "Value"]
+    assert dataset.roles.timestamp == "Timestamp"
+    assert dataset.roles.values == ["Value"]
+    assert dataset.text_encoding == named
+    assert_frame_equal(dataset.frame.collect(), _frame(twin, Config()))
+    (guess,) = [item for item in dataset.inferred if item.role == "encoding"]
+    mark_name = named.upper()
+    assert guess.to_dict() == {
+        "role": "encoding",
+        "value": named,
+        "reason": f"the file starts with a {mark_name} byte order mark: converted to UTF-8",
+        "setting": "input.encoding",
+    }
+    result = run_check(plan_structure_check, marked)
+    assert result.metrics["invalid_utf8_values"] == 0
+    assert list(result.metrics["load_notes"]) == ["encoding"]
+    assert [f.what for f in result.findings] == [
+        f"read as {named} (its byte order mark) and converted to UTF-8"
+    ]
+
+
+def test_a_utf16_file_from_the_command_line_and_standard_input(tmp_path: Path) -> None:
+    path = tmp_path / "u16.tsv"
+    path.write_bytes(_tsv().encode("utf-16"))
+    for report in (_inspect([str(path)]), _inspect(["-"], stdin=path.read_bytes())):
+        assert report["dataset"]["roles"]["timestamp"] == "Timestamp"
+        assert report["dataset"]["roles"]["entity"] == ["Tag"]
+        assert report["dataset"]["roles"]["values"] == ["Value"]
+        assert report["checks"]["structure_check"]["status"] == "pass"
+        inferred = {item["role"]: item["value"] for item in report["dataset"]["inferred"]}
+        assert inferred["encoding"] == "utf-16"
+
+
+def test_in_a_folder_only_the_marked_files_are_converted(tmp_path: Path) -> None:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    rows = _tsv().split("\r\n")
+    (folder / "a.tsv").write_bytes("\r\n".join(rows[:31]).encode("utf-16"))
+    (folder / "b.tsv").write_bytes("\r\n".join([rows[0], *rows[31:]]).encode("utf-8"))
+    twin = tmp_path / "twin.tsv"
+    twin.write_bytes(_tsv().encode("utf-8"))
+    dataset = load(str(folder), Config())
+    assert_frame_equal(dataset.frame.collect(), _frame(twin, Config()))
+    (guess,) = [item for item in dataset.inferred if item.role == "encoding"]
+    assert guess.reason == "1 of 2 files start with a UTF-16 byte order mark: converted to UTF-8"
+
+
+def test_utf8_set_in_a_config_keeps_the_file_as_utf8_with_a_hint_naming_utf16(
+    tmp_path: Path,
+) -> None:
+    path, config = tmp_path / "u16.tsv", tmp_path / "dq.yaml"
+    path.write_bytes(_tsv().encode("utf-16"))
+    config.write_text("input:\n  encoding: utf-8\n")
+    report = _inspect([str(path), "--config", str(config)])
+    structure = report["checks"]["structure_check"]
+    assert list(structure["metrics"]["load_notes"]) == ["utf16_hint"]
+    assert (
+        "the file starts with a UTF-16 byte order mark but input.encoding is utf-8: set "
+        "input.encoding: utf-16 to read it"
+    ) in [f["what"] for f in structure["findings"]]
+
+
+def test_utf16_without_a_mark_gets_a_hint_naming_utf16(tmp_path: Path) -> None:
+    path = tmp_path / "u16.tsv"
+    path.write_bytes(_tsv().encode("utf-16-le"))
+    result = run_check(plan_structure_check, path)
+    assert list(result.metrics["load_notes"]) == ["utf16_hint"]
+    assert (
+        "the file is not UTF-8 but looks like utf-16-le without a byte order mark (a NUL byte "
+        "in most pairs of bytes): if that is its encoding, set input.encoding: utf-16-le"
+    ) in [f.what for f in result.findings]
+    configured = load(str(path), _config("utf-16-le"))
+    assert configured.columns == ["Tag", "Timestamp", "Value"]

@@ -242,7 +242,8 @@ def _longest_runs(dataset: Dataset, columns: Sequence[str], rows: pl.DataFrame) 
     for i, name in enumerate(columns):
         depth = pl.col(f"c{i}_depth")
         length = depth.max().fill_null(0)
-        end = depth.arg_max().cast(pl.Int64)
+        # The first longest run on either Polars engine: streaming `arg_max` may give a later tie.
+        end = (depth == length).arg_true().first().cast(pl.Int64)
         # Null-safe lookups: there may be no missing value at all.
         first = (end - length + 1).fill_null(0)
         examples = pl.min_horizontal(length, pl.lit(MAX_EXAMPLES))

@@ -15,15 +15,24 @@ import polars as pl
 from dq_agent.errors import InputError
 from dq_agent.loading.csvfile import (
     CsvDialect,
+    CsvLayout,
     csv_dialect,
     csv_layout,
     read_csv_file,
     read_head,
 )
 from dq_agent.loading.csvstream import stream_csv_file
+from dq_agent.loading.decimalcomma import late_decimal_comma
 from dq_agent.loading.files import STDIN, Inputs
 from dq_agent.loading.notes import Inference, LoadNote
-from dq_agent.loading.transcode import UTF8, as_utf8, canonical, encoding_note, legacy_hint
+from dq_agent.loading.transcode import (
+    UTF8,
+    as_utf8,
+    by_bom,
+    canonical,
+    encoding_note,
+    legacy_hint,
+)
 from dq_agent.loading.unify import combine
 from dq_agent.result import Status
 
@@ -66,10 +75,97 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
     """Each CSV file read into memory, or `streamed` to Parquet in the scratch folder (too big
     for memory: `loading.csvstream`), then the files one below the other."""
     encoding = config.input.encoding
+    originals = inputs.files
+    marked, marked_guess = None, None
+    if canonical(encoding) == UTF8 and config.origin_of("input.encoding") == "the defaults":
+        # A UTF-16 or UTF-32 byte order mark names the encoding: such files are converted.
+        inputs, marked, marked_guess = by_bom(inputs)
     # Read from UTF-8 copies when the files are in another encoding; named as the user's files.
-    originals, converted = inputs.files, as_utf8(inputs, encoding)
+    converted = as_utf8(inputs, encoding)
     files, stdin = converted.files, converted.stdin
     dialect: CsvDialect = csv_dialect(files[0], config, stdin)
+    read = _read_all(originals, files, stdin, config, dialect, streamed)
+    if (
+        config.input.decimal_comma is None
+        and not dialect.decimal_comma
+        and dialect.separator != ","
+    ):
+        # The head had no decimal comma; a text column of the whole data may still have them.
+        # With a comma separator a decimal comma is quoted, and "1,234" may be a thousand.
+        late = late_decimal_comma(read.raw, config.reading().text_numeric_min_share)
+        if late is not None:
+            dialect = CsvDialect(dialect.separator, True, late)
+            read = _read_all(originals, files, stdin, config, dialect, streamed)
+    notes = read.notes
+    if canonical(encoding) != UTF8:
+        notes.append(encoding_note(encoding))
+    elif marked is not None:
+        notes.append(encoding_note(marked, "its byte order mark"))
+    elif read.hint is not None:
+        notes.append(read.hint)
+    if read.trailing:
+        notes.append(
+            LoadNote(
+                what=f"every line ends with the separator {dialect.separator!r} "
+                f"({_files_text(read.trailing, files)}): read as the end of the line, not a "
+                "column",
+                label="trailing separator",
+                count=len(read.trailing),
+                severity=Status.PASS,
+                key="trailing_separator",
+            )
+        )
+    inferred: list[Inference] = [] if marked_guess is None else [marked_guess]
+    comments = read.comments
+    if comments:
+        counts = sorted({n for _, n in comments})
+        lines = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        where = "" if len(files) == 1 else f" in {len(comments)} of {len(files)} files"
+        inferred.append(
+            Inference(
+                "header",
+                f"after {lines} comment line{'s' if counts[-1] != 1 else ''}{where}",
+                "lines starting with # before the header are skipped",
+                "",
+            )
+        )
+    if dialect.decimal_comma_seen:
+        inferred.append(
+            Inference("decimal comma", "yes", dialect.decimal_comma_seen, "input.decimal_comma")
+        )
+    return FilesRead(
+        raw=read.raw,
+        file_rows=read.rows,
+        notes=notes,
+        inferred=inferred,
+        header_names=read.first_layout.header_names,
+        has_bom=read.first_layout.has_bom,
+        encoding=canonical(marked or encoding),
+        decimal_comma=dialect.decimal_comma,
+    )
+
+
+@dataclass
+class _Parts:
+    """The files read with one dialect, put together, and what reading them noticed."""
+
+    raw: pl.LazyFrame
+    notes: list[LoadNote]
+    rows: list[int]
+    first_layout: CsvLayout
+    trailing: list[Path]
+    comments: list[tuple[Path, int]]
+    hint: LoadNote | None
+
+
+def _read_all(
+    originals: list[Path],
+    files: list[Path],
+    stdin: bytes | None,
+    config: Config,
+    dialect: CsvDialect,
+    streamed: bool,
+) -> _Parts:
     parts: list[tuple[Path, pl.LazyFrame]] = []
     rows: list[int] = []
     trailing: list[Path] = []
@@ -79,7 +175,7 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
     for file, source in zip(originals, files, strict=True):
         layout = csv_layout(source, dialect.separator, stdin)
         first_layout = first_layout or layout
-        if hint is None and canonical(encoding) == UTF8:
+        if hint is None and canonical(config.input.encoding) == UTF8:
             hint = legacy_hint(read_head(source, stdin))
         try:
             if streamed:
@@ -101,50 +197,9 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
         raise InputError(
             f"cannot put the files of {originals[0].parent} together: {describe_read_error(exc)}"
         ) from exc
-    if canonical(encoding) != UTF8:
-        notes.append(encoding_note(encoding))
-    elif hint is not None:
-        notes.append(hint)
-    if trailing:
-        notes.append(
-            LoadNote(
-                what=f"every line ends with the separator {dialect.separator!r} "
-                f"({_files_text(trailing, files)}): read as the end of the line, not a column",
-                label="trailing separator",
-                count=len(trailing),
-                severity=Status.PASS,
-                key="trailing_separator",
-            )
-        )
-    inferred: list[Inference] = []
-    if comments:
-        counts = sorted({n for _, n in comments})
-        lines = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
-        where = "" if len(files) == 1 else f" in {len(comments)} of {len(files)} files"
-        inferred.append(
-            Inference(
-                "header",
-                f"after {lines} comment line{'s' if counts[-1] != 1 else ''}{where}",
-                "lines starting with # before the header are skipped",
-                "",
-            )
-        )
-    if dialect.decimal_comma_seen:
-        inferred.append(
-            Inference("decimal comma", "yes", dialect.decimal_comma_seen, "input.decimal_comma")
-        )
     # `files` is never empty (`loading.files`): the first file's layout is known.
     assert first_layout is not None
-    return FilesRead(
-        raw=raw,
-        file_rows=rows,
-        notes=notes,
-        inferred=inferred,
-        header_names=first_layout.header_names,
-        has_bom=first_layout.has_bom,
-        encoding=canonical(encoding),
-        decimal_comma=dialect.decimal_comma,
-    )
+    return _Parts(raw, notes, rows, first_layout, trailing, comments, hint)
 
 
 def _files_text(some: list[Path], all_files: list[Path]) -> str:

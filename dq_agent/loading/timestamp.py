@@ -114,7 +114,7 @@ def find_timestamp(
             f"date column {pair[0]} and time column {pair[1]} read together",
         )
     if named is not None:
-        return named, None, "named like a time and its values are times"
+        return named, None, _named_reason(named, schema, stats)
     typed = next((n for n in candidates if is_time_like(schema[n])), None)
     if typed is not None:
         return typed, None, f"the first {schema[typed]} column"
@@ -150,6 +150,22 @@ def find_timestamp(
             return best, None, "named like a time and its numbers are Excel serial dates"
         return best, None, f"its numbers are epoch {_UNIT_NAMES[epochs[best]]} by magnitude"
     return None, None, ""
+
+
+def _named_reason(name: str, schema: pl.Schema, stats: dict[str, dict[str, Any]]) -> str:
+    """Why a column named like a time is the time; for numbers, the unit they are read in
+    (`roles` reads them so: `epoch_columns`), which no setting changes."""
+    if not schema[name].is_numeric():
+        return "named like a time and its values are times"
+    unit = epoch_columns(schema, stats).get(name)
+    if unit == EXCEL_DAYS:
+        return "named like a time and its numbers are Excel serial dates"
+    if unit is not None:
+        return f"named like a time and its numbers are epoch {_UNIT_NAMES[unit]} by magnitude"
+    return (
+        "named like a time; its numbers are read as epoch times, each in the unit its "
+        "magnitude suggests (seconds, milliseconds or microseconds)"
+    )
 
 
 def unreadable_time_columns(

@@ -5,9 +5,11 @@ first, streamed block by block into the run's temporary folder (`scratch`), and 
 there: the user's file is never written to. Bytes the encoding does not define become U+FFFD,
 as invalid UTF-8 does in a UTF-8 file, so the structure check counts them the same way.
 
-Without a setting, a file that is not UTF-8 is still read (lossily) and never converted on a
-guess; when its first bytes read cleanly as the usual Windows encoding, loading says so and
-how to set it (`encoding_hint`).
+Without a setting, a file that starts with a UTF-16 or UTF-32 byte order mark (Excel's and
+PI's "Unicode text") is converted from that encoding: the mark says it outright, and loading
+says so with how to set it (`by_bom`). Any other file that is not UTF-8 is still read (lossily)
+and never converted on a guess; when its first bytes look like UTF-16 without a mark, or read
+cleanly as the usual Windows encoding, loading says so and how to set it (`legacy_hint`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from dq_agent.errors import InputError
+from dq_agent.loading.csvfile import read_head
 from dq_agent.loading.files import Inputs, data_suffix
-from dq_agent.loading.notes import LoadNote
+from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.result import Status
 from dq_agent.scratch import scratch_path
 
@@ -29,6 +32,18 @@ UTF8 = "utf-8"
 USUAL_LEGACY = "cp1252"
 _BLOCK_CHARS = 4 * 2**20
 _HINT_BYTES = 1 << 16
+# Marks that name their encoding; UTF-32's first: FF FE 00 00 starts with UTF-16's FF FE.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+# The key of a hint that names UTF-16 (or UTF-32): `encoding_hint` is the cp1252 one, which
+# `dq-agent init` turns into a commented `encoding: cp1252`.
+_UTF16_HINT = "utf16_hint"
+# UTF-16 text without a mark: mostly ASCII, so one byte of each pair is NUL in most pairs.
+_UTF16_NUL_SHARE = 0.4
 
 
 def canonical(encoding: str) -> str:
@@ -45,6 +60,46 @@ def as_utf8(inputs: Inputs, encoding: str) -> Inputs:
         text = inputs.stdin.decode(encoding, errors="replace")
         return replace(inputs, stdin=text.encode(UTF8))
     return replace(inputs, files=[_converted(file, encoding) for file in inputs.files])
+
+
+def bom_encoding(head: bytes) -> str | None:
+    """The encoding a UTF-16 or UTF-32 byte order mark at the start of `head` names, or None
+    (a UTF-8 mark is UTF-8's: read as it is, and reported by the structure check)."""
+    return next((name for bom, name in _BOMS if head.startswith(bom)), None)
+
+
+def by_bom(inputs: Inputs) -> tuple[Inputs, str | None, Inference | None]:
+    """`inputs` with each file (or standard input) that starts with a UTF-16 or UTF-32 byte
+    order mark converted to UTF-8 from that encoding, the first such encoding, and the guess
+    for the report; unchanged, None, None when no file has such a mark."""
+    if inputs.stdin is not None:
+        encoding = bom_encoding(inputs.stdin[:4])
+        if encoding is None:
+            return inputs, None, None
+        text = inputs.stdin.decode(encoding, errors="replace")
+        converted = replace(inputs, stdin=text.encode(UTF8))
+        return converted, encoding, _bom_inference(encoding, 1, 1)
+    found = [bom_encoding(read_head(file)[:4]) for file in inputs.files]
+    named = [encoding for encoding in found if encoding is not None]
+    if not named:
+        return inputs, None, None
+    files = [
+        file if encoding is None else _converted(file, encoding)
+        for file, encoding in zip(inputs.files, found, strict=True)
+    ]
+    inference = _bom_inference(named[0], len(named), len(found))
+    return replace(inputs, files=files), named[0], inference
+
+
+def _bom_inference(encoding: str, marked: int, files: int) -> Inference:
+    where = "the file starts" if files == 1 else f"{marked} of {files} files start"
+    mark = "UTF-16" if encoding == "utf-16" else "UTF-32"
+    return Inference(
+        "encoding",
+        encoding,
+        f"{where} with a {mark} byte order mark: converted to UTF-8",
+        "input.encoding",
+    )
 
 
 def _converted(file: Path, encoding: str) -> Path:
@@ -68,10 +123,10 @@ def _open(file: Path) -> io.BufferedReader | gzip.GzipFile:
     return file.open("rb")
 
 
-def encoding_note(encoding: str) -> LoadNote:
+def encoding_note(encoding: str, how: str = "input.encoding") -> LoadNote:
     """The report's word that the files were converted, and from what."""
     return LoadNote(
-        what=f"read as {canonical(encoding)} (input.encoding) and converted to UTF-8",
+        what=f"read as {canonical(encoding)} ({how}) and converted to UTF-8",
         label="encoding",
         severity=Status.PASS,
         key="encoding",
@@ -79,10 +134,27 @@ def encoding_note(encoding: str) -> LoadNote:
 
 
 def legacy_hint(head: bytes) -> LoadNote | None:
-    """When `head` (a file's first bytes, read as UTF-8 by default) is not UTF-8 but reads
-    cleanly as USUAL_LEGACY, a note saying so and how to set it; else None. A note, not a guess
-    acted on: its invalid bytes are still reported as such by the structure check."""
+    """When `head` (a file's first bytes, read as UTF-8 by default) is not UTF-8 but looks like
+    UTF-16 or reads cleanly as USUAL_LEGACY, a note saying so and how to set it; else None. A
+    note, not a guess acted on: its invalid bytes are still reported as such by the structure
+    check."""
     head = head[:_HINT_BYTES]
+    marked = bom_encoding(head)
+    if marked is not None:
+        # Only a configured UTF-8 keeps such a file from being converted (`by_bom`).
+        return _hint(
+            f"the file starts with a {marked.upper()} byte order mark but input.encoding is "
+            f"utf-8: set input.encoding: {marked} to read it",
+            _UTF16_HINT,
+        )
+    unmarked = _utf16_without_bom(head)
+    if unmarked is not None:
+        return _hint(
+            f"the file is not UTF-8 but looks like {unmarked} without a byte order mark (a NUL "
+            f"byte in most pairs of bytes): if that is its encoding, set input.encoding: "
+            f"{unmarked}",
+            _UTF16_HINT,
+        )
     try:
         head.decode(UTF8)
         return None
@@ -94,13 +166,26 @@ def legacy_hint(head: bytes) -> LoadNote | None:
         head.decode(USUAL_LEGACY)
     except UnicodeDecodeError:
         return None
-    return LoadNote(
-        what=(
-            f"the file is not UTF-8 but its first bytes read cleanly as {USUAL_LEGACY} "
-            f"(Windows Western European): if that is its encoding, set input.encoding: "
-            f"{USUAL_LEGACY} (latin-1, utf-16 and others are accepted too)"
-        ),
-        label="encoding",
-        severity=Status.PASS,
-        key="encoding_hint",
+    return _hint(
+        f"the file is not UTF-8 but its first bytes read cleanly as {USUAL_LEGACY} "
+        f"(Windows Western European): if that is its encoding, set input.encoding: "
+        f"{USUAL_LEGACY} (latin-1, utf-16 and others are accepted too)"
     )
+
+
+def _hint(what: str, key: str = "encoding_hint") -> LoadNote:
+    return LoadNote(what=what, label="encoding", severity=Status.PASS, key=key)
+
+
+def _utf16_without_bom(head: bytes) -> str | None:
+    """utf-16-le or utf-16-be when most bytes at odd (even) positions of `head` are NUL and few
+    at the others: mostly ASCII text in UTF-16 without a byte order mark; else None."""
+    pairs = len(head) // 2
+    if pairs < 2:
+        return None
+    even, odd = head[0 : 2 * pairs : 2].count(0), head[1 : 2 * pairs : 2].count(0)
+    if odd >= _UTF16_NUL_SHARE * pairs and even < odd / 4:
+        return "utf-16-le"
+    if even >= _UTF16_NUL_SHARE * pairs and odd < even / 4:
+        return "utf-16-be"
+    return None
