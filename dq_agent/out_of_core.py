@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 # Polars, pyarrow and DuckDB loaded: PROGRAM_BYTES): the rest is for the collected results.
 # At 0.8, all nine checks over 100M rows under a 2G budget peaked at 2.02 GiB (bench.big,
 # 2026-12-02): DuckDB's limit does not cover its Parquet reads' buffers or what its allocator
-# keeps, so the results' share also absorbs those.
+# keeps, so the results' share also absorbs those. At 0.75 the same run peaked at 1.97 GiB
+# (2026-12-03, 8,113 s under load).
 DUCKDB_SHARE = 0.75
 _FILE_FORMATS = ("parquet", "csv")
 
