@@ -111,8 +111,8 @@ def format_span(seconds: float) -> str:
     return f"{hours}h {minutes}m" if minutes else f"{hours}h"
 
 
-def build_incidents(timeline: Timeline) -> tuple[list[Incident], int]:
-    """The top incidents, worst first, and how many there are in all."""
+def build_incidents(timeline: Timeline, limit: int = MAX_INCIDENTS) -> tuple[list[Incident], int]:
+    """The top `limit` incidents, worst first, and how many there are in all."""
     events = timeline.events
     if events.is_empty():
         return [], 0
@@ -172,7 +172,7 @@ def build_incidents(timeline: Timeline) -> tuple[list[Incident], int]:
         )
     )
     total = heads.height
-    top = heads.head(MAX_INCIDENTS)
+    top = heads.head(limit)
     by_incident: dict[int, list[Part]] = {}
     for row in parts.filter(pl.col("incident").is_in(top["incident"].implode())).iter_rows(
         named=True

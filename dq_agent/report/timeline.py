@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 
 from dq_agent.checks.events import bucket_seconds
-from dq_agent.faults import faults, parse_time
+from dq_agent.faults import Fault, faults, parse_time
 from dq_agent.outcome import Inspection
 from dq_agent.result import Status
 
@@ -60,8 +60,11 @@ class Timeline:
         return self.start + timedelta(seconds=index * self.width)
 
 
-def build_timeline(inspection: Inspection) -> Timeline | None:
-    """The timeline, or None when the data has no time range."""
+def build_timeline(
+    inspection: Inspection, found: dict[str, list[Fault]] | None = None
+) -> Timeline | None:
+    """The timeline, or None when the data has no time range (`found`: the checks' faults,
+    `faults.faults_by_check`, when the caller has them)."""
     first = parse_time(inspection.dataset.time_start)
     last = parse_time(inspection.dataset.time_end)
     if first is None or last is None:
@@ -70,27 +73,27 @@ def build_timeline(inspection: Inspection) -> Timeline | None:
     epoch = first.timestamp()
     start = datetime.fromtimestamp(epoch // width * width, tz=UTC)
     buckets = int((last - start).total_seconds() // width) + 1
-    found = faults(inspection)
-    records = [
-        {
-            "check": fault.check,
-            "kind": fault.kind,
-            "column": fault.column,
-            "entity": fault.entity if fault.entity is not None else NO_ENTITY,
-            "start": fault.start,
-            "end": fault.end or fault.start,
-            "count": fault.count,
-            "severity": SEVERITY_RANK[fault.severity],
-        }
-        # Bounded by the checks (`checks.events.MAX_EVENTS` each): not a loop over data rows.
-        for fault in found
-        if fault.start is not None
-    ]
+    every = faults(inspection, found)
+    # Bounded by the checks (`checks.events.MAX_EVENTS` each): not a loop over data rows.
+    dated = [fault for fault in every if fault.start is not None]
     undated = frozenset(
-        f.entity if f.entity is not None else NO_ENTITY for f in found if f.start is None
+        f.entity if f.entity is not None else NO_ENTITY for f in every if f.start is None
     )
     complete = all(r.events_complete for r in inspection.checks.values())
-    frame = pl.DataFrame(records, schema=_SCHEMA)
+    # Built column by column: from one dict per fault it cost 0.2 s at 10M rows.
+    frame = pl.DataFrame(
+        {
+            "check": [f.check for f in dated],
+            "kind": [f.kind for f in dated],
+            "column": [f.column for f in dated],
+            "entity": [f.entity if f.entity is not None else NO_ENTITY for f in dated],
+            "start": [f.start for f in dated],
+            "end": [f.end or f.start for f in dated],
+            "count": [f.count for f in dated],
+            "severity": [SEVERITY_RANK[f.severity] for f in dated],
+        },
+        schema=_SCHEMA,
+    )
     t0 = pl.lit(start)
 
     def bucket(column: str) -> pl.Expr:
