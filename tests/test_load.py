@@ -275,6 +275,20 @@ def test_corrupt_parquet_page_is_rejected_before_polars_reads_it(tmp_path: Path)
         load(str(path), Config())
 
 
+def test_corrupt_page_of_a_dictionary_text_column_is_rejected(tmp_path: Path) -> None:
+    # Text columns with a dictionary are checked as dictionary indices (`verify_parquet`):
+    # their pages are still read, so a bad page header still fails the load.
+    path = tmp_path / "s.parquet"
+    pl.DataFrame({"s": [f"x{i % 3}" for i in range(40)]}).write_parquet(
+        path, compression="uncompressed"
+    )
+    data = path.read_bytes()
+    page = data.index(b"\x2c\x15\x50\x15")
+    path.write_bytes(data[: page + 2] + b"\x47" + data[page + 3 :])
+    with pytest.raises(InputError, match="negative number of values"):
+        load(str(path), Config())
+
+
 def test_memory_limit_is_checked_before_reading(tmp_path: Path) -> None:
     # Over the limit, CSV is streamed to Parquet (`loading.csvstream`), unless the run asked
     # for Polars, which reads it into memory: refused then, before reading.
