@@ -253,15 +253,17 @@ def _local(i: int) -> pl.Expr:
 def _by_series(table: pl.DataFrame) -> pl.DataFrame:
     """`table` (one row per series) with row k - 1 for series k, for `_broadcast`: the series
     are numbered 1, 2, ... in series order, so a group-by keeping that order already is; a
-    series without a row gets nulls."""
+    series without a row gets nulls. In one chunk: a group-by's result comes in many (99 at
+    10M rows), and a gather from a column in many chunks finds each value's chunk first: five
+    times slower (0.08 s against 0.015 s CPU per gather onto 10M rows)."""
     last = table.get_column(SERIES).max()
     count = last if isinstance(last, int) else 0
     numbers = pl.DataFrame({SERIES: pl.int_range(1, count + 1, eager=True, dtype=pl.UInt32)})
     if table.get_column(SERIES).cast(pl.UInt32).equals(numbers.get_column(SERIES)):
-        return table
+        return table.rechunk()
     return numbers.join(
         table.cast({SERIES: pl.UInt32}), on=SERIES, how="left", maintain_order="left"
-    )
+    ).rechunk()
 
 
 def _broadcast(table: pl.DataFrame, name: str) -> pl.Expr:
