@@ -78,3 +78,49 @@ def test_spike_readings_per_series_match_the_input(tmp_path: Path, with_flatline
     # of it, so that series is not one of spike_check's at all.
     valve = spikes._readings(dataset, Scope(), "valve", config).collect()
     assert valve.height == (1 if with_flatline else 2)
+
+
+@pytest.mark.parametrize(
+    ("entity", "names"),
+    [
+        (["site"], ["b", None, "a", "c"]),
+        (["site", "unit"], ["b", "a", None, "a"]),
+        (["probe"], [0.0, -0.0, 2.5, None]),
+    ],
+)
+def test_series_table_entity_is_each_rows_name(
+    tmp_path: Path, entity: list[str], names: list[object]
+) -> None:
+    """The series table's entity (a series' name cast once and put on its rows, or each row's
+    cast where equal keys may be written two ways: floats) is each row's own name in series
+    order, as a per-row cast gives it."""
+    from dq_agent.checks.base import ORDER, entity_key, materialising, series_rows
+    from dq_agent.checks.series_values import ENTITY, series_columns
+    from dq_agent.config import Config
+
+    rows = 40
+    frame = pl.DataFrame(
+        {
+            "time": pl.datetime_range(
+                pl.datetime(2024, 1, 1), pl.datetime(2024, 1, 1, 0, rows - 1), "1m", eager=True
+            ).reverse(),
+            entity[0]: [names[i % len(names)] for i in range(rows)],
+            **({"unit": [["x", "y", None][i % 3] for i in range(rows)]} if len(entity) > 1 else {}),
+            "v": [float(i) for i in range(rows)],
+        }
+    )
+    path = tmp_path / "e.parquet"
+    frame.write_parquet(path)
+    config = Config()
+    config.columns.entity = entity
+    config.columns.timestamp = "time"
+    dataset = load(str(path), config)
+    assert list(dataset.roles.entity) == entity
+    with materialising():
+        got = series_columns(dataset, Scope(), ["v"]).collect()
+        key = entity_key(dataset)
+        assert key is not None
+        want = series_rows(dataset, Scope()).select(
+            key.cast(pl.Categorical).gather(pl.col(ORDER)).alias(ENTITY)
+        )
+        assert got.select(ENTITY).equals(want.collect())

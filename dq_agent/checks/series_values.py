@@ -22,6 +22,7 @@ from dq_agent.checks.base import (
     ORDER,
     ROW,
     SERIES,
+    SERIES_START,
     TIME_IN_ORDER,
     CheckPlan,
     Scope,
@@ -101,6 +102,14 @@ def _series_table(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
             if key is not None
             else pl.lit(None, dtype=pl.Categorical)
         )
+        if key is not None and _one_name_per_series(dataset, schema):
+            # A series has one name then: cast once per series and put on its rows by the
+            # series number (casting every row's name cost 0.2 s CPU at 10M rows).
+            entity = (
+                key.gather(order.filter(pl.col(SERIES_START)))
+                .cast(pl.Categorical)
+                .gather(pl.col(SERIES) - 1)
+            )
         no_time = pl.lit(None, dtype=pl.Datetime("us", "UTC"))
         time = pl.col(TIME_IN_ORDER) if dataset.roles.timestamp is not None else no_time
         at_row = pl.col(FILE_ROW).gather(order) if scope.filters_rows() else order
@@ -113,6 +122,17 @@ def _series_table(dataset: Dataset, scope: Scope) -> pl.LazyFrame:
         )
 
     return shared(dataset, ("series table", scope, tuple(columns), tuple(dataset.sentinels)), build)
+
+
+def _one_name_per_series(dataset: Dataset, schema: pl.Schema) -> bool:
+    """Whether the rows of a series all have the same entity name (`entity_key`): when its
+    columns are text, categories or integers, whose equal values (one series) are written
+    alike. Floats are not: 0.0 and -0.0 are one series, written two ways."""
+    exact = (pl.String, pl.Categorical, pl.Enum, pl.Boolean)
+    return all(
+        name in schema and (isinstance(schema[name], exact) or schema[name].is_integer())
+        for name in dataset.roles.entity
+    )
 
 
 def shared(
