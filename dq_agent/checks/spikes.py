@@ -55,6 +55,7 @@ from dq_agent.checks.flatline import (
 )
 from dq_agent.checks.flatline_report import RUN_LENGTH
 from dq_agent.checks.portable import PolarsMode, PortablePlan, building, on_polars
+from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.series_values import (
     AT_ROW,
     ENTITY,
@@ -90,7 +91,7 @@ from dq_agent.checks.spikes_report import (
     result,
     rounding,
 )
-from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.engines import POLARS, Engine, PolarsEngine
 from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -440,10 +441,16 @@ def _polars_plan(
     # Columns a configured max_rate judges on any two readings, however short the series.
     rated_columns = {c for c in checked if rated(dataset, c, settings)}
 
+    table = quantity_table(POLARS, dataset, scope, checked)
+    if table is not None:
+        queries.append(table.to_native())
+
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        quantities = frames[-1] if table is not None else None
+        frames = frames[:-1] if table is not None else frames
         pairs = zip(frames[::2], frames[1::2], strict=True)
         frames_by_column = dict(zip(checked, pairs, strict=True))
-        return result(frames_by_column, columns, settings, has_time, rated_columns)
+        return result(frames_by_column, columns, settings, has_time, rated_columns, quantities)
 
     engines: list[PolarsMode] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))

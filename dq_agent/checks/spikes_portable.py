@@ -45,6 +45,7 @@ from dq_agent.checks.portable import (
     with_epoch_micros,
 )
 from dq_agent.checks.quantile_counts import quantile_by_counts
+from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.range_limits import resolve, series_key
 from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X, matches_any
 from dq_agent.checks.series_values import settings_for as setting_for
@@ -135,13 +136,18 @@ def generic_plan(
         whole = engine.rows(dataset, Scope())
         queries.append(time_range_query(whole, ts))
     rated_columns = {c for c in checked if rated(dataset, c, settings)}
+    table = quantity_table(engine, dataset, scope, checked)
+    if table is not None:
+        queries.append(table)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        quantities = frames[-1] if table is not None else None
+        frames = frames[:-1] if table is not None else frames
         found = {
             column: (frames[i * per_column], frames[i * per_column + 1])
             for i, column in enumerate(checked)
         }
-        out = result(found, columns, settings, ts is not None, rated_columns)
+        out = result(found, columns, settings, ts is not None, rated_columns, quantities)
         if ts is None or not checked:
             return out
         readings = [(c, frames[i * per_column + 2]) for i, c in enumerate(checked)]

@@ -19,9 +19,17 @@ import polars as pl
 
 from dq_agent.checks.base import iso, plural
 from dq_agent.checks.evidence import MAD_EFFICIENCY, ROBUST_T_SCALE, z_tail
+from dq_agent.checks.quantities import FOUND, Judged, judge, values_of
 from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X, settings_for
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
+from dq_agent.result import (
+    CheckResult,
+    Finding,
+    Status,
+    at_least_warn,
+    status_from_thresholds,
+    worst_status,
+)
 from dq_agent.settings import choice, fraction, non_negative, positive, setting
 
 TOOL = "spike_check"
@@ -153,7 +161,12 @@ def result(
     settings: SpikeCheckConfig,
     has_time: bool,
     rated: set[str],
+    quantities: pl.DataFrame | None = None,
 ) -> CheckResult:
+    """The check's result from each checked column's figures and jumps. In a long layout
+    (`quantities`: `quantities.quantity_table` over the checked columns, in `frames`' order)
+    the share of readings in spikes and steps is judged per quantity, as the wide layout judges
+    it per column."""
     per_column: dict[str, dict[str, Any]] = {}
     findings: list[Finding] = []
     statuses: list[Status] = []
@@ -166,6 +179,13 @@ def result(
         status = status_from_thresholds(
             spike_readings + steps.height, values, settings.warn_at, settings.fail_at
         )
+        judged: Judged | None = None
+        if quantities is not None:
+            # A spike counts its readings, a step (no width) its one.
+            found = events.select(ENTITY, pl.col(WIDTH).fill_null(1).alias(FOUND))
+            index = list(frames).index(column)
+            judged = judge(quantities, found, values_of(index), settings.warn_at, settings.fail_at)
+            status = judged.status
         statuses.append(status)
         per_column[column] = {
             "checked_values": values,
@@ -179,12 +199,19 @@ def result(
             if stats["longest_series"] is None
             else int(stats["longest_series"]),
         }
-        severity = Status.FAIL if status is Status.FAIL else Status.WARN
+        if judged is not None:
+            # In a long layout: the quantity (tag) whose share set the status.
+            per_column[column]["worst_quantity"] = judged.metrics()
         ordered = events.with_columns(pl.col(CHANGE).abs().alias("__size")).sort(
             ["__size", ENTITY, POSITION], descending=[True, False, False]
         )
         findings += [
-            _finding(column, row, severity, has_time)
+            _finding(
+                column,
+                row,
+                judged.severity(row[ENTITY]) if judged else at_least_warn(status),
+                has_time,
+            )
             for row in ordered.head(MAX_FINDINGS).iter_rows(named=True)
         ]
     findings.sort(key=lambda f: (-(f.severity is Status.FAIL), f.column or "", f.start or ""))
