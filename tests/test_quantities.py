@@ -1,7 +1,7 @@
 """A fault has the same status in the wide and the long layout (`checks.quantities`): null_check,
 flatline_check and spike_check judge a long layout's shares per quantity (tag), as the wide
-layout judges them per column, on every local engine (the conformance runner checks each
-engine's result equals the production path's)."""
+layout judges them per column, on every engine (the conformance runner checks each engine's
+result equals the production path's; Spark runs the flat-line case only)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from dq_agent.checks.nulls import build_null_check, plan_null_check
 from dq_agent.checks.spikes import build_spike_check, plan_spike_check
 from dq_agent.engines import Engine
 from dq_agent.result import CheckResult, Status
+from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
 from tests.test_conformance import local_engine as local_engine
 from tests.test_conformance import runner
+from tests.test_conformance import spark_engine as spark_engine
 
 READINGS = 600
 TAGS = ("temp", "pres", "flow", "level", "speed", "power")
@@ -72,10 +74,10 @@ def _worst(result: CheckResult) -> dict[str, object]:
     return worst
 
 
-def test_a_stuck_tag_fails_in_either_layout(local_engine: Engine, tmp_path: Path) -> None:
+def test_a_stuck_tag_fails_in_either_layout(engine: Engine, tmp_path: Path) -> None:
     wide, long = _files(tmp_path)
-    by_column = _flatline(local_engine, wide)
-    by_tag = _flatline(local_engine, long)
+    by_column = _flatline(engine, wide)
+    by_tag = _flatline(engine, long)
     assert by_column.metrics["columns"]["pres"]["stuck_readings"] == STUCK
     assert by_tag.metrics["stuck_readings"] == STUCK
     assert by_column.status is by_tag.status is Status.FAIL

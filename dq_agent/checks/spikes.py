@@ -76,14 +76,18 @@ from dq_agent.checks.spikes_report import (
     CHANGES_GRID,
     CHANGES_STEP,
     COVERED,
+    FALLS,
     JUMP,
     PREVIOUS,
     RATE_UNITS,
+    RESET,
+    RISES,
     SCALE,
     TOOL,
     WIDTH,
     SpikeCheckConfig,
     context,
+    is_reset,
     least_readings,
     max_width,
     multiples,
@@ -290,6 +294,13 @@ def _jumps(
         .drop(_MEDIAN, _N, _MULTIPLE, _STEPS, _SECONDS, strict=False)
     )
     reach = context(settings)
+    # Each series' moves up and down, for `is_reset`: a group-by joined to the few readings
+    # near jumps (two windows over every reading took ten times as long at 10M rows).
+    # `changes` read twice, computed once (Polars 2.1's own common-subplan search panics here).
+    changes = changes.cache()
+    moves = changes.group_by(SERIES).agg(
+        (pl.col(_D) > 0).sum().alias(RISES), (pl.col(_D) < 0).sum().alias(FALLS)
+    )
     return (
         changes
         # Jumps are rare: what follows looks at most `context` readings either side of one,
@@ -300,6 +311,7 @@ def _jumps(
             .rolling_max(window_size=2 * reach + 1, center=True, min_samples=1)
             == 1
         )
+        .join(moves, on=SERIES, how="left", maintain_order="left")
         # A jump that itself comes back (a spike out) is no landing: in a series swinging
         # between two levels, the nearest reading is the spike, not what lies between.
         .with_columns(pl.when(pl.col(_JUMPED) & back.is_null()).then(landed).alias(_LANDED))
@@ -309,10 +321,25 @@ def _jumps(
             (pl.col(_JUMPED) | pl.col(_EXCURSION).is_not_null()).alias(JUMP),
             width.alias(WIDTH),
         )
+        # A counter's reset is no step: no JUMP, counted apart (RESET).
+        .with_columns(is_reset(pl.col).alias(RESET))
+        .with_columns((pl.col(JUMP) & ~pl.col(RESET)).alias(JUMP))
         .with_columns(covered.alias(COVERED))
         # What the readers use: the statistics behind the decision stay out of the shared node.
         .select(
-            SERIES, ENTITY, TIME, AT_ROW, POSITION, X, _PREVIOUS, _D, _SCALE, JUMP, WIDTH, COVERED
+            SERIES,
+            ENTITY,
+            TIME,
+            AT_ROW,
+            POSITION,
+            X,
+            _PREVIOUS,
+            _D,
+            _SCALE,
+            JUMP,
+            WIDTH,
+            COVERED,
+            RESET,
         )
     )
 
@@ -535,9 +562,10 @@ def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
     ]
     return (
         jumps.with_columns(later)
-        .filter(pl.col(JUMP) & ~pl.col(COVERED))
+        .filter((pl.col(JUMP) | pl.col(RESET)) & ~pl.col(COVERED))
         .select(
             ENTITY,
+            RESET,
             TIME,
             AT_ROW,
             POSITION,

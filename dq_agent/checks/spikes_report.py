@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,28 @@ WIDTH = "__width"
 """The spike's readings (null for a step)."""
 COVERED = "__covered"
 """The reading lies inside an earlier spike or is the reading it returns on."""
+RESET = "__reset"
+"""A counter's reset starts at this reading (`is_reset`): not a JUMP."""
+RISES = "__rises"
+"""The series' changes up."""
+FALLS = "__falls"
+"""The series' changes down."""
+# A series that moves one way at least this many times for each move back is a counter or a
+# sawtooth (an energy meter reset at midnight, a totaliser wrapping, a batch tank filled
+# slowly and emptied at once): a step back is its reset, normal operation, not a fault. A
+# daily reset of minute readings is 1 move back in 1,440; noise moves either way about as often.
+SAWTOOTH_MOVES = 50
+
+
+def is_reset(col: Callable[[str], Any]) -> Any:
+    """Over a frame with JUMP (the jump before this rule), WIDTH, CHANGE, RISES and FALLS: a
+    step (a jump that does not come back) against the usual direction of a series that moves
+    its usual way at least SAWTOOTH_MOVES times per move back. `col` is `pl.col` or `nw.col`:
+    one rule for every engine."""
+    step = col(JUMP) & col(WIDTH).is_null()
+    down = (col(CHANGE) < 0) & (col(FALLS) * SAWTOOTH_MOVES <= col(RISES))
+    up = (col(CHANGE) > 0) & (col(RISES) * SAWTOOTH_MOVES <= col(FALLS))
+    return (step & (down | up)).fill_null(False)
 
 
 @dataclass
@@ -172,6 +194,8 @@ def result(
     statuses: list[Status] = []
     for column, (stats_frame, events) in frames.items():
         stats = stats_frame.row(0, named=True)
+        resets = events.filter(pl.col(RESET))
+        events = events.filter(~pl.col(RESET))
         spikes = events.filter(pl.col(WIDTH).is_not_null())
         steps = events.filter(pl.col(WIDTH).is_null())
         spike_readings = int(spikes[WIDTH].sum()) if spikes.height else 0
@@ -192,6 +216,8 @@ def result(
             "spike_count": spikes.height,
             "spike_readings": spike_readings,
             "step_count": steps.height,
+            # Steps back of a counter or sawtooth (`is_reset`): normal operation, no status.
+            "reset_count": resets.height,
             "series_too_short": int(stats["short_series"]),
             # A series is judged by its own spread when long enough; by max_rate when set.
             "judged_series": int(stats["judged_series"]),
@@ -219,6 +245,7 @@ def result(
         "spike_count": sum(m["spike_count"] for m in per_column.values()),
         "spike_readings": sum(m["spike_readings"] for m in per_column.values()),
         "step_count": sum(m["step_count"] for m in per_column.values()),
+        "reset_count": sum(m["reset_count"] for m in per_column.values()),
         "excluded_columns": [c for c in columns if c not in per_column],
         # Devices too short for a spread of their own, in columns without a max_rate.
         "series_not_judged": sum(
@@ -304,6 +331,14 @@ def _summary(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
         if short
         else ""
     )
+    resets = metrics["reset_count"]
+    if resets:
+        counters = ", ".join(c for c, m in metrics["columns"].items() if m["reset_count"])
+        note += (
+            f"; {plural(resets, 'counter reset')} not counted as steps ({counters}: a series "
+            f"that moves one way at least {SAWTOOTH_MOVES} times per move back, such as a "
+            "meter reset at midnight or a tank filled slowly and emptied at once)"
+        )
     if not metrics["spike_count"] and not metrics["step_count"]:
         return f"no spikes or steps in {plural(len(metrics['columns']), 'column')}" + note
     readings = metrics["spike_readings"]
