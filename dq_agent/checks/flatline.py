@@ -92,6 +92,7 @@ from dq_agent.checks.flatline_report import (
     unmatched_exclusions,
 )
 from dq_agent.checks.portable import PolarsMode, PortablePlan, on_polars
+from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.ranges import leveled_values
 from dq_agent.checks.series_kinds import (
     EXCLUDED,
@@ -116,7 +117,7 @@ from dq_agent.checks.series_values import (
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
-from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.engines import POLARS, Engine, PolarsEngine
 from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -543,15 +544,19 @@ def _polars_plan(
         queries += [stats(values, runs, series, settings), runs.filter(pl.col(STUCK))]
     # Which exclusions name a series (a tag of a long layout), to say those naming nothing.
     queries.append(series_matches(dataset, settings.excluded))
+    table = quantity_table(POLARS, dataset, scope, checked)
+    if table is not None:
+        queries.append(table.to_native())
     has_time = dataset.roles.timestamp is not None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        quantities = frames[-1] if table is not None else None
+        frames = frames[:-1] if table is not None else frames
         pairs = zip(frames[:-1:2], frames[1:-1:2], strict=True)
         matches = frames[-1].row(0) if frames[-1].width else ()
         unmatched = unmatched_exclusions(dataset, settings, matches)
-        return result(
-            checked, dict(zip(checked, pairs, strict=True)), columns, settings, has_time, unmatched
-        )
+        found = dict(zip(checked, pairs, strict=True))
+        return result(checked, found, columns, settings, has_time, unmatched, quantities)
 
     engines: list[PolarsMode] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))

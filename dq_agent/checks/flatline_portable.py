@@ -82,6 +82,7 @@ from dq_agent.checks.portable import (
     missing,
     with_epoch_micros,
 )
+from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.range_limits import ColumnRange, resolve, series_key
 from dq_agent.checks.series_kinds import EXCLUDED, series_matches, series_table, variable_keys
 from dq_agent.checks.series_kinds import KEY as NAME
@@ -161,8 +162,13 @@ def generic_plan(
         whole = engine.rows(dataset, Scope())
         queries.append(time_range_query(whole, ts))
     unmatched = unmatched_exclusions(dataset, settings, matches)
+    table = quantity_table(engine, dataset, scope, checked)
+    if table is not None:
+        queries.append(table)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        quantities = frames[-1] if table is not None else None
+        frames = frames[:-1] if table is not None else frames
         found: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = {}
         for i, column in enumerate(checked):
             series, runs = frames[i * per_column], frames[i * per_column + 1]
@@ -170,7 +176,7 @@ def generic_plan(
             values = series.lazy().select((pl.col(PAIRS_N) + 1).sum().alias(VALUES))
             figures = stats(values, runs.lazy(), series.lazy(), settings).collect()
             found[column] = (figures, runs.filter(pl.col(STUCK)))
-        out = result(checked, found, columns, settings, ts is not None, unmatched)
+        out = result(checked, found, columns, settings, ts is not None, unmatched, quantities)
         if ts is None or not checked:
             return out
         readings = [(c, frames[i * per_column + 2]) for i, c in enumerate(checked)]

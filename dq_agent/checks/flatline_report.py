@@ -12,11 +12,19 @@ import polars as pl
 
 from dq_agent.checks import ranges
 from dq_agent.checks.base import iso, plural
+from dq_agent.checks.quantities import FOUND, Judged, judge, values_of
 from dq_agent.checks.range_limits import ColumnRange
 from dq_agent.checks.series_kinds import EXCLUDED
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, X, matches_any
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
+from dq_agent.result import (
+    CheckResult,
+    Finding,
+    Status,
+    at_least_warn,
+    status_from_thresholds,
+    worst_status,
+)
 from dq_agent.settings import fraction, non_negative, positive, setting
 
 if TYPE_CHECKING:
@@ -174,7 +182,11 @@ def result(
     settings: FlatlineCheckConfig,
     has_time: bool,
     unmatched: Sequence[str],
+    quantities: pl.DataFrame | None = None,
 ) -> CheckResult:
+    """The check's result from each checked column's figures (`stats`) and stuck runs. In a long
+    layout (`quantities`: `quantities.quantity_table` over `checked`) the stuck share is judged
+    per quantity, as the wide layout judges it per column."""
     per_column: dict[str, dict[str, Any]] = {}
     findings: list[Finding] = []
     statuses: list[Status] = []
@@ -194,6 +206,12 @@ def result(
                 groups = [g for g in figures["__stat_constant"] if g]
                 constant_series += groups
         status = status_from_thresholds(stuck, values, settings.warn_at, settings.fail_at)
+        judged: Judged | None = None
+        if quantities is not None:
+            found = runs.select(ENTITY, pl.col(RUN_LENGTH).alias(FOUND))
+            index = list(checked).index(column)
+            judged = judge(quantities, found, values_of(index), settings.warn_at, settings.fail_at)
+            status = judged.status
         statuses.append(status)
         runs = runs.sort([RUN_LENGTH, ENTITY, RUN_AT], descending=[True, False, False])
         per_column[column] = {
@@ -209,9 +227,16 @@ def result(
             "judged_series": int(figures["__stat_judged_series"]),
             "longest_series": _count(figures["__stat_longest_series"]),
         }
-        severity = Status.FAIL if status is Status.FAIL else Status.WARN
+        if judged is not None:
+            # In a long layout: the quantity (tag) whose share set the status.
+            per_column[column]["worst_quantity"] = judged.metrics()
         findings += [
-            _finding(column, row, severity, has_time)
+            _finding(
+                column,
+                row,
+                judged.severity(row[ENTITY]) if judged else at_least_warn(status),
+                has_time,
+            )
             for row in runs.head(MAX_FINDINGS).iter_rows(named=True)
         ]
     findings.sort(key=lambda f: (-f.count, f.column or "", f.entity or ""))

@@ -41,7 +41,7 @@ _BOMS = (
 )
 # The key of a hint that names UTF-16 (or UTF-32): `encoding_hint` is the cp1252 one, which
 # `dq-agent init` turns into a commented `encoding: cp1252`.
-_UTF16_HINT = "utf16_hint"
+UTF16_HINT = "utf16_hint"
 # UTF-16 text without a mark: mostly ASCII, so one byte of each pair is NUL in most pairs.
 _UTF16_NUL_SHARE = 0.4
 
@@ -145,7 +145,8 @@ def legacy_hint(head: bytes) -> LoadNote | None:
         return _hint(
             f"the file starts with a {marked.upper()} byte order mark but input.encoding is "
             f"utf-8: set input.encoding: {marked} to read it",
-            _UTF16_HINT,
+            UTF16_HINT,
+            marked,
         )
     unmarked = _utf16_without_bom(head)
     if unmarked is not None:
@@ -153,7 +154,8 @@ def legacy_hint(head: bytes) -> LoadNote | None:
             f"the file is not UTF-8 but looks like {unmarked} without a byte order mark (a NUL "
             f"byte in most pairs of bytes): if that is its encoding, set input.encoding: "
             f"{unmarked}",
-            _UTF16_HINT,
+            UTF16_HINT,
+            unmarked,
         )
     try:
         head.decode(UTF8)
@@ -173,8 +175,10 @@ def legacy_hint(head: bytes) -> LoadNote | None:
     )
 
 
-def _hint(what: str, key: str = "encoding_hint") -> LoadNote:
-    return LoadNote(what=what, label="encoding", severity=Status.PASS, key=key)
+def _hint(what: str, key: str = "encoding_hint", encoding: str | None = None) -> LoadNote:
+    """A note naming the encoding the file seems to be in (its example, for `dq-agent init`)."""
+    examples = [{"encoding": encoding}] if encoding else []
+    return LoadNote(what=what, label="encoding", severity=Status.PASS, key=key, examples=examples)
 
 
 def _utf16_without_bom(head: bytes) -> str | None:
