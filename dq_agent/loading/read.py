@@ -85,14 +85,13 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
     files, stdin = converted.files, converted.stdin
     dialect: CsvDialect = csv_dialect(files[0], config, stdin)
     read = _read_all(originals, files, stdin, config, dialect, streamed)
-    if (
-        config.input.decimal_comma is None
-        and not dialect.decimal_comma
-        and dialect.separator != ","
-    ):
+    if config.input.decimal_comma is None and not dialect.decimal_comma:
         # The head had no decimal comma; a text column of the whole data may still have them.
-        # With a comma separator a decimal comma is quoted, and "1,234" may be a thousand.
-        late = late_decimal_comma(read.raw, config.reading().text_numeric_min_share)
+        late = late_decimal_comma(
+            read.raw,
+            config.reading().text_numeric_min_share,
+            comma_separated=dialect.separator == ",",
+        )
         if late is not None:
             dialect = CsvDialect(dialect.separator, True, late)
             read = _read_all(originals, files, stdin, config, dialect, streamed)
