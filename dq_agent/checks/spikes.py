@@ -499,7 +499,7 @@ SPEC = CheckSpec(
     ),
     settings=SpikeCheckConfig,
     plan=plan_spike_check,
-    metric_keys=("spike_count", "spike_readings", "step_count"),
+    metric_keys=("spike_count", "spike_readings", "step_count", "reset_count"),
     baseline=(
         BaselineMetric("spike_readings", "count", "readings in spikes"),
         BaselineMetric("step_count", "count", "level steps"),

@@ -27,6 +27,7 @@ from dq_agent.loading.files import STDIN, Inputs
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.transcode import (
     UTF8,
+    Marked,
     as_utf8,
     by_bom,
     canonical,
@@ -78,31 +79,49 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
     for memory: `loading.csvstream`), then the files one below the other."""
     encoding = config.input.encoding
     originals = inputs.files
-    marked, marked_guess = None, None
+    marked: Marked | None = None
     if canonical(encoding) == UTF8 and config.origin_of("input.encoding") == "the defaults":
         # A UTF-16 or UTF-32 byte order mark names the encoding: such files are converted.
-        inputs, marked, marked_guess = by_bom(inputs)
+        marked = by_bom(inputs)
+        inputs = marked.inputs if marked is not None else inputs
     # Read from UTF-8 copies when the files are in another encoding; named as the user's files.
     converted = as_utf8(inputs, encoding)
     files, stdin = converted.files, converted.stdin
     dialect: CsvDialect = csv_dialect(files[0], config, stdin)
     read = _read_all(originals, files, stdin, config, dialect, streamed)
-    if (
-        config.input.decimal_comma is None
-        and not dialect.decimal_comma
-        and dialect.separator != ","
-    ):
+    late_note: LoadNote | None = None
+    if config.input.decimal_comma is None and not dialect.decimal_comma:
         # The head had no decimal comma; a text column of the whole data may still have them.
-        # With a comma separator a decimal comma is quoted, and "1,234" may be a thousand.
-        late = late_decimal_comma(read.raw, config.reading().text_numeric_min_share)
-        if late is not None:
+        late = late_decimal_comma(
+            read.raw,
+            config.reading().text_numeric_min_share,
+            comma_separated=dialect.separator == ",",
+        )
+        points = [name for name, dtype in read.raw.collect_schema().items() if dtype.is_float()]
+        if late is not None and points:
+            # Numbers already read with a decimal point say the comma is something else (a
+            # list of channels "1,2"): read again, 1.007 would be a thousand. Said, not acted on.
+            late_note = LoadNote(
+                what=(
+                    f"{late}, read as text: {', '.join(points[:3])} "
+                    f"{'uses' if len(points) == 1 else 'use'} a decimal point, so the file was "
+                    "not read with a decimal comma (set input.decimal_comma: true if those commas "
+                    "are decimal)"
+                ),
+                label="decimal comma",
+                severity=Status.PASS,
+                key="decimal_comma_hint",
+            )
+        elif late is not None:
             dialect = CsvDialect(dialect.separator, True, late)
             read = _read_all(originals, files, stdin, config, dialect, streamed)
     notes = read.notes
+    if late_note is not None:
+        notes.append(late_note)
     if canonical(encoding) != UTF8:
         notes.append(encoding_note(encoding))
     elif marked is not None:
-        notes.append(encoding_note(marked, "its byte order mark"))
+        notes.append(marked.note())
     elif read.hint is not None:
         notes.append(read.hint)
     if read.trailing:
@@ -117,7 +136,7 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
                 key="trailing_separator",
             )
         )
-    inferred: list[Inference] = [] if marked_guess is None else [marked_guess]
+    inferred: list[Inference] = [] if marked is None else [marked.inference]
     comments = read.comments
     if comments:
         counts = sorted({n for _, n in comments})
@@ -142,7 +161,9 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
         inferred=inferred,
         header_names=read.first_layout.header_names,
         has_bom=read.first_layout.has_bom,
-        encoding=canonical(marked or encoding),
+        # Bytes a file's encoding does not define can only be in the files read as they are:
+        # those with no mark, in UTF-8, in a folder of both.
+        encoding=canonical(marked.read_as() if marked is not None else encoding),
         decimal_comma=dialect.decimal_comma,
     )
 
