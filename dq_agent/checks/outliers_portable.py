@@ -49,6 +49,7 @@ from dq_agent.checks.outliers_groups import (
     judged_groups,
     medians,
     outlier_rows,
+    resolutions,
 )
 from dq_agent.checks.outliers_report import (
     TOOL,
@@ -109,9 +110,13 @@ def generic_plan(
         names = number.names.select(nw.col(number.column).cast(nw.Int64).alias(KEY), *entity)
     # The means and deviations only the "sigma" method reads.
     moments = settings.method == "sigma"
-    stats = engine.materialised(group_stats(engine, dataset, values, count, names, moments=moments))
+    dtypes = [schema[c] for c in columns]
+    resolution = resolutions(engine, dataset, values, dtypes)
+    stats = engine.materialised(
+        group_stats(engine, dataset, values, count, resolution, names, moments=moments)
+    )
     per_column = engine.materialised(
-        column_stats(engine, dataset, values, stats, [schema[c] for c in columns])
+        column_stats(engine, dataset, values, stats, resolution, dtypes)
     )
     groups = engine.materialised(judged_groups(stats, per_column, count, settings))
     queries = [groups, outlier_rows(values, groups, count, settings, ts is not None), per_column]
