@@ -5,8 +5,8 @@ that every check's queries read (keyed by the frame; dropped with it); each quer
 on its own and comes back as Arrow, read by Polars and normalised (`engines.base.normalised`:
 DuckDB sums are Decimal(38, 0), its timestamps those of the session's time zone, set to UTC).
 The table carries the file order as a column (`FILE_ROW`): a table has no order of its own, and
-is stored in series order, each row with its position in it (`_SERIES_POS`), so that
-`in_series` is a filter rather than a window over every row in every check.
+is stored in series order, each row with its position in it (`_SERIES_POS`, the table's
+`rowid`), so that `in_series` is a filter rather than a window over every row in every check.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     # pyarrow is slow to import.
     import pyarrow as pa
 
-# Each row's position in series order and its series' number, columns of the table
+# Each row's position in series order, the table's own `rowid` (`DuckDBEngine._scoped`: the
+# rows are stored in that order), and its series' number, a column of the table
 # (`DuckDBEngine._table`).
 _SERIES_POS = "__series_pos"
 _SERIES = "__series_number"
@@ -55,7 +56,10 @@ _SLICE = 500_000
 class DuckDBEngine(TableEngine):
     name = "duckdb"
 
-    def __init__(self, connection: Any = None) -> None:
+    def __init__(self, connection: Any = None, *, file_order: bool = True) -> None:
+        """`file_order`: whether the table holds each timed row's previous timed row's time in
+        file order (`previous_in_file`), which only delay_check reads: at 10M rows about 1 s
+        of the hand-over's CPU, spent only in a run that selects it."""
         try:
             import duckdb
         except ImportError as exc:
@@ -68,6 +72,7 @@ class DuckDBEngine(TableEngine):
         # Per frame, the table of its series' names (`series_numbers`).
         self._series_names: dict[int, str] = {}
         self._names = itertools.count()
+        self._file_order = file_order
 
     def rows(self, dataset: Dataset, scope: Scope, *, index: bool = False) -> Frame:
         rows = self._scoped(dataset, scope, index=index)
@@ -179,7 +184,13 @@ class DuckDBEngine(TableEngine):
         return _stored_in_series(self._scoped(dataset, Scope(), index=False))
 
     def _scoped(self, dataset: Dataset, scope: Scope, *, index: bool) -> Frame:
-        frame = nw.from_native(self.connection.table(self._table(dataset, scope.excused)))
+        name = self._table(dataset, scope.excused)
+        relation = self.connection.table(name)
+        if name in self._tables.values():
+            # The position in series order is the row's place in the table, which holds the
+            # rows in that order: DuckDB's `rowid`, not a stored column (at 10M rows 80 MB).
+            relation = relation.project(f"*, rowid AS {_quoted(_SERIES_POS)}")
+        frame = nw.from_native(relation)
         # FILE_ROW kept: a check whose scope leaves rows out names readings by their file row.
         return scoped(frame, dataset, scope, index=index)
 
@@ -211,7 +222,7 @@ class DuckDBEngine(TableEngine):
         excused = None
         if computed and excusal is not None and ts is not None:
             excused = excusal.expression(ts, entity_key(dataset)).alias(EXCUSED)
-        rows, order = _in_series_order(dataset, excused)
+        rows, order = _in_series_order(dataset, excused, file_order=self._file_order)
         name = f"dq_frame_{next(self._names)}"
         self.connection.register(f"{name}_arrow", rows)
         # Stored in the order handed over (DuckDB keeps insertion order unless told not to).
@@ -244,15 +255,16 @@ class DuckDBEngine(TableEngine):
 
 
 def _in_series_order(
-    dataset: Dataset, excused: pl.Expr | None
+    dataset: Dataset, excused: pl.Expr | None, *, file_order: bool
 ) -> tuple[pa.RecordBatchReader, pl.DataFrame]:
     """The dataset's rows in series order (`checks.base.series_rows`, Polars' window per
     entity: about 2 s at 10M rows, where DuckDB's `row_number()` over the entity added 3.4 s
     to the table's creation and storing it sorted took 10 s, at load 2), each with its file
-    row (`FILE_ROW`), its position in that order (`_SERIES_POS`, from 0), its series' number
-    (`_SERIES`) and the maintenance mask `excused` (a row's own test) if given; and the
-    order (ORDER, SERIES per position). In a run the order is the one the Polars checks share,
-    computed once.
+    row (`FILE_ROW`), its series' number (`_SERIES`, as Polars numbers it: 32 bits), with
+    `file_order` and a timestamp the previous timed row's time in file order
+    (`_previous_in_file`), and the maintenance mask `excused` (a row's own test) if given; and
+    the order (ORDER, SERIES per position). In a run the order is the one the Polars checks
+    share, computed once. The position in that order is the table's `rowid`.
 
     The rows come as a stream of slices, each gathered when DuckDB reads it: at 10M rows
     (load 6) the table took 1.6 s of CPU so against 1.9 to 2.6 s from the whole gathered
@@ -265,17 +277,16 @@ def _in_series_order(
     # In one chunk first: gathering from the loader's 105 chunks of the 10M-row file took
     # 10.3 to 11.1 s, rechunking 0.5 to 1.7 s and the gather then 3.3 to 4.0 s (load 14).
     rows = dataset.frame.collect().rechunk()
-    if ts is not None:
+    if ts is not None and file_order:
         rows = rows.with_columns(_previous_in_file(dataset, rows, order, ts))
     at = order.get_column(ORDER)
-    series = order.get_column(SERIES).cast(pl.Int64)
+    series = order.get_column(SERIES)
 
     def part(start: int, length: int) -> pa.Table:
         positions = at.slice(start, length)
         gathered = rows.select(
             positions.cast(pl.Int64).alias(FILE_ROW),
             pl.all().gather(positions),
-            pl.int_range(start, start + positions.len(), dtype=pl.Int64).alias(_SERIES_POS),
             series.slice(start, length).alias(_SERIES),
         )
         if excused is not None:
