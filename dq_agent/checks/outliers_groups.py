@@ -577,6 +577,7 @@ def outlier_rows(
     count_: int,
     settings: OutlierCheckConfig,
     has_time: bool,
+    levelled: Sequence[int] | None = None,
 ) -> Frame:
     """`outliers_polars._outlier_rows`: the rows that are an outlier in at least one column,
     with z and a flag per column, and their position (the finish puts them in series order).
@@ -584,7 +585,11 @@ def outlier_rows(
     The rows are kept by the flags' test as three-valued logic (a null is not kept), which an
     engine can cut short; the flags as the Polars strategy writes them (nulls filled) are then
     computed on the few rows kept. At 10M rows on DuckDB the filled flags of every row took
-    1.2 s of the filter's operator time."""
+    1.2 s of the filter's operator time.
+
+    The test reads each group's limits from the group table (`_limits`: the route and the
+    products of sigma, computed once per group, not per row), and the distance from a level
+    only in the columns `levelled` names (None: every column), the others having none."""
     tests: list[nw.Expr] = []
     scored: list[nw.Expr] = []
     for i in range(count_):
@@ -600,8 +605,14 @@ def outlier_rows(
         )
         far = (offset.abs() > settings.sigma * spread) & far_from_level
         spike = nw.col(two_sided_col(i)).abs() > FAR * settings.sigma * local
-        # True exactly where the flag below is: a null in `far` or `spike` is false there.
-        tests.append(checked & (far | spike))
+        # The flag below's test with the group's limits: null where the group is not checked
+        # (a null limit), false or null exactly where the flag is false.
+        beyond = offset.abs() > nw.col(_far_limit(i))
+        if levelled is None or i in levelled:
+            beyond = beyond & ((x - nw.col(level_col(i))).abs() > nw.col(_far_limit(i))).fill_null(
+                True
+            )
+        tests.append(beyond | (nw.col(two_sided_col(i)).abs() > nw.col(_spike_limit(i))))
         scored += [
             nw.when(spread != 0).then(offset / spread).alias(z_col(i)),
             nw.when(local != 0).then(nw.col(two_sided_col(i)) / local).alias(zl_col(i)),
@@ -613,7 +624,7 @@ def outlier_rows(
         *[stat(s, i) for i in range(count_) for s in ("route", "center", "spread", "local_spread")],
     ]
     return (
-        values.join(groups.select(kept), on=KEY, how="inner")
+        values.join(groups.select(*kept, *_limits(count_, settings)), on=KEY, how="inner")
         .filter(nw.any_horizontal(*tests, ignore_nulls=False))
         .with_columns(scored)
         .select(
@@ -628,3 +639,28 @@ def outlier_rows(
             ],
         )
     )
+
+
+def _far_limit(i: int) -> str:
+    return f"__far_limit{i}"
+
+
+def _spike_limit(i: int) -> str:
+    return f"__spike_limit{i}"
+
+
+def _limits(count_: int, settings: OutlierCheckConfig) -> list[nw.Expr]:
+    """Per group and column the distances beyond which `outlier_rows` keeps a row: sigma
+    spreads from the centre (or a level), FAR sigma local spreads for a spike; null where the
+    route does not check the group. The same products as the flags' (`settings.sigma *
+    spread`), so a row is kept exactly where a flag holds."""
+    out: list[nw.Expr] = []
+    for i in range(count_):
+        route = nw.col(stat("route", i))
+        checked = (route == OWN) | (route == FLEET)
+        spread, local = nw.col(stat("spread", i)), nw.col(stat("local_spread", i))
+        out += [
+            nw.when(checked).then(settings.sigma * spread).alias(_far_limit(i)),
+            nw.when(checked).then(FAR * settings.sigma * local).alias(_spike_limit(i)),
+        ]
+    return out

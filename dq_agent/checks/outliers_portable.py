@@ -119,7 +119,10 @@ def generic_plan(
         column_stats(engine, dataset, values, stats, resolution, dtypes)
     )
     groups = engine.materialised(judged_groups(stats, per_column, count, settings))
-    queries = [groups, outlier_rows(values, groups, count, settings, ts is not None), per_column]
+    # The columns with a level after a step (`_on_one_level`); the others have none.
+    levelled = [i for i, name in enumerate(columns) if _can_step(name, config)]
+    flagged_rows = outlier_rows(values, groups, count, settings, ts is not None, levelled)
+    queries = [groups, flagged_rows, per_column]
     if ts is not None:
         # The events' buckets span the whole data, not the scope (`events.grain`).
         whole = engine.rows(dataset, Scope())
