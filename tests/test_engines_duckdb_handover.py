@@ -62,7 +62,11 @@ def test_the_table_holds_the_rows_in_series_order_across_slices(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("__series_pos"),
     )
     assert stored.height == 6_000
-    assert stored.drop("__prev_in_file_time").equals(expected)
+    # The Float64 column's missing flag (`missing_flag`).
+    assert engine.missing_flag(dataset, "value") == "__missing_2"
+    flag = expected.select(pl.col("value").is_null().alias("__missing_2"))
+    assert stored.get_column("__missing_2").equals(flag.to_series())
+    assert stored.drop("__prev_in_file_time", "__missing_2").equals(expected)
     # Each timed row's previous timed row of its device in file order, kept beside it.
     previous = (
         rows.with_row_index(FILE_ROW)

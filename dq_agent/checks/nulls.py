@@ -39,7 +39,7 @@ from dq_agent.checks.events import (
 from dq_agent.checks.portable import PolarsMode, PortablePlan, count, missing, on_polars
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.engines import POLARS, Engine
-from dq_agent.engines.base import Frame
+from dq_agent.engines.base import Frame, missing_flag
 from dq_agent.load import Dataset
 from dq_agent.result import (
     CheckResult,
@@ -138,6 +138,11 @@ def _missing_rows(
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
     carried = list(dict.fromkeys([*entity, *([ts] if ts else []), *columns]))
+    # The engine's flag of a missing value where it holds one (DuckDB's table): no test.
+    held = [missing_flag(engine, dataset, name) for name in columns]
+    flags = [
+        nw.col(flag) if flag is not None else test for flag, test in zip(held, flags, strict=True)
+    ]
     keep = nw.any_horizontal(*flags, ignore_nulls=True) if flags else nw.lit(False)
     return engine.in_series(dataset, scope, keep, carried, _POSITION)
 

@@ -69,7 +69,13 @@ from dq_agent.checks.portable import PortablePlan, missing
 from dq_agent.checks.range_limits import resolve, series_key
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, matches_any
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr, series_numbers, shifted_in_series
+from dq_agent.engines.base import (
+    Frame,
+    entity_key_expr,
+    missing_flag,
+    series_numbers,
+    shifted_in_series,
+)
 from dq_agent.errors import InputError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -186,6 +192,10 @@ def _values(
         carried.append(FILE_ROW)
     if number is not None:
         carried.append(number.column)
+    # Each column's missing flag, where the engine holds it (DuckDB's table): the value is not
+    # tested again in each pass over the rows.
+    flags = {name: missing_flag(engine, dataset, name) for name in columns}
+    carried += [flag for flag in flags.values() if flag is not None]
     rows = engine.in_series(dataset, scope, None, carried, POSITION)
     schema = rows.collect_schema()
     at = FILE_ROW if scope.filters_rows() else ROW
@@ -193,7 +203,11 @@ def _values(
     if number is not None:
         key = nw.col(number.column).cast(nw.Int64)
     raw = [
-        nw.when(~missing(schema, name, dataset.sentinels))
+        nw.when(
+            ~nw.col(flag)
+            if (flag := flags[name]) is not None
+            else ~missing(schema, name, dataset.sentinels)
+        )
         .then(nw.col(name).cast(nw.Float64))
         .alias(_raw(i))
         for i, name in enumerate(columns)
