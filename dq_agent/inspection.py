@@ -83,7 +83,16 @@ def profile(dataset: Dataset, engine: Engine | None = None) -> DatasetInfo:
         time_end=end.isoformat() if isinstance(end, datetime) else None,
         entities=int(row["entities"]) if row.get("entities") is not None else None,
         engine="polars" if engine is None else engine.name,
+        made_columns=_made_columns(dataset),
     )
+
+
+def _made_columns(dataset: Dataset) -> dict[str, list[str]]:
+    """The timestamp loading read from a date and a time column, which the file does not have."""
+    ts = dataset.roles.timestamp
+    if not dataset.time_parts or ts is None or ts in dataset.time_parts:
+        return {}
+    return {ts: list(dataset.time_parts)}
 
 
 def _profile_on(engine: Engine, dataset: Dataset) -> dict[str, Any]:

@@ -396,10 +396,10 @@ def _local_times(
         set_here = config.origin_of(ZONE_SETTING) != "the defaults"
         return frame, [] if set_here else [utc_assumed(ts)]
     try:
-        frame, moved = resolve_fold(frame, ts, list(roles.entity), timezone)
+        frame, fold = resolve_fold(frame, ts, list(roles.entity), timezone)
     except READ_FAILURES as exc:
         raise InputError(f"cannot read {ts} in {timezone}: {describe_read_error(exc)}") from exc
-    return frame, [fold_inference(ts, moved, timezone)] if moved else []
+    return frame, [fold_inference(ts, fold, timezone)] if fold.moved else []
 
 
 def _check_timezone(timezone: str) -> None:

@@ -37,6 +37,21 @@ class DatasetInfo:
 
     engine_reason: str | None = None
     """Why the run chose `engine` itself, when it did: the data over the memory budget."""
+    made_columns: dict[str, list[str]] = field(default_factory=dict)
+    """Columns of `columns` that loading made from others, not in the file: the timestamp read
+    from a date and a time column ("Datum + Uhrzeit": ["Datum", "Uhrzeit"])."""
+
+    @property
+    def file_columns(self) -> int:
+        """How many columns the data itself has (`columns` less the ones loading made)."""
+        return len(self.columns) - len(self.made_columns)
+
+    def column_names(self) -> list[str]:
+        """`columns` for a report, each made one with what it was made from."""
+        return [
+            f"{c} (made from {' and '.join(self.made_columns[c])})" if c in self.made_columns else c
+            for c in self.columns
+        ]
 
     def engine_note(self) -> str | None:
         """Where the checks ran, for a report, when not all on Polars (None otherwise)."""
@@ -59,6 +74,7 @@ class DatasetInfo:
             "files": self.files,
             "rows": self.rows,
             "columns": list(self.columns),
+            "made_columns": {name: list(parts) for name, parts in self.made_columns.items()},
             "dtypes": dict(self.dtypes),
             "roles": self.roles,
             "time_range": {"start": self.time_start, "end": self.time_end},

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -27,7 +27,7 @@ from dq_agent.checks import delays, nulls, ranges, structure
 from dq_agent.checks.base import entity_key
 from dq_agent.config import Config
 from dq_agent.load import Dataset, load
-from dq_agent.loading.transcode import USUAL_LEGACY, UTF8, canonical
+from dq_agent.loading.transcode import USUAL_LEGACY, UTF8, UTF16_HINT, canonical
 
 MAX_LISTED_ENTITIES = 12
 # Numbers that often mean "no reading" in sensor exports, reported when seen (not configured).
@@ -56,6 +56,9 @@ class Suggestion:
     """Median positive step per entity, in seconds."""
     ranges: list[ValueRange]
     rows: int
+    read_as: str | None = None
+    """The encoding init read the file in by itself (UTF-16 without a byte order mark, which
+    read as UTF-8 gives no usable column at all), or None."""
 
 
 def _yaml(value: Any) -> str:
@@ -65,6 +68,10 @@ def _yaml(value: Any) -> str:
 
 def suggest(path: str, config: Config) -> Suggestion:
     dataset = load(path, config)
+    read_as = _looks_utf16(dataset, config)
+    if read_as is not None:
+        # Every suggestion below is made from the columns: read them as the text they are.
+        dataset = load(path, replace(config, input=replace(config.input, encoding=read_as)))
     ts = dataset.roles.timestamp
     key = entity_key(dataset)
     intervals: dict[str, float] = {}
@@ -111,7 +118,18 @@ def suggest(path: str, config: Config) -> Suggestion:
         )
         for i, name in enumerate(numeric)
     ]
-    return Suggestion(dataset, intervals, ranges, int(row["rows"]))
+    return Suggestion(dataset, intervals, ranges, int(row["rows"]), read_as)
+
+
+def _looks_utf16(dataset: Dataset, config: Config) -> str | None:
+    """The UTF-16 encoding a file read as UTF-8 by default looks like (`transcode.legacy_hint`:
+    a NUL byte in most pairs of bytes, or a UTF-16 byte order mark), else None."""
+    if config.origin_of("input.encoding") != "the defaults":
+        return None
+    for note in dataset.load_notes:
+        if note.key == UTF16_HINT and note.examples:
+            return str(note.examples[0]["encoding"])
+    return None
 
 
 def _number(value: float | None) -> str:
@@ -133,7 +151,7 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         f"# ({suggestion.rows:,} rows). Check each line; `configs/default.yaml` lists every key.",
         "# Use it with: dq-agent inspect PATH --config THIS_FILE",
         "",
-        *_input_lines(dataset, config),
+        *_input_lines(dataset, config, suggestion.read_as),
         "columns:",
         "  # The roles dq-agent detected; set them here so a renamed or new column cannot change them.",
         *_timestamp_lines(dataset),
@@ -175,10 +193,10 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
     return "\n".join(lines)
 
 
-def _input_lines(dataset: Dataset, config: Config) -> list[str]:
+def _input_lines(dataset: Dataset, config: Config, read_as: str | None) -> list[str]:
     """How the files were read, where init was told (its config) or the data says: without the
     encoding the file alone would read a cp1252 file's names wrong, and miss its columns."""
-    given = config.input
+    given = replace(config.input, encoding=read_as) if read_as else config.input
     lines = [
         f"  {key}: {_yaml(value)}"
         for key, value in (
@@ -188,6 +206,13 @@ def _input_lines(dataset: Dataset, config: Config) -> list[str]:
         )
         if value is not None
     ]
+    if read_as:
+        # Read so by init itself: said, with the setting that does it.
+        lines.insert(
+            0,
+            f"  # Not UTF-8: read as {read_as}, which it looks like (a NUL byte in most pairs of "
+            "bytes, or a byte order mark); the suggestions below come from reading it so.",
+        )
     if lines:
         return ["input:", *lines, ""]
     if any(note.key == "encoding_hint" for note in dataset.load_notes):

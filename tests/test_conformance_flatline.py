@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import narwhals as nw
+import numpy as np
 import polars as pl
 import pytest
 
@@ -218,3 +219,37 @@ def test_judged_readings_are_alike_on_every_engine(local_engine: Engine, tmp_pat
 
 def _utc(minutes: int) -> datetime:
     return (T0 + timedelta(minutes=minutes)).replace(tzinfo=UTC)
+
+
+def _whole_degrees(tmp_path: Path, frozen: int = 0) -> Path:
+    """Four sites' temperature on a slow cycle read in whole degrees: runs at a value last
+    from a few readings on a flank to 30-50 near a peak. With `frozen`, s2 sits at 20 for that
+    many readings from reading 2,000."""
+    rng = np.random.default_rng(5)
+    n = 3 * 24 * 60
+    frames = []
+    for site in ("s1", "s2", "s3", "s4"):
+        temp = np.round(20 + 2 * np.sin(np.arange(n) / 300) + rng.normal(0, 0.3, n))
+        if frozen and site == "s2":
+            temp[2000 : 2000 + frozen] = 20.0
+        times = [T0 + timedelta(minutes=i) for i in range(n)]
+        frames.append(pl.DataFrame({"site": site, "ts": times, "temp_c": temp}))
+    return write_parquet(tmp_path / "whole.parquet", pl.concat(frames))
+
+
+def test_a_slow_signal_read_in_whole_degrees_passes(local_engine: Engine, tmp_path: Path) -> None:
+    """Long runs near a peak are the level's usual tail, not stuck (it failed with 10 stuck
+    runs of 26-37 readings when one share of all the level's runs judged them)."""
+    result = _run(local_engine, _whole_degrees(tmp_path))
+    assert _runs(result, "temp_c") == (0, 0)
+    assert result.status is Status.PASS
+
+
+def test_a_sensor_frozen_at_a_usual_value_of_a_slow_signal_is_stuck(
+    local_engine: Engine, tmp_path: Path
+) -> None:
+    result = _run(local_engine, _whole_degrees(tmp_path, frozen=400))
+    assert result.metrics["columns"]["temp_c"]["stuck_runs"] == 1
+    (finding,) = result.findings
+    assert (finding.entity, finding.severity) == ("s2", Status.FAIL)
+    assert finding.count >= 400

@@ -1,7 +1,7 @@
 """A decimal comma first written after the head of the file (whole numbers before it) is found
 over the whole column: the file is read with it, as when the commas come early, and the report
-says it was inferred and how to set it. Thousands separators and comma-separated files stay
-as they were."""
+says it was inferred and how to set it. Thousands separators stay as they were; in a
+comma-separated file only a quoted comma before other than three digits says decimal comma."""
 
 from __future__ import annotations
 
@@ -106,6 +106,38 @@ def test_comma_separated_files_are_left_as_they_were(tmp_path: Path) -> None:
     assert "decimal comma" not in {item.role for item in dataset.inferred}
     value = dataset.frame.select("value").collect().get_column("value")
     assert value.to_list() == [100.0 + i for i in range(60)] + [1200.0 + i for i in range(60)]
+
+
+def test_late_quoted_decimal_commas_in_a_comma_separated_file(tmp_path: Path) -> None:
+    # Whole numbers for the head, then quoted "20,51": two decimals cannot group thousands.
+    # The point decimals of another column keep their point.
+    lines = ["ts,device,temp,pressure"]
+    lines += [
+        f"2024-03-04 00:{i % 60:02d}:{i // 60:02d},d1,{20 + i % 3},1000.5" for i in range(1200)
+    ]
+    lines += [f'2024-03-05 00:{i:02d}:00,d1,"20,{i:02d}",1000.5' for i in range(60)]
+    path = tmp_path / "quoted.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    (guess,) = [item for item in dataset.inferred if item.role == "decimal comma"]
+    assert guess.reason == "numbers such as 20,00 in column temp, the first at data row 1,201"
+    assert dataset.roles.values == ["temp", "pressure"]
+    frame = dataset.frame.select("temp", "pressure").collect()
+    assert frame["temp"].to_list()[-60:] == [20 + i / 100 for i in range(60)]
+    assert frame["pressure"].to_list() == [1000.5] * 1260
+
+
+def test_thousands_with_a_point_keep_a_comma_separated_file_as_it_was(tmp_path: Path) -> None:
+    # "1,234.5" groups thousands: a later "2,51" is then no evidence of a decimal comma.
+    lines = ["ts,device,value,other"]
+    lines += [f"2024-03-04 00:{i:02d}:00,d1,{100 + i},7" for i in range(60)]
+    lines += [f'2024-03-04 01:{i:02d}:00,d1,"1,2{i:02d}.5","2,51"' for i in range(60)]
+    path = tmp_path / "grouped.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    assert "decimal comma" not in {item.role for item in dataset.inferred}
+    value = dataset.frame.select("value").collect().get_column("value")
+    assert value.to_list()[-2:] == [1258.5, 1259.5]
 
 
 def test_a_few_commas_in_a_text_column_decide_nothing(tmp_path: Path) -> None:

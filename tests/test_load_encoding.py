@@ -224,6 +224,13 @@ def test_in_a_folder_only_the_marked_files_are_converted(tmp_path: Path) -> None
     assert_frame_equal(dataset.frame.collect(), _frame(twin, Config()))
     (guess,) = [item for item in dataset.inferred if item.role == "encoding"]
     assert guess.reason == "1 of 2 files start with a UTF-16 byte order mark: converted to UTF-8"
+    # The structure note names the converted file, not the whole folder.
+    assert [note.what for note in dataset.load_notes if note.key == "encoding"] == [
+        "1 of 2 files (a.tsv) read as utf-16 (a byte order mark) and converted to UTF-8; the "
+        "others read as UTF-8"
+    ]
+    # Bytes UTF-8 does not define can only be in the file read as it was.
+    assert dataset.text_encoding == "utf-8"
 
 
 def test_utf8_set_in_a_config_keeps_the_file_as_utf8_with_a_hint_naming_utf16(

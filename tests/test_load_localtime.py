@@ -47,6 +47,25 @@ def test_fall_back_hour_is_read_in_file_order_per_device(tmp_path: Path) -> None
     # 02:00, 02:15, 02:30, 02:45 written twice per device: the second four of each move.
     assert notes["repeated hour"].value == "8 readings"
     assert notes["repeated hour"].setting == "columns.timezone"
+    # Written in time order: the passes follow each other, nothing to warn of.
+    assert "interleaved" not in notes["repeated hour"].reason
+
+
+def test_a_file_sorted_by_local_time_is_said_to_interleave_the_passes(tmp_path: Path) -> None:
+    # The same hour re-sorted by its wall-clock text: each repeated time's two rows together.
+    start = datetime(2024, 10, 26, 22, 0, tzinfo=UTC)
+    times = sorted(local_rows(start, 24, timedelta(minutes=15)))
+    path = tmp_path / "sorted.csv"
+    path.write_text("timestamp,v\n" + "\n".join(f"{t},{i}.5" for i, t in enumerate(times)) + "\n")
+
+    dataset = load(str(path), berlin())
+
+    note = {item.role: item for item in dataset.inferred}["repeated hour"]
+    # 02:00 twice, 02:15 twice, ...: the later of each pair is the second pass, and the
+    # first readings of 02:15, 02:30 and 02:45 come after a second-pass one.
+    assert note.value == "4 readings"
+    assert "interleaved (3 first-pass readings after second-pass ones)" in note.reason
+    assert "export UTC times or times with an offset" in note.reason
 
 
 def test_hourly_repeat_without_a_device_column(tmp_path: Path) -> None:

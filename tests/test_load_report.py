@@ -58,3 +58,25 @@ def test_rich_and_markdown_headers_say_what_was_guessed(tmp_path: Path) -> None:
         "entity=Device ID (makes (entity, timestamp) unique for 100.0% of rows; set columns.entity)"
         in markdown
     )
+
+
+def test_a_timestamp_made_from_date_and_time_is_not_counted_as_a_column(tmp_path: Path) -> None:
+    lines = ["Datum;Uhrzeit;Gerät;Temperatur"]
+    for minute in range(30):
+        for device in ("A", "B"):
+            lines.append(f"04.03.2024;10:{minute:02d}:00;{device};{20 + minute % 3},5")
+    path = tmp_path / "export.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = Config()
+    config.agent.enabled = False
+    config.history.enabled = False
+    inspection = inspect(str(path), config)
+    report = json.loads(render_json(inspection))["dataset"]
+    assert report["made_columns"] == {"Datum + Uhrzeit": ["Datum", "Uhrzeit"]}
+    assert report["columns"][-1] == "Datum + Uhrzeit"
+    plain = " ".join(render_plain(inspection, width=200).split())
+    assert "60 rows · 4 columns ·" in plain
+    assert "Datum + Uhrzeit (made from Datum and Uhrzeit)" in plain
+    assert "- Rows: 60; columns: 4" in render_markdown(inspection)
+    # The header of a file with no made column counts them all.
+    assert json.loads(render_json(_inspection(tmp_path)))["dataset"]["made_columns"] == {}

@@ -120,6 +120,30 @@ def test_a_cp1252_export_with_a_date_and_a_time_column_passes_with_its_suggestio
     assert '# input:\n#   encoding: "cp1252"' in out
 
 
+def test_utf16_without_a_mark_is_read_as_utf16_and_said(tmp_path: Path) -> None:
+    """A historian export in UTF-16 without a byte order mark reads as UTF-8 into no usable
+    column: init reads it as the UTF-16 it looks like, says so and writes the encoding, so the
+    file it writes reads the data alone."""
+    start = datetime(2024, 2, 1)
+    lines = ["Tag\tTimestamp\tValue"]
+    for i in range(300):
+        when = start + timedelta(minutes=i)
+        lines.append(f"TIC101.PV\t{when:%Y-%m-%d %H:%M:%S}\t{40 + 2 * math.sin(i / 15):.2f}")
+    data = tmp_path / "historian.tsv"
+    data.write_bytes(("\r\n".join(lines) + "\r\n").encode("utf-16-le"))
+    target = tmp_path / "dq.yaml"
+    code, _, err = run("init", str(data), "-o", str(target))
+    assert code == 0, err
+    text = target.read_text(encoding="utf-8")
+    assert "# Not UTF-8: read as utf-16-le, which it looks like" in text
+    settings = yaml.safe_load(text)
+    assert settings["input"] == {"encoding": "utf-16-le"}
+    assert settings["columns"]["timestamp"] == "Timestamp"
+    assert settings["columns"]["values"] == ["Value"]
+    report = _inspect_passes(data, target)
+    assert report["dataset"]["roles"]["values"] == ["Value"]
+
+
 def test_sentinel_looking_values_are_reported(tmp_path: Path) -> None:
     frame = clean_frame()
     values = frame["pressure"].to_list()

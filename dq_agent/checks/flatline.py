@@ -89,9 +89,13 @@ from dq_agent.checks.flatline_report import (
     range_limits,
     result,
     stats,
+    tail_figures,
     unmatched_exclusions,
+    usual_at_level,
+    usual_in_tail,
 )
 from dq_agent.checks.portable import PolarsMode, PortablePlan, on_polars
+from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.ranges import leveled_values
 from dq_agent.checks.series_kinds import (
     EXCLUDED,
@@ -116,7 +120,7 @@ from dq_agent.checks.series_values import (
     with_reading_events,
 )
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
-from dq_agent.engines import Engine, PolarsEngine
+from dq_agent.engines import POLARS, Engine, PolarsEngine
 from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -421,16 +425,25 @@ def _judged(
         ]
     ).cache()
     # Only the columns the level's statistics need: most readings start a run.
-    levels = (
+    at_levels = (
         at_maybe_rest.select(SERIES, X, RUN_LENGTH)
         .join(series.filter(~pl.col(SKIPPED)).select(SERIES, GROUP_KEY), on=SERIES)
         .join(maybe_rest.select(GROUP_KEY, X), on=[GROUP_KEY, X], how="semi")
-        .group_by(GROUP_KEY, X)
-        .agg(
-            pl.len().alias(LEVEL_RUNS),
-            (pl.col(RUN_LENGTH) - 1).sum().alias(LEVEL_STAYS),
-        )
+        .cache()
     )
+    all_runs = at_levels.group_by(GROUP_KEY, X).agg(
+        pl.len().alias(LEVEL_RUNS),
+        (pl.col(RUN_LENGTH) - 1).sum().alias(LEVEL_STAYS),
+    )
+    # The level's long runs its runs' share finds ordinary: their own share is its tail's.
+    tail = (
+        at_levels.filter(pl.col(RUN_LENGTH) >= settings.min_readings)
+        .join(all_runs, on=[GROUP_KEY, X])
+        .filter(usual_at_level(pl.col, settings).fill_null(False))
+        .group_by(GROUP_KEY, X)
+        .agg(*tail_figures(pl.col, settings))
+    )
+    levels = all_runs.join(tail, on=[GROUP_KEY, X], how="left")
     inside = length - 1
     # The device's own chance to repeat, when higher than its group's (a slow, coarsely read
     # device repeats more than the fleet): its other runs' share that repeat, or with too few
@@ -450,10 +463,8 @@ def _judged(
     share = pl.max_horizontal(group_share, pl.coalesce(own_runs, own_steps, pl.lit(0.0)))
     beyond_chance = pl.col(GROUP_PAIRS) * share.pow(inside) < settings.chance
     # A run is as long as usual at its level when its level's other runs stay that long often
-    # enough: each stays with the share of their steps that stayed (leave-one-out).
-    stays = pl.col(LEVEL_STAYS) - inside
-    level_share = stays / (stays + pl.col(LEVEL_RUNS) - 1)
-    as_usual = (pl.col(LEVEL_RUNS) * level_share.pow(inside) >= settings.chance).fill_null(False)
+    # enough, or its ordinary long runs do (a slow signal's tail).
+    as_usual = (usual_at_level(pl.col, settings) | usual_in_tail(pl.col, settings)).fill_null(False)
     # A rest level is one that at least REST_RUNS other long runs rest at, each beyond chance
     # (as a stuck run is) and as long as usual there: several stuck sensors frozen at the same
     # ordinary value (20.69) make no rest level, so their value's ordinary readings are not left
@@ -543,15 +554,19 @@ def _polars_plan(
         queries += [stats(values, runs, series, settings), runs.filter(pl.col(STUCK))]
     # Which exclusions name a series (a tag of a long layout), to say those naming nothing.
     queries.append(series_matches(dataset, settings.excluded))
+    table = quantity_table(POLARS, dataset, scope, checked)
+    if table is not None:
+        queries.append(table.to_native())
     has_time = dataset.roles.timestamp is not None
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        quantities = frames[-1] if table is not None else None
+        frames = frames[:-1] if table is not None else frames
         pairs = zip(frames[:-1:2], frames[1:-1:2], strict=True)
         matches = frames[-1].row(0) if frames[-1].width else ()
         unmatched = unmatched_exclusions(dataset, settings, matches)
-        return result(
-            checked, dict(zip(checked, pairs, strict=True)), columns, settings, has_time, unmatched
-        )
+        found = dict(zip(checked, pairs, strict=True))
+        return result(checked, found, columns, settings, has_time, unmatched, quantities)
 
     engines: list[PolarsMode] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))

@@ -73,7 +73,10 @@ from dq_agent.checks.flatline_report import (
     range_limits,
     result,
     stats,
+    tail_figures,
     unmatched_exclusions,
+    usual_at_level,
+    usual_in_tail,
 )
 from dq_agent.checks.portable import (
     PortablePlan,
@@ -82,6 +85,7 @@ from dq_agent.checks.portable import (
     missing,
     with_epoch_micros,
 )
+from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.range_limits import ColumnRange, resolve, series_key
 from dq_agent.checks.series_kinds import EXCLUDED, series_matches, series_table, variable_keys
 from dq_agent.checks.series_kinds import KEY as NAME
@@ -161,8 +165,13 @@ def generic_plan(
         whole = engine.rows(dataset, Scope())
         queries.append(time_range_query(whole, ts))
     unmatched = unmatched_exclusions(dataset, settings, matches)
+    table = quantity_table(engine, dataset, scope, checked)
+    if table is not None:
+        queries.append(table)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        quantities = frames[-1] if table is not None else None
+        frames = frames[:-1] if table is not None else frames
         found: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = {}
         for i, column in enumerate(checked):
             series, runs = frames[i * per_column], frames[i * per_column + 1]
@@ -170,7 +179,7 @@ def generic_plan(
             values = series.lazy().select((pl.col(PAIRS_N) + 1).sum().alias(VALUES))
             figures = stats(values, runs.lazy(), series.lazy(), settings).collect()
             found[column] = (figures, runs.filter(pl.col(STUCK)))
-        out = result(checked, found, columns, settings, ts is not None, unmatched)
+        out = result(checked, found, columns, settings, ts is not None, unmatched, quantities)
         if ts is None or not checked:
             return out
         readings = [(c, frames[i * per_column + 2]) for i, c in enumerate(checked)]
@@ -558,16 +567,24 @@ def _judged(
             ]
         )
     )
-    levels = (
+    at_levels = engine.materialised(
         at_maybe_rest.select(KEY, X, RUN_LENGTH)
         .join(series.filter(kept).select(KEY, GROUP_KEY), on=KEY, how="inner")
         .join(maybe_rest.select(GROUP_KEY, X), on=[GROUP_KEY, X], how="semi")
-        .group_by(GROUP_KEY, X)
-        .agg(
-            nw.len().cast(nw.Int64).alias(LEVEL_RUNS),
-            (nw.col(RUN_LENGTH) - 1).sum().cast(nw.Int64).alias(LEVEL_STAYS),
-        )
     )
+    all_runs = at_levels.group_by(GROUP_KEY, X).agg(
+        nw.len().cast(nw.Int64).alias(LEVEL_RUNS),
+        (nw.col(RUN_LENGTH) - 1).sum().cast(nw.Int64).alias(LEVEL_STAYS),
+    )
+    # The level's long runs its runs' share finds ordinary: their own share is its tail's.
+    tail = (
+        at_levels.filter(nw.col(RUN_LENGTH) >= settings.min_readings)
+        .join(all_runs, on=[GROUP_KEY, X], how="inner")
+        .filter(usual_at_level(nw.col, settings).fill_null(False))
+        .group_by(GROUP_KEY, X)
+        .agg(*tail_figures(nw.col, settings))
+    )
+    levels = all_runs.join(tail, on=[GROUP_KEY, X], how="left")
     inside = length - 1
     other_runs = nw.col(RUNS) - 1
     own_runs = nw.when(other_runs >= MIN_OTHER_RUNS).then(
@@ -581,10 +598,7 @@ def _judged(
     )
     share = nw.max_horizontal(group_share, nw.coalesce(own_runs, own_steps, nw.lit(0.0)))
     beyond_chance = nw.col(GROUP_PAIRS) * share**inside < settings.chance
-    stays = nw.col(LEVEL_STAYS) - inside
-    # A level has REST_RUNS runs or more, so the share's denominator is never 0.
-    level_share = stays / (stays + nw.col(LEVEL_RUNS) - 1)
-    as_usual = (nw.col(LEVEL_RUNS) * level_share**inside >= settings.chance).fill_null(False)
+    as_usual = (usual_at_level(nw.col, settings) | usual_in_tail(nw.col, settings)).fill_null(False)
     usual_long = (as_usual & beyond_chance & ~nw.col(CONSTANT)).cast(nw.Int64)
     candidates = engine.materialised(
         candidates.join(levels, on=[GROUP_KEY, X], how="left").with_columns(

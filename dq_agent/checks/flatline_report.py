@@ -4,19 +4,28 @@ each column's statistics and stuck runs, the same code whatever the engine that 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.checks import ranges
 from dq_agent.checks.base import iso, plural
+from dq_agent.checks.quantities import FOUND, Judged, judge, values_of
 from dq_agent.checks.range_limits import ColumnRange
 from dq_agent.checks.series_kinds import EXCLUDED
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, X, matches_any
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
+from dq_agent.result import (
+    CheckResult,
+    Finding,
+    Status,
+    at_least_warn,
+    status_from_thresholds,
+    worst_status,
+)
 from dq_agent.settings import fraction, non_negative, positive, setting
 
 if TYPE_CHECKING:
@@ -59,6 +68,52 @@ MIN_OUTSIDE_PAIRS = 20
 the group's share."""
 REST_RUNS = 3
 """A value this many other long runs of the group sit at is a rest level (off, fully open)."""
+TAIL_RUNS = "__tail_runs"
+TAIL_STAYS = "__tail_stays"
+MIN_TAIL_RUNS = 10
+"""A level's long runs that its runs' share finds ordinary, fewer than which say nothing of
+its tail (`usual_in_tail`): a few sensors frozen at one value must not vouch for each other."""
+
+
+def usual_at_level(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> Any:
+    """Whether a run (RUN_LENGTH) is as long as usual at its level (LEVEL_RUNS, LEVEL_STAYS:
+    all the level's runs): its other runs stay that long often enough, each staying with the
+    share of their steps that stayed (leave-one-out). `col` is `pl.col` or `nw.col`."""
+    inside = col(RUN_LENGTH) - 1
+    stays = col(LEVEL_STAYS) - inside
+    # A level has REST_RUNS runs or more, so the share's denominator is never 0.
+    level_share = stays / (stays + col(LEVEL_RUNS) - 1)
+    return col(LEVEL_RUNS) * level_share**inside >= settings.chance
+
+
+def tail_figures(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> list[Any]:
+    """Aggregates over a level's long runs (at least `min_readings`) that `usual_at_level`
+    finds ordinary, for `usual_in_tail`: how many (TAIL_RUNS) and their readings beyond
+    `min_readings` (TAIL_STAYS)."""
+    beyond = (col(RUN_LENGTH) - settings.min_readings).cast(_int64(col))
+    return [
+        col(RUN_LENGTH).count().cast(_int64(col)).alias(TAIL_RUNS),
+        beyond.sum().cast(_int64(col)).alias(TAIL_STAYS),
+    ]
+
+
+def usual_in_tail(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> Any:
+    """Whether a run is as long as the level's ordinary long runs make usual (`tail_figures`):
+    beyond `min_readings` a run's length keeps the same odds under one share (a geometric
+    tail), so the long runs' own share measures it. A slow signal read coarsely sits at a
+    level for runs whose lengths vary with its slope (long near a peak, short on a flank): one
+    share from all its runs made an ordinary 37-reading run at 20 look like 948 runs would give
+    it once in 4,000, and a whole-degree temperature on a daily cycle failed, clean. Null (not
+    usual) with fewer than MIN_TAIL_RUNS such runs."""
+    beyond = col(RUN_LENGTH) - settings.min_readings
+    share = col(TAIL_STAYS) / (col(TAIL_STAYS) + col(TAIL_RUNS))
+    enough = col(TAIL_RUNS) >= MIN_TAIL_RUNS
+    return enough & (col(TAIL_RUNS) * share**beyond >= settings.chance)
+
+
+def _int64(col: Callable[[str], Any]) -> Any:
+    """The Int64 dtype of `col`'s library."""
+    return pl.Int64 if col is pl.col else nw.Int64
 
 
 @dataclass
@@ -174,7 +229,11 @@ def result(
     settings: FlatlineCheckConfig,
     has_time: bool,
     unmatched: Sequence[str],
+    quantities: pl.DataFrame | None = None,
 ) -> CheckResult:
+    """The check's result from each checked column's figures (`stats`) and stuck runs. In a long
+    layout (`quantities`: `quantities.quantity_table` over `checked`) the stuck share is judged
+    per quantity, as the wide layout judges it per column."""
     per_column: dict[str, dict[str, Any]] = {}
     findings: list[Finding] = []
     statuses: list[Status] = []
@@ -194,6 +253,12 @@ def result(
                 groups = [g for g in figures["__stat_constant"] if g]
                 constant_series += groups
         status = status_from_thresholds(stuck, values, settings.warn_at, settings.fail_at)
+        judged: Judged | None = None
+        if quantities is not None:
+            found = runs.select(ENTITY, pl.col(RUN_LENGTH).alias(FOUND))
+            index = list(checked).index(column)
+            judged = judge(quantities, found, values_of(index), settings.warn_at, settings.fail_at)
+            status = judged.status
         statuses.append(status)
         runs = runs.sort([RUN_LENGTH, ENTITY, RUN_AT], descending=[True, False, False])
         per_column[column] = {
@@ -209,9 +274,16 @@ def result(
             "judged_series": int(figures["__stat_judged_series"]),
             "longest_series": _count(figures["__stat_longest_series"]),
         }
-        severity = Status.FAIL if status is Status.FAIL else Status.WARN
+        if judged is not None:
+            # In a long layout: the quantity (tag) whose share set the status.
+            per_column[column]["worst_quantity"] = judged.metrics()
         findings += [
-            _finding(column, row, severity, has_time)
+            _finding(
+                column,
+                row,
+                judged.severity(row[ENTITY]) if judged else at_least_warn(status),
+                has_time,
+            )
             for row in runs.head(MAX_FINDINGS).iter_rows(named=True)
         ]
     findings.sort(key=lambda f: (-f.count, f.column or "", f.entity or ""))

@@ -37,6 +37,7 @@ from dq_agent.checks.events import (
     with_table,
 )
 from dq_agent.checks.portable import PolarsMode, PortablePlan, count, missing, on_polars
+from dq_agent.checks.quantities import FOUND, ROWS, Judged, judge, quantity_table
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
 from dq_agent.engines import POLARS, Engine
 from dq_agent.engines.base import Frame, missing_flag
@@ -109,14 +110,25 @@ def build_null_check(
         queries.append(whole.select(nw.col(ts).min().alias(_LOW), nw.col(ts).max().alias(_HIGH)))
         modes += ("streaming",)
     settings = config.section(NullCheckConfig)
+    table = quantity_table(engine, dataset, scope, [])
+    if table is not None:
+        queries.append(table)
+        modes += ("streaming",)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        quantities = frames[-1] if table is not None else None
+        frames = frames[:-1] if table is not None else frames
         count_row = frames[0].row(0, named=True)
         if from_rows:
             count_row |= _counted(frames[1], columns, dataset.sentinels)
         ordered = _in_series_order(dataset, frames[1])
         run_row = _longest_runs(dataset, columns, ordered)
-        result = _result(dataset, columns, count_row, run_row, settings.warn_at, settings.fail_at)
+        by_series = None
+        if quantities is not None:
+            by_series = _by_quantity(dataset, columns, ordered, quantities, settings)
+        result = _result(
+            dataset, columns, count_row, run_row, settings.warn_at, settings.fail_at, by_series
+        )
         events = _events(dataset, columns, ordered, frames[2] if ts is not None else None)
         return result if events is None else with_table(result, events)
 
@@ -145,6 +157,31 @@ def _missing_rows(
     ]
     keep = nw.any_horizontal(*flags, ignore_nulls=True) if flags else nw.lit(False)
     return engine.in_series(dataset, scope, keep, carried, _POSITION)
+
+
+def _by_quantity(
+    dataset: Dataset,
+    columns: Sequence[str],
+    rows: pl.DataFrame,
+    quantities: pl.DataFrame,
+    settings: NullCheckConfig,
+) -> list[Judged]:
+    """In a long layout, per column the status of each series' quantity (tag) with missing
+    values: the quantity's missing share of its rows, as the wide layout takes a column's. A
+    quantity with every reading missing fails, as an empty column does."""
+    key = entity_key(dataset)
+    assert key is not None  # a long layout has an entity
+    return [
+        judge(
+            quantities,
+            rows.select(key.alias(ENTITY), dataset.missing(name).cast(pl.Int64).alias(FOUND)),
+            ROWS,
+            settings.warn_at,
+            settings.fail_at,
+            all_fail=True,
+        )
+        for name in columns
+    ]
 
 
 def _in_series_order(dataset: Dataset, rows: pl.DataFrame) -> pl.DataFrame:
@@ -298,7 +335,10 @@ def _result(
     runs: dict[str, Any],
     warn_at: float | None,
     fail_at: float | None,
+    by_series: list[Judged] | None = None,
 ) -> CheckResult:
+    """The check's result from the counts and longest runs; `by_series` (`_by_quantity`), in a
+    long layout, judges each column by its quantities' shares."""
     rows = int(counts["rows"])
     if rows == 0:
         return CheckResult(
@@ -318,6 +358,9 @@ def _result(
         missing = int(counts[f"c{index}_missing"])
         empty = missing == rows
         status = Status.FAIL if empty else status_from_thresholds(missing, rows, warn_at, fail_at)
+        judged = by_series[index] if by_series is not None else None
+        if judged is not None and not empty:
+            status = judged.status
         statuses.append(status)
         run = _run_metrics(runs, index, has_time)
         per_column[name] = {
@@ -331,6 +374,10 @@ def _result(
             "empty": empty,
             "longest_missing_run": run,
         }
+        worst = judged.metrics() if judged is not None else None
+        if worst is not None:
+            # In a long layout: the quantity (tag) whose share set the status.
+            per_column[name]["worst_quantity"] = worst
         if missing > 0:
             findings.append(
                 _finding(dataset, name, per_column[name], rows, status, runs, index, has_time)
@@ -401,6 +448,12 @@ def _finding(
         what = (
             f"{plural(missing, 'missing value')} in {name} ({share_text(missing / rows)}: {kinds}); "
             f"longest run {run['length']} consecutive"
+        )
+    worst = column.get("worst_quantity")
+    if worst is not None and not column["empty"]:
+        what += (
+            f"; judged per quantity, most in {worst['name']}: {worst['found']:,} of "
+            f"{worst['of']:,} ({share_text(worst['share'])})"
         )
     at_key = "timestamp" if has_time else "row"
     examples = [

@@ -45,6 +45,7 @@ from dq_agent.checks.portable import (
     with_epoch_micros,
 )
 from dq_agent.checks.quantile_counts import quantile_by_counts
+from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.range_limits import resolve, series_key
 from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X, matches_any
 from dq_agent.checks.series_values import settings_for as setting_for
@@ -52,15 +53,19 @@ from dq_agent.checks.spikes_report import (
     CHANGE,
     CHANGES_STEP,
     COVERED,
+    FALLS,
     JUMP,
     PREVIOUS,
     RATE_UNITS,
+    RESET,
+    RISES,
     SCALE,
     TOOL,
     WIDTH,
     SpikeCheckConfig,
     bucket,
     context,
+    is_reset,
     least_readings,
     max_width,
     multiples,
@@ -135,13 +140,18 @@ def generic_plan(
         whole = engine.rows(dataset, Scope())
         queries.append(time_range_query(whole, ts))
     rated_columns = {c for c in checked if rated(dataset, c, settings)}
+    table = quantity_table(engine, dataset, scope, checked)
+    if table is not None:
+        queries.append(table)
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
+        quantities = frames[-1] if table is not None else None
+        frames = frames[:-1] if table is not None else frames
         found = {
             column: (frames[i * per_column], frames[i * per_column + 1])
             for i, column in enumerate(checked)
         }
-        out = result(found, columns, settings, ts is not None, rated_columns)
+        out = result(found, columns, settings, ts is not None, rated_columns, quantities)
         if ts is None or not checked:
             return out
         readings = [(c, frames[i * per_column + 2]) for i, c in enumerate(checked)]
@@ -340,6 +350,8 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
         medians,
         nw.len().cast(nw.Int64).alias(_READINGS),
         nw.col(CHANGE).count().cast(nw.Int64).alias(_N),
+        count(nw.col(CHANGE) > 0).alias(RISES),
+        count(nw.col(CHANGE) < 0).alias(FALLS),
         (nw.col(X).abs().max() * rounding(dataset, column)).alias(_ROUNDING),
     )
     deviations = readings.select(KEY, POSITION, CHANGE).join(
@@ -402,7 +414,9 @@ def _judged(
     """`readings` with their series' figures, SCALE and whether a jump starts there
     (`_JUMPED`: beyond the device's spread, or faster than `max_rate`)."""
     ts = dataset.roles.timestamp
-    figures = series.select(KEY, _N, _MEDIAN, SCALE, _MULTIPLE, *([_USUAL] if ts else []))
+    figures = series.select(
+        KEY, _N, _MEDIAN, SCALE, _MULTIPLE, RISES, FALLS, *([_USUAL] if ts else [])
+    )
     steps = _steps_between(ts is not None)
     off_course = (nw.col(CHANGE) - nw.col(_MEDIAN) * steps).abs()
     widening = nw.max_horizontal(nw.lit(1.0), steps) ** 0.5
@@ -485,9 +499,15 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
         ]
     )
     width = nw.max_horizontal(nw.when(jumped).then(nw.col(_BACK)), excursion)
-    widths = with_landed.with_columns(
-        (jumped | ~excursion.is_null()).alias(JUMP), width.cast(nw.Int32).alias(WIDTH)
-    ).with_columns(shifts([WIDTH], range(1, widest + 1)))
+    widths = (
+        with_landed.with_columns(
+            (jumped | ~excursion.is_null()).alias(JUMP), width.cast(nw.Int32).alias(WIDTH)
+        )
+        # A counter's reset is no step: no JUMP, counted apart (RESET).
+        .with_columns(is_reset(nw.col).alias(RESET))
+        .with_columns((nw.col(JUMP) & ~nw.col(RESET)).alias(JUMP))
+        .with_columns(shifts([WIDTH], range(1, widest + 1)))
+    )
     covered: nw.Expr = nw.lit(False)
     for j in range(1, widest + 1):
         earlier = nw.col(shifted(WIDTH, j))
@@ -506,6 +526,7 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
         JUMP,
         WIDTH,
         COVERED,
+        RESET,
     )
 
 
@@ -534,9 +555,10 @@ def _events(jumps: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
     ]
     return (
         jumps.with_columns(later)
-        .filter(nw.col(JUMP) & ~nw.col(COVERED))
+        .filter((nw.col(JUMP) | nw.col(RESET)) & ~nw.col(COVERED))
         .select(
             ENTITY,
+            RESET,
             *([TIME] if has_time else []),
             AT_ROW,
             POSITION,

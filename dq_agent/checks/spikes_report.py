@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,9 +19,17 @@ import polars as pl
 
 from dq_agent.checks.base import iso, plural
 from dq_agent.checks.evidence import MAD_EFFICIENCY, ROBUST_T_SCALE, z_tail
+from dq_agent.checks.quantities import FOUND, Judged, judge, values_of
 from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X, settings_for
 from dq_agent.load import Dataset
-from dq_agent.result import CheckResult, Finding, Status, status_from_thresholds, worst_status
+from dq_agent.result import (
+    CheckResult,
+    Finding,
+    Status,
+    at_least_warn,
+    status_from_thresholds,
+    worst_status,
+)
 from dq_agent.settings import choice, fraction, non_negative, positive, setting
 
 TOOL = "spike_check"
@@ -45,6 +53,28 @@ WIDTH = "__width"
 """The spike's readings (null for a step)."""
 COVERED = "__covered"
 """The reading lies inside an earlier spike or is the reading it returns on."""
+RESET = "__reset"
+"""A counter's reset starts at this reading (`is_reset`): not a JUMP."""
+RISES = "__rises"
+"""The series' changes up."""
+FALLS = "__falls"
+"""The series' changes down."""
+# A series that moves one way at least this many times for each move back is a counter or a
+# sawtooth (an energy meter reset at midnight, a totaliser wrapping, a batch tank filled
+# slowly and emptied at once): a step back is its reset, normal operation, not a fault. A
+# daily reset of minute readings is 1 move back in 1,440; noise moves either way about as often.
+SAWTOOTH_MOVES = 50
+
+
+def is_reset(col: Callable[[str], Any]) -> Any:
+    """Over a frame with JUMP (the jump before this rule), WIDTH, CHANGE, RISES and FALLS: a
+    step (a jump that does not come back) against the usual direction of a series that moves
+    its usual way at least SAWTOOTH_MOVES times per move back. `col` is `pl.col` or `nw.col`:
+    one rule for every engine."""
+    step = col(JUMP) & col(WIDTH).is_null()
+    down = (col(CHANGE) < 0) & (col(FALLS) * SAWTOOTH_MOVES <= col(RISES))
+    up = (col(CHANGE) > 0) & (col(RISES) * SAWTOOTH_MOVES <= col(FALLS))
+    return (step & (down | up)).fill_null(False)
 
 
 @dataclass
@@ -153,12 +183,19 @@ def result(
     settings: SpikeCheckConfig,
     has_time: bool,
     rated: set[str],
+    quantities: pl.DataFrame | None = None,
 ) -> CheckResult:
+    """The check's result from each checked column's figures and jumps. In a long layout
+    (`quantities`: `quantities.quantity_table` over the checked columns, in `frames`' order)
+    the share of readings in spikes and steps is judged per quantity, as the wide layout judges
+    it per column."""
     per_column: dict[str, dict[str, Any]] = {}
     findings: list[Finding] = []
     statuses: list[Status] = []
     for column, (stats_frame, events) in frames.items():
         stats = stats_frame.row(0, named=True)
+        resets = events.filter(pl.col(RESET))
+        events = events.filter(~pl.col(RESET))
         spikes = events.filter(pl.col(WIDTH).is_not_null())
         steps = events.filter(pl.col(WIDTH).is_null())
         spike_readings = int(spikes[WIDTH].sum()) if spikes.height else 0
@@ -166,12 +203,21 @@ def result(
         status = status_from_thresholds(
             spike_readings + steps.height, values, settings.warn_at, settings.fail_at
         )
+        judged: Judged | None = None
+        if quantities is not None:
+            # A spike counts its readings, a step (no width) its one.
+            found = events.select(ENTITY, pl.col(WIDTH).fill_null(1).alias(FOUND))
+            index = list(frames).index(column)
+            judged = judge(quantities, found, values_of(index), settings.warn_at, settings.fail_at)
+            status = judged.status
         statuses.append(status)
         per_column[column] = {
             "checked_values": values,
             "spike_count": spikes.height,
             "spike_readings": spike_readings,
             "step_count": steps.height,
+            # Steps back of a counter or sawtooth (`is_reset`): normal operation, no status.
+            "reset_count": resets.height,
             "series_too_short": int(stats["short_series"]),
             # A series is judged by its own spread when long enough; by max_rate when set.
             "judged_series": int(stats["judged_series"]),
@@ -179,12 +225,19 @@ def result(
             if stats["longest_series"] is None
             else int(stats["longest_series"]),
         }
-        severity = Status.FAIL if status is Status.FAIL else Status.WARN
+        if judged is not None:
+            # In a long layout: the quantity (tag) whose share set the status.
+            per_column[column]["worst_quantity"] = judged.metrics()
         ordered = events.with_columns(pl.col(CHANGE).abs().alias("__size")).sort(
             ["__size", ENTITY, POSITION], descending=[True, False, False]
         )
         findings += [
-            _finding(column, row, severity, has_time)
+            _finding(
+                column,
+                row,
+                judged.severity(row[ENTITY]) if judged else at_least_warn(status),
+                has_time,
+            )
             for row in ordered.head(MAX_FINDINGS).iter_rows(named=True)
         ]
     findings.sort(key=lambda f: (-(f.severity is Status.FAIL), f.column or "", f.start or ""))
@@ -192,6 +245,7 @@ def result(
         "spike_count": sum(m["spike_count"] for m in per_column.values()),
         "spike_readings": sum(m["spike_readings"] for m in per_column.values()),
         "step_count": sum(m["step_count"] for m in per_column.values()),
+        "reset_count": sum(m["reset_count"] for m in per_column.values()),
         "excluded_columns": [c for c in columns if c not in per_column],
         # Devices too short for a spread of their own, in columns without a max_rate.
         "series_not_judged": sum(
@@ -277,6 +331,14 @@ def _summary(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
         if short
         else ""
     )
+    resets = metrics["reset_count"]
+    if resets:
+        counters = ", ".join(c for c, m in metrics["columns"].items() if m["reset_count"])
+        note += (
+            f"; {plural(resets, 'counter reset')} not counted as steps ({counters}: a series "
+            f"that moves one way at least {SAWTOOTH_MOVES} times per move back, such as a "
+            "meter reset at midnight or a tank filled slowly and emptied at once)"
+        )
     if not metrics["spike_count"] and not metrics["step_count"]:
         return f"no spikes or steps in {plural(len(metrics['columns']), 'column')}" + note
     readings = metrics["spike_readings"]

@@ -10,6 +10,8 @@ time at or before an ambiguous time already seen is the second pass (standard ti
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 from dq_agent.loading.notes import Inference
@@ -52,10 +54,14 @@ def utc_assumed(column: str) -> Inference:
     )
 
 
-def fold_second_pass(timestamp: str, entity: list[str], timezone: str) -> tuple[pl.Expr, pl.Expr]:
-    """Two expressions over a frame whose `timestamp` holds UTC times read from local times with
-    the earlier reading of an ambiguous time (`timeparse`): whether each row is the second pass
-    of a repeated local hour, and its time in standard time (the later reading).
+def fold_second_pass(
+    timestamp: str, entity: list[str], timezone: str
+) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """Three expressions over a frame whose `timestamp` holds UTC times read from local times
+    with the earlier reading of an ambiguous time (`timeparse`): whether each row is the second
+    pass of a repeated local hour, its time in standard time (the later reading), and whether
+    it is a first-pass reading after a second-pass one of its series (the passes interleaved:
+    a file sorted by its local times, where the rows' order cannot tell the passes apart).
 
     A time is ambiguous when its local wall-clock reading has two UTC readings; it is in the
     second pass when the same series, in file order, already had an ambiguous time at or after
@@ -74,19 +80,35 @@ def fold_second_pass(timestamp: str, entity: list[str], timezone: str) -> tuple[
     if entity:
         seen_before = seen_before.over(entity)
     second = ambiguous & (local <= seen_before).fill_null(False)
-    return second, later
+    after_second = second.cast(pl.Int8).cum_max().shift(1).fill_null(0) > 0
+    if entity:
+        after_second = after_second.over(entity)
+    interleaved = ambiguous & ~second & after_second
+    return second, later, interleaved
+
+
+@dataclass(frozen=True)
+class Fold:
+    """What `resolve_fold` did: readings moved to standard time, and first-pass readings that
+    came after second-pass ones (`fold_second_pass`)."""
+
+    moved: int
+    interleaved: int
 
 
 def resolve_fold(
     frame: pl.LazyFrame, timestamp: str, entity: list[str], timezone: str
-) -> tuple[pl.LazyFrame, int]:
-    """`frame` with the second pass of each repeated local hour moved to standard time, and how
-    many readings were moved. Collects the timestamp and entity columns once to count them."""
-    second, later = fold_second_pass(timestamp, entity, timezone)
+) -> tuple[pl.LazyFrame, Fold]:
+    """`frame` with the second pass of each repeated local hour moved to standard time, and
+    what was moved. Collects the timestamp and entity columns once to count them."""
+    second, later, interleaved = fold_second_pass(timestamp, entity, timezone)
     marked = frame.with_columns(second.alias(_SECOND_PASS))
-    moved = int(marked.select(pl.col(_SECOND_PASS).sum()).collect().item())
-    if moved == 0:
-        return frame, 0
+    counts = marked.select(
+        pl.col(_SECOND_PASS).sum().alias("moved"), interleaved.sum().alias("interleaved")
+    ).collect()
+    fold = Fold(int(counts["moved"].item()), int(counts["interleaved"].item()))
+    if fold.moved == 0:
+        return frame, fold
     dtype = frame.collect_schema()[timestamp]
     fixed = marked.with_columns(
         pl.when(pl.col(_SECOND_PASS))
@@ -95,14 +117,21 @@ def resolve_fold(
         .cast(dtype)
         .alias(timestamp)
     ).drop(_SECOND_PASS)
-    return fixed, moved
+    return fixed, fold
 
 
-def fold_inference(timestamp: str, moved: int, timezone: str) -> Inference:
-    return Inference(
-        "repeated hour",
-        f"{moved:,} readings",
+def fold_inference(timestamp: str, fold: Fold, timezone: str) -> Inference:
+    reason = (
         f"{timestamp}: local times of the hour a {timezone} clock repeats at the end of "
-        "daylight saving time were read in the order of the rows (the second pass as standard time)",
-        ZONE_SETTING,
+        "daylight saving time were read in the order of the rows (the second pass as standard time)"
     )
+    if fold.interleaved:
+        # Sorted by local time, each repeated time's two readings sit together: the first is
+        # taken as daylight saving time, which puts the hour's rows out of time order.
+        reason += (
+            f"; the two passes are interleaved ({fold.interleaved:,} first-pass readings after "
+            "second-pass ones), as in a file sorted by its local times: the rows' order cannot "
+            "tell them apart, and that hour's rows are out of time order (delay_check); export "
+            "UTC times or times with an offset"
+        )
+    return Inference("repeated hour", f"{fold.moved:,} readings", reason, ZONE_SETTING)

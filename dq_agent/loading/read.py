@@ -27,6 +27,7 @@ from dq_agent.loading.files import STDIN, Inputs
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.transcode import (
     UTF8,
+    Marked,
     as_utf8,
     by_bom,
     canonical,
@@ -76,23 +77,23 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
     for memory: `loading.csvstream`), then the files one below the other."""
     encoding = config.input.encoding
     originals = inputs.files
-    marked, marked_guess = None, None
+    marked: Marked | None = None
     if canonical(encoding) == UTF8 and config.origin_of("input.encoding") == "the defaults":
         # A UTF-16 or UTF-32 byte order mark names the encoding: such files are converted.
-        inputs, marked, marked_guess = by_bom(inputs)
+        marked = by_bom(inputs)
+        inputs = marked.inputs if marked is not None else inputs
     # Read from UTF-8 copies when the files are in another encoding; named as the user's files.
     converted = as_utf8(inputs, encoding)
     files, stdin = converted.files, converted.stdin
     dialect: CsvDialect = csv_dialect(files[0], config, stdin)
     read = _read_all(originals, files, stdin, config, dialect, streamed)
-    if (
-        config.input.decimal_comma is None
-        and not dialect.decimal_comma
-        and dialect.separator != ","
-    ):
+    if config.input.decimal_comma is None and not dialect.decimal_comma:
         # The head had no decimal comma; a text column of the whole data may still have them.
-        # With a comma separator a decimal comma is quoted, and "1,234" may be a thousand.
-        late = late_decimal_comma(read.raw, config.reading().text_numeric_min_share)
+        late = late_decimal_comma(
+            read.raw,
+            config.reading().text_numeric_min_share,
+            comma_separated=dialect.separator == ",",
+        )
         if late is not None:
             dialect = CsvDialect(dialect.separator, True, late)
             read = _read_all(originals, files, stdin, config, dialect, streamed)
@@ -100,7 +101,7 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
     if canonical(encoding) != UTF8:
         notes.append(encoding_note(encoding))
     elif marked is not None:
-        notes.append(encoding_note(marked, "its byte order mark"))
+        notes.append(marked.note())
     elif read.hint is not None:
         notes.append(read.hint)
     if read.trailing:
@@ -115,7 +116,7 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
                 key="trailing_separator",
             )
         )
-    inferred: list[Inference] = [] if marked_guess is None else [marked_guess]
+    inferred: list[Inference] = [] if marked is None else [marked.inference]
     comments = read.comments
     if comments:
         counts = sorted({n for _, n in comments})
@@ -140,7 +141,9 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
         inferred=inferred,
         header_names=read.first_layout.header_names,
         has_bom=read.first_layout.has_bom,
-        encoding=canonical(marked or encoding),
+        # Bytes a file's encoding does not define can only be in the files read as they are:
+        # those with no mark, in UTF-8, in a folder of both.
+        encoding=canonical(marked.read_as() if marked is not None else encoding),
         decimal_comma=dialect.decimal_comma,
     )
 

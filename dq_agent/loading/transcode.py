@@ -17,7 +17,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dq_agent.errors import InputError
@@ -41,7 +41,7 @@ _BOMS = (
 )
 # The key of a hint that names UTF-16 (or UTF-32): `encoding_hint` is the cp1252 one, which
 # `dq-agent init` turns into a commented `encoding: cp1252`.
-_UTF16_HINT = "utf16_hint"
+UTF16_HINT = "utf16_hint"
 # UTF-16 text without a mark: mostly ASCII, so one byte of each pair is NUL in most pairs.
 _UTF16_NUL_SHARE = 0.4
 
@@ -68,27 +68,61 @@ def bom_encoding(head: bytes) -> str | None:
     return next((name for bom, name in _BOMS if head.startswith(bom)), None)
 
 
-def by_bom(inputs: Inputs) -> tuple[Inputs, str | None, Inference | None]:
+@dataclass(frozen=True)
+class Marked:
+    """What `by_bom` converted: the inputs read from then on, the first mark's encoding, the
+    guess for the report, and which of how many files had a mark."""
+
+    inputs: Inputs
+    encoding: str
+    inference: Inference
+    names: list[str]
+    total: int
+
+    def read_as(self) -> str:
+        """The encoding of the files read without converting: UTF-8 unless every file had a
+        mark."""
+        return self.encoding if len(self.names) == self.total else UTF8
+
+    def note(self) -> LoadNote:
+        """The structure note that files were converted: which, when not all of them."""
+        if len(self.names) == self.total:
+            return encoding_note(self.encoding, "its byte order mark")
+        shown = ", ".join(self.names[:3]) + (", ..." if len(self.names) > 3 else "")
+        return LoadNote(
+            what=(
+                f"{len(self.names)} of {self.total} files ({shown}) read as "
+                f"{canonical(self.encoding)} (a byte order mark) and converted to UTF-8; the "
+                "others read as UTF-8"
+            ),
+            label="encoding",
+            severity=Status.PASS,
+            key="encoding",
+        )
+
+
+def by_bom(inputs: Inputs) -> Marked | None:
     """`inputs` with each file (or standard input) that starts with a UTF-16 or UTF-32 byte
-    order mark converted to UTF-8 from that encoding, the first such encoding, and the guess
-    for the report; unchanged, None, None when no file has such a mark."""
+    order mark converted to UTF-8 from that encoding, and what was converted; None when no
+    file has such a mark."""
     if inputs.stdin is not None:
         encoding = bom_encoding(inputs.stdin[:4])
         if encoding is None:
-            return inputs, None, None
+            return None
         text = inputs.stdin.decode(encoding, errors="replace")
         converted = replace(inputs, stdin=text.encode(UTF8))
-        return converted, encoding, _bom_inference(encoding, 1, 1)
+        return Marked(converted, encoding, _bom_inference(encoding, 1, 1), ["-"], 1)
     found = [bom_encoding(read_head(file)[:4]) for file in inputs.files]
     named = [encoding for encoding in found if encoding is not None]
     if not named:
-        return inputs, None, None
+        return None
     files = [
         file if encoding is None else _converted(file, encoding)
         for file, encoding in zip(inputs.files, found, strict=True)
     ]
     inference = _bom_inference(named[0], len(named), len(found))
-    return replace(inputs, files=files), named[0], inference
+    names = [f.name for f, e in zip(inputs.files, found, strict=True) if e is not None]
+    return Marked(replace(inputs, files=files), named[0], inference, names, len(found))
 
 
 def _bom_inference(encoding: str, marked: int, files: int) -> Inference:
@@ -145,7 +179,8 @@ def legacy_hint(head: bytes) -> LoadNote | None:
         return _hint(
             f"the file starts with a {marked.upper()} byte order mark but input.encoding is "
             f"utf-8: set input.encoding: {marked} to read it",
-            _UTF16_HINT,
+            UTF16_HINT,
+            marked,
         )
     unmarked = _utf16_without_bom(head)
     if unmarked is not None:
@@ -153,7 +188,8 @@ def legacy_hint(head: bytes) -> LoadNote | None:
             f"the file is not UTF-8 but looks like {unmarked} without a byte order mark (a NUL "
             f"byte in most pairs of bytes): if that is its encoding, set input.encoding: "
             f"{unmarked}",
-            _UTF16_HINT,
+            UTF16_HINT,
+            unmarked,
         )
     try:
         head.decode(UTF8)
@@ -173,8 +209,10 @@ def legacy_hint(head: bytes) -> LoadNote | None:
     )
 
 
-def _hint(what: str, key: str = "encoding_hint") -> LoadNote:
-    return LoadNote(what=what, label="encoding", severity=Status.PASS, key=key)
+def _hint(what: str, key: str = "encoding_hint", encoding: str | None = None) -> LoadNote:
+    """A note naming the encoding the file seems to be in (its example, for `dq-agent init`)."""
+    examples = [{"encoding": encoding}] if encoding else []
+    return LoadNote(what=what, label="encoding", severity=Status.PASS, key=key, examples=examples)
 
 
 def _utf16_without_bom(head: bytes) -> str | None:

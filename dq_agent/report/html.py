@@ -105,7 +105,7 @@ def render_html(inspection: Inspection, trend: Trend | None = None) -> str:
 
 def _facts(inspection: Inspection) -> str:
     info = inspection.dataset
-    facts = [f"{info.rows:,} rows", f"{len(info.columns)} columns"]
+    facts = [f"{info.rows:,} rows", f"{info.file_columns} columns"]
     if info.entities is not None:
         noun = "entity" if info.entities == 1 else "entities"
         facts.append(f"{info.entities:,} {noun} ({', '.join(info.roles.get('entity') or [])})")

@@ -39,7 +39,7 @@ def render_markdown(inspection: Inspection) -> str:
         "",
         f"**Verdict: {str(inspection.verdict).upper()}** ({md(verdict_note(inspection))})",
         "",
-        f"- Rows: {info.rows:,}; columns: {len(info.columns)}"
+        f"- Rows: {info.rows:,}; columns: {info.file_columns}"
         + (f"; entities: {info.entities:,}" if info.entities is not None else ""),
     ]
     if info.time_start and info.time_end:

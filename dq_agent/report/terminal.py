@@ -61,7 +61,7 @@ MAX_PLACES = 4
 def _header(inspection: Inspection) -> RenderableType:
     info = inspection.dataset
     roles = info.roles
-    facts = [f"{info.rows:,} rows", f"{len(info.columns)} columns"]
+    facts = [f"{info.rows:,} rows", f"{info.file_columns} columns"]
     if info.entities is not None:
         noun = "entity" if info.entities == 1 else "entities"
         facts.append(f"{info.entities:,} {noun} ({', '.join(roles.get('entity') or [])})")
@@ -89,7 +89,7 @@ def _header(inspection: Inspection) -> RenderableType:
     }
     # The roles line names every column already when each has a role.
     if not set(info.columns) <= in_roles:
-        body.append("\ncolumns: " + one_line(", ".join(info.columns), 400), style="dim")
+        body.append("\ncolumns: " + one_line(", ".join(info.column_names()), 400), style="dim")
     return Panel(body, title="dq-agent data-quality report", title_align="left", box=box.ROUNDED)
 
 

@@ -1,0 +1,79 @@
+"""A counter's resets are not steps (`spikes_report.is_reset`): an energy meter reset at midnight
+passes spike_check with its resets counted apart, while a step in an ordinary series and a
+spike in the counter itself are still found, the same on every engine (the conformance runner
+checks each equals the production path; Spark runs the first case only)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from dq_agent.checks.spikes import build_spike_check, plan_spike_check
+from dq_agent.engines import Engine
+from dq_agent.result import Status
+from tests.test_conformance import engine as engine
+from tests.test_conformance import engines as engines
+from tests.test_conformance import local_engine as local_engine
+from tests.test_conformance import runner
+from tests.test_conformance import spark_engine as spark_engine
+
+DAYS = 3
+PER_DAY = 24 * 60
+METERS = ("m1", "m2")
+
+_run = runner(plan_spike_check, build_spike_check)
+
+
+def _meters(tmp_path: Path, *, step: bool = False, glitch: bool = False) -> Path:
+    """Per meter a day-resetting energy counter (kWh) and a noisy power reading (kW)."""
+    rng = np.random.default_rng(11)
+    readings = DAYS * PER_DAY
+    frames = []
+    for meter in METERS:
+        increments = np.abs(rng.normal(0.5, 0.2, readings))
+        day = np.arange(readings) // PER_DAY
+        totals = np.cumsum(increments)
+        start_of_day = np.concatenate([[0.0], totals])[day * PER_DAY]
+        energy = totals - start_of_day
+        power = 50 + rng.normal(0, 2, readings)
+        if step and meter == "m2":
+            power[2000:] += 40
+        if glitch and meter == "m1":
+            energy[1000] += 500
+        times = [datetime(2026, 1, 1) + timedelta(minutes=i) for i in range(readings)]
+        frames.append(
+            pl.DataFrame({"meter": meter, "ts": times, "energy_kwh": energy, "power_kw": power})
+        )
+    path = tmp_path / "meters.parquet"
+    pl.concat(frames).write_parquet(path)
+    return path
+
+
+def test_midnight_resets_of_a_counter_are_not_steps(engine: Engine, tmp_path: Path) -> None:
+    result = _run(engine, _meters(tmp_path))
+    energy = result.metrics["columns"]["energy_kwh"]
+    # Two resets a meter in three days (the first midnight starts the data).
+    assert (energy["reset_count"], energy["step_count"], energy["spike_count"]) == (4, 0, 0)
+    assert result.metrics["reset_count"] == 4
+    assert result.status is Status.PASS
+    assert "4 counter resets not counted as steps (energy_kwh" in result.summary
+    assert result.findings == []
+    assert result.events == []
+
+
+def test_a_step_in_an_ordinary_series_is_still_a_step(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, _meters(tmp_path, step=True))
+    power = result.metrics["columns"]["power_kw"]
+    assert (power["step_count"], power["reset_count"]) == (1, 0)
+    assert result.metrics["reset_count"] == 4
+    assert result.status is Status.WARN
+
+
+def test_a_spike_in_a_counter_is_still_a_spike(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, _meters(tmp_path, glitch=True))
+    energy = result.metrics["columns"]["energy_kwh"]
+    assert (energy["spike_count"], energy["reset_count"], energy["step_count"]) == (1, 4, 0)
+    assert result.status is Status.WARN
