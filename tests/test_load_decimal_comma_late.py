@@ -110,12 +110,9 @@ def test_comma_separated_files_are_left_as_they_were(tmp_path: Path) -> None:
 
 def test_late_quoted_decimal_commas_in_a_comma_separated_file(tmp_path: Path) -> None:
     # Whole numbers for the head, then quoted "20,51": two decimals cannot group thousands.
-    # The point decimals of another column keep their point.
     lines = ["ts,device,temp,pressure"]
-    lines += [
-        f"2024-03-04 00:{i % 60:02d}:{i // 60:02d},d1,{20 + i % 3},1000.5" for i in range(1200)
-    ]
-    lines += [f'2024-03-05 00:{i:02d}:00,d1,"20,{i:02d}",1000.5' for i in range(60)]
+    lines += [f"2024-03-04 00:{i % 60:02d}:{i // 60:02d},d1,{20 + i % 3},1000" for i in range(1200)]
+    lines += [f'2024-03-05 00:{i:02d}:00,d1,"20,{i:02d}",1000' for i in range(60)]
     path = tmp_path / "quoted.csv"
     path.write_text("\n".join(lines) + "\n")
     dataset = load(str(path), Config())
@@ -124,7 +121,29 @@ def test_late_quoted_decimal_commas_in_a_comma_separated_file(tmp_path: Path) ->
     assert dataset.roles.values == ["temp", "pressure"]
     frame = dataset.frame.select("temp", "pressure").collect()
     assert frame["temp"].to_list()[-60:] == [20 + i / 100 for i in range(60)]
-    assert frame["pressure"].to_list() == [1000.5] * 1260
+    assert frame["pressure"].to_list() == [1000.0] * 1260
+
+
+def test_a_decimal_point_column_keeps_late_commas_text_and_says_so(tmp_path: Path) -> None:
+    # 1.007 bar read with a decimal point: a later "1,2" (a list of channels, or a decimal
+    # comma) cannot switch the file, where 1.007 would become a thousand; a note says so.
+    lines = ["ts,device,pressure_bar,channels"]
+    lines += [
+        f"2024-03-04 00:{i % 60:02d}:{i // 60:02d},d1,1.0{i % 50:02d},{i % 3}" for i in range(1200)
+    ]
+    lines += [f'2024-03-05 00:{i:02d}:00,d1,1.007,"1,2"' for i in range(60)]
+    path = tmp_path / "channels.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    assert "decimal comma" not in {item.role for item in dataset.inferred}
+    pressure = dataset.frame.select("pressure_bar").collect().get_column("pressure_bar")
+    assert pressure.max() == 1.049
+    (note,) = [note for note in dataset.load_notes if note.key == "decimal_comma_hint"]
+    assert note.what == (
+        "numbers such as 1,2 in column channels, the first at data row 1,201, read as text: "
+        "pressure_bar uses a decimal point, so the file was not read with a decimal comma (set "
+        "input.decimal_comma: true if those commas are decimal)"
+    )
 
 
 def test_thousands_with_a_point_keep_a_comma_separated_file_as_it_was(tmp_path: Path) -> None:

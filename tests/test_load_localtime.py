@@ -123,3 +123,19 @@ def test_naive_parquet_times_are_said_too(tmp_path: Path) -> None:
     parquet = tmp_path / "naive.parquet"
     pl.DataFrame({"timestamp": [datetime(2024, 1, 1)], "v": [1.0]}).write_parquet(parquet)
     assert inferred(Config(), parquet)["timezone"] == "UTC"
+
+
+def test_two_autumns_in_time_order_are_not_interleaved(tmp_path: Path) -> None:
+    # Each autumn's repeated hour written in order: the second year's first pass comes after
+    # the first year's second pass, which is no interleaving.
+    times = [
+        *local_rows(datetime(2024, 10, 26, 22, 0, tzinfo=UTC), 24, timedelta(minutes=15)),
+        *local_rows(datetime(2025, 10, 25, 22, 0, tzinfo=UTC), 24, timedelta(minutes=15)),
+    ]
+    path = tmp_path / "two.csv"
+    path.write_text("timestamp,v\n" + "\n".join(f"{t},{i}.5" for i, t in enumerate(times)) + "\n")
+
+    note = {item.role: item for item in load(str(path), berlin()).inferred}["repeated hour"]
+
+    assert note.value == "8 readings"
+    assert "interleaved" not in note.reason

@@ -123,3 +123,28 @@ def test_clean_tags_pass_in_either_layout(
     for path in (wide, long):
         result = check(local_engine, path)  # type: ignore[operator]
         assert result.status is Status.PASS, result.summary
+
+
+def test_series_without_a_name_are_one_group_of_their_own() -> None:
+    """A row without a device has no series name: its readings are judged together, never
+    charged to every tag (a null name joined to each null-named series of the table)."""
+    from dq_agent.checks.quantities import ENTITY, FOUND, QUANTITY, ROWS, UNNAMED, judge
+
+    table = pl.DataFrame(
+        {
+            ENTITY: ["d1/temp", "d1/flow", None, None],
+            QUANTITY: ["temp", "flow", None, None],
+            ROWS: [100, 100, 50, 50],
+        }
+    )
+    found = pl.DataFrame({ENTITY: ["d1/temp", None], FOUND: [2, 10]})
+    judged = judge(table, found, ROWS, 0.0, 0.05)
+    # 2 of temp's 100 warn; 10 of the 100 unnamed rows fail (over 5%, beyond chance).
+    assert judged.by_series == {"d1/temp": Status.WARN, "": Status.FAIL}
+    assert judged.worst == {
+        "name": UNNAMED,
+        "found": 10,
+        "of": 100,
+        "share": 0.1,
+        "status": Status.FAIL,
+    }

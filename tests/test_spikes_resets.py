@@ -77,3 +77,19 @@ def test_a_spike_in_a_counter_is_still_a_spike(local_engine: Engine, tmp_path: P
     energy = result.metrics["columns"]["energy_kwh"]
     assert (energy["spike_count"], energy["reset_count"], energy["step_count"]) == (1, 4, 0)
     assert result.status is Status.WARN
+
+
+def test_a_drop_part_way_down_a_clean_trend_is_a_step(local_engine: Engine, tmp_path: Path) -> None:
+    """A warming ramp so smooth it moves down less than once in 50 steps, then an offset of
+    3 degrees that stays: not a reset (it does not start over near the series' low)."""
+    rng = np.random.default_rng(3)
+    n = 3000
+    temp = 20 + np.arange(n) * 0.01 + rng.normal(0, 0.002, n)
+    temp[2000:] -= 3
+    times = [datetime(2026, 1, 1) + timedelta(minutes=i) for i in range(n)]
+    path = tmp_path / "ramp.parquet"
+    pl.DataFrame({"ts": times, "temp": temp}).write_parquet(path)
+    result = _run(local_engine, path)
+    temp_metrics = result.metrics["columns"]["temp"]
+    assert (temp_metrics["step_count"], temp_metrics["reset_count"]) == (1, 0)
+    assert result.status is Status.WARN

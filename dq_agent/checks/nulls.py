@@ -165,8 +165,8 @@ def _by_quantity(
     rows: pl.DataFrame,
     quantities: pl.DataFrame,
     settings: NullCheckConfig,
-) -> list[Judged]:
-    """In a long layout, per column the status of each series' quantity (tag) with missing
+) -> list[Judged | None]:
+    """In a long layout, per value column the status of each series' quantity (tag) with missing
     values: the quantity's missing share of its rows, as the wide layout takes a column's. A
     quantity with every reading missing fails, as an empty column does."""
     key = entity_key(dataset)
@@ -180,6 +180,9 @@ def _by_quantity(
             settings.fail_at,
             all_fail=True,
         )
+        # The readings' columns: a tag, a device or a time missing is the row's, not a tag's.
+        if name in dataset.roles.values
+        else None
         for name in columns
     ]
 
@@ -335,7 +338,7 @@ def _result(
     runs: dict[str, Any],
     warn_at: float | None,
     fail_at: float | None,
-    by_series: list[Judged] | None = None,
+    by_series: list[Judged | None] | None = None,
 ) -> CheckResult:
     """The check's result from the counts and longest runs; `by_series` (`_by_quantity`), in a
     long layout, judges each column by its quantities' shares."""

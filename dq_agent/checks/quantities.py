@@ -37,6 +37,8 @@ QUANTITY = "__quantity"
 ROWS = "__rows"
 """A series' rows in the scope."""
 FOUND = "__found"
+UNNAMED = "(series without a name)"
+"""The quantity of the series whose name has a null: one group, as `judge` can tell no tag."""
 
 
 def values_of(index: int) -> str:
@@ -112,19 +114,23 @@ def judge(
     """Each series with a count in `found` (ENTITY, FOUND: rows to sum per series) judged by its
     quantity: the quantity's summed FOUND over its summed `total` (a column of `table`), by the
     check's thresholds. With `all_fail`, a quantity whose every reading was found fails
-    (null_check's empty column). A series missing from `table` (a null in its name) is judged
-    with the others that are."""
+    (null_check's empty column). The series whose name has a null (a row without a device or a
+    tag) are one group of their own, UNNAMED, on both sides: their tag cannot be told from
+    their name."""
     # Text on both sides: the Polars engine's series names are categorical.
+    entity = pl.col(ENTITY).cast(pl.String)
     quantities = table.select(
-        pl.col(ENTITY).cast(pl.String), pl.col(QUANTITY).cast(pl.String).fill_null(""), total
+        entity,
+        pl.when(entity.is_null())
+        .then(pl.lit(UNNAMED))
+        .otherwise(pl.col(QUANTITY).cast(pl.String))
+        .alias(QUANTITY),
+        total,
     )
-    per_series = (
-        found.group_by(pl.col(ENTITY).cast(pl.String))
-        .agg(pl.col(FOUND).sum())
-        .filter(pl.col(FOUND) > 0)
-    )
-    joined = per_series.join(quantities, on=ENTITY, how="left", nulls_equal=True).with_columns(
-        pl.col(QUANTITY).fill_null("")
+    per_series = found.group_by(entity).agg(pl.col(FOUND).sum()).filter(pl.col(FOUND) > 0)
+    named = quantities.filter(pl.col(ENTITY).is_not_null()).select(ENTITY, QUANTITY)
+    joined = per_series.join(named, on=ENTITY, how="left").with_columns(
+        pl.col(QUANTITY).fill_null(UNNAMED)
     )
     totals = quantities.group_by(QUANTITY).agg(pl.col(total).sum())
     shares = (
@@ -147,7 +153,7 @@ def judge(
         figures, key=lambda f: (-status_rank(f["status"]), -f["share"], f["name"]), default=None
     )
     by_series = {
-        entity: status_of[quantity]
-        for entity, quantity in joined.select(ENTITY, QUANTITY).iter_rows()
+        name or "": status_of[quantity]
+        for name, quantity in joined.select(ENTITY, QUANTITY).iter_rows()
     }
     return Judged(by_series, worst)

@@ -77,7 +77,9 @@ from dq_agent.checks.spikes_report import (
     CHANGES_STEP,
     COVERED,
     FALLS,
+    HIGH,
     JUMP,
+    LOW,
     PREVIOUS,
     RATE_UNITS,
     RESET,
@@ -299,7 +301,10 @@ def _jumps(
     # `changes` read twice, computed once (Polars 2.1's own common-subplan search panics here).
     changes = changes.cache()
     moves = changes.group_by(SERIES).agg(
-        (pl.col(_D) > 0).sum().alias(RISES), (pl.col(_D) < 0).sum().alias(FALLS)
+        (pl.col(_D) > 0).sum().alias(RISES),
+        (pl.col(_D) < 0).sum().alias(FALLS),
+        pl.col(X).min().alias(LOW),
+        pl.col(X).max().alias(HIGH),
     )
     return (
         changes
@@ -499,7 +504,7 @@ SPEC = CheckSpec(
     ),
     settings=SpikeCheckConfig,
     plan=plan_spike_check,
-    metric_keys=("spike_count", "spike_readings", "step_count"),
+    metric_keys=("spike_count", "spike_readings", "step_count", "reset_count"),
     baseline=(
         BaselineMetric("spike_readings", "count", "readings in spikes"),
         BaselineMetric("step_count", "count", "level steps"),

@@ -54,7 +54,9 @@ from dq_agent.checks.spikes_report import (
     CHANGES_STEP,
     COVERED,
     FALLS,
+    HIGH,
     JUMP,
+    LOW,
     PREVIOUS,
     RATE_UNITS,
     RESET,
@@ -352,6 +354,8 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
         nw.col(CHANGE).count().cast(nw.Int64).alias(_N),
         count(nw.col(CHANGE) > 0).alias(RISES),
         count(nw.col(CHANGE) < 0).alias(FALLS),
+        nw.col(X).min().alias(LOW),
+        nw.col(X).max().alias(HIGH),
         (nw.col(X).abs().max() * rounding(dataset, column)).alias(_ROUNDING),
     )
     deviations = readings.select(KEY, POSITION, CHANGE).join(
@@ -415,7 +419,7 @@ def _judged(
     (`_JUMPED`: beyond the device's spread, or faster than `max_rate`)."""
     ts = dataset.roles.timestamp
     figures = series.select(
-        KEY, _N, _MEDIAN, SCALE, _MULTIPLE, RISES, FALLS, *([_USUAL] if ts else [])
+        KEY, _N, _MEDIAN, SCALE, _MULTIPLE, RISES, FALLS, LOW, HIGH, *([_USUAL] if ts else [])
     )
     steps = _steps_between(ts is not None)
     off_course = (nw.col(CHANGE) - nw.col(_MEDIAN) * steps).abs()

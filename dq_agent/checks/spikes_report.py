@@ -59,21 +59,38 @@ RISES = "__rises"
 """The series' changes up."""
 FALLS = "__falls"
 """The series' changes down."""
+LOW = "__low"
+"""The series' lowest reading."""
+HIGH = "__high"
+"""The series' highest reading."""
 # A series that moves one way at least this many times for each move back is a counter or a
 # sawtooth (an energy meter reset at midnight, a totaliser wrapping, a batch tank filled
 # slowly and emptied at once): a step back is its reset, normal operation, not a fault. A
 # daily reset of minute readings is 1 move back in 1,440; noise moves either way about as often.
 SAWTOOTH_MOVES = 50
+# A reset lands within this share of the series' range from its start (its lowest reading for
+# a counter up): a trend that drops part of the way and stays (a sensor's offset) is a step.
+RESET_REACH = 0.1
 
 
 def is_reset(col: Callable[[str], Any]) -> Any:
-    """Over a frame with JUMP (the jump before this rule), WIDTH, CHANGE, RISES and FALLS: a
-    step (a jump that does not come back) against the usual direction of a series that moves
-    its usual way at least SAWTOOTH_MOVES times per move back. `col` is `pl.col` or `nw.col`:
-    one rule for every engine."""
+    """Over a frame with JUMP (the jump before this rule), WIDTH, X, CHANGE, RISES, FALLS, LOW
+    and HIGH: a step (a jump that does not come back) against the usual direction of a series
+    that moves its usual way at least SAWTOOTH_MOVES times per move back, landing near where the
+    series starts over (RESET_REACH). `col` is `pl.col` or `nw.col`: one rule for every
+    engine."""
     step = col(JUMP) & col(WIDTH).is_null()
-    down = (col(CHANGE) < 0) & (col(FALLS) * SAWTOOTH_MOVES <= col(RISES))
-    up = (col(CHANGE) > 0) & (col(RISES) * SAWTOOTH_MOVES <= col(FALLS))
+    reach = RESET_REACH * (col(HIGH) - col(LOW))
+    down = (
+        (col(CHANGE) < 0)
+        & (col(FALLS) * SAWTOOTH_MOVES <= col(RISES))
+        & (col(X) <= col(LOW) + reach)
+    )
+    up = (
+        (col(CHANGE) > 0)
+        & (col(RISES) * SAWTOOTH_MOVES <= col(FALLS))
+        & (col(X) >= col(HIGH) - reach)
+    )
     return (step & (down | up)).fill_null(False)
 
 

@@ -80,9 +80,10 @@ def fold_second_pass(
     if entity:
         seen_before = seen_before.over(entity)
     second = ambiguous & (local <= seen_before).fill_null(False)
-    after_second = second.cast(pl.Int8).cum_max().shift(1).fill_null(0) > 0
-    if entity:
-        after_second = after_second.over(entity)
+    # Within one repeated hour: a series may span several autumns, each with its own hour.
+    after_second = (second.cast(pl.Int8).cum_max().shift(1).fill_null(0) > 0).over(
+        [*entity, local.dt.date()]
+    )
     interleaved = ambiguous & ~second & after_second
     return second, later, interleaved
 

@@ -87,6 +87,7 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
     files, stdin = converted.files, converted.stdin
     dialect: CsvDialect = csv_dialect(files[0], config, stdin)
     read = _read_all(originals, files, stdin, config, dialect, streamed)
+    late_note: LoadNote | None = None
     if config.input.decimal_comma is None and not dialect.decimal_comma:
         # The head had no decimal comma; a text column of the whole data may still have them.
         late = late_decimal_comma(
@@ -94,10 +95,27 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
             config.reading().text_numeric_min_share,
             comma_separated=dialect.separator == ",",
         )
-        if late is not None:
+        points = [name for name, dtype in read.raw.collect_schema().items() if dtype.is_float()]
+        if late is not None and points:
+            # Numbers already read with a decimal point say the comma is something else (a
+            # list of channels "1,2"): read again, 1.007 would be a thousand. Said, not acted on.
+            late_note = LoadNote(
+                what=(
+                    f"{late}, read as text: {', '.join(points[:3])} "
+                    f"{'uses' if len(points) == 1 else 'use'} a decimal point, so the file was "
+                    "not read with a decimal comma (set input.decimal_comma: true if those commas "
+                    "are decimal)"
+                ),
+                label="decimal comma",
+                severity=Status.PASS,
+                key="decimal_comma_hint",
+            )
+        elif late is not None:
             dialect = CsvDialect(dialect.separator, True, late)
             read = _read_all(originals, files, stdin, config, dialect, streamed)
     notes = read.notes
+    if late_note is not None:
+        notes.append(late_note)
     if canonical(encoding) != UTF8:
         notes.append(encoding_note(encoding))
     elif marked is not None:
