@@ -17,6 +17,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import Scope, entity_key
+from dq_agent.checks.delays_report import TOOL as DELAY_CHECK
 from dq_agent.checks.delays_report import DelayCheckConfig
 from dq_agent.config import Config
 from dq_agent.engines import Engine
@@ -231,7 +232,8 @@ def _configured_engine(dataset: Dataset, config: Config) -> Engine | None:
     if config.run.engine == DEFAULT_ENGINE:
         return None
     check_names(dataset, config.run.engine, "run with --engine polars, or rename them")
-    return engine_named(config.run.engine)
+    # Each row's previous one in file order only for delay_check (DuckDB's hand-over: 1 s at 10M).
+    return engine_named(config.run.engine, file_order=DELAY_CHECK in config.selected_checks())
 
 
 def _maintenance(dataset: Dataset, config: Config) -> tuple[Dataset, list[dict[str, Any]]]:

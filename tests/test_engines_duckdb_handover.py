@@ -51,17 +51,22 @@ def test_the_table_holds_the_rows_in_series_order_across_slices(
     dataset = _shuffled(tmp_path)
     engine = duckdb_engine.DuckDBEngine()
     name = engine._table(dataset, None)
-    stored = engine.connection.table(name).pl()
+    # The position in series order is the table's rowid.
+    stored = engine.connection.table(name).project("*, rowid AS __series_pos").pl()
     order = series_rows(dataset, Scope()).select(ORDER, SERIES).collect()
     rows = dataset.frame.collect()
     expected = rows.select(
         order.get_column(ORDER).cast(pl.Int64).alias(FILE_ROW),
         pl.all().gather(order.get_column(ORDER)),
+        order.get_column(SERIES).alias("__series_number"),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("__series_pos"),
-        order.get_column(SERIES).cast(pl.Int64).alias("__series_number"),
     )
     assert stored.height == 6_000
-    assert stored.drop("__prev_in_file_time").equals(expected)
+    # The Float64 column's missing flag (`missing_flag`).
+    assert engine.missing_flag(dataset, "value") == "__missing_2"
+    flag = expected.select(pl.col("value").is_null().alias("__missing_2"))
+    assert stored.get_column("__missing_2").equals(flag.to_series())
+    assert stored.drop("__prev_in_file_time", "__missing_2").equals(expected)
     # Each timed row's previous timed row of its device in file order, kept beside it.
     previous = (
         rows.with_row_index(FILE_ROW)
@@ -77,7 +82,9 @@ def test_the_table_holds_the_rows_in_series_order_across_slices(
     )
     assert held.get_column("__prev_in_file_time").null_count() == 30 + 3
     names = engine.connection.table(engine._series_names[id(dataset.frame)]).pl()
-    first = expected.group_by("__series_number").agg(pl.col("device_id").first())
+    first = expected.group_by(pl.col("__series_number").cast(pl.Int64)).agg(
+        pl.col("device_id").first()
+    )
     assert names.sort("__series_number").equals(first.sort("__series_number"))
     assert names.height == 3
     # The neighbours read from the stored order are the Polars engine's.
@@ -91,3 +98,26 @@ def test_the_table_holds_the_rows_in_series_order_across_slices(
         found.append(kept.drop("__pos").sort(ROW))
     assert found[0].equals(found[1])
     assert found[0].height == 4_800
+
+
+def test_without_delay_check_the_table_holds_no_file_order(tmp_path: Path) -> None:
+    """A run without delay_check hands over no previous time in file order
+    (`DuckDBEngine(file_order=False)`); delay_check on such a table judges the file order by
+    its own window over each series, with the same result."""
+    from dq_agent.checks.delays import build_delay_check
+    from dq_agent.checks.portable import run_portable
+    from dq_agent.engines.names import engine_named
+    from tests.test_conformance import _comparable
+
+    dataset = _shuffled(tmp_path)
+    without = engine_named("duckdb", file_order=False)
+    assert isinstance(without, duckdb_engine.DuckDBEngine)
+    name = without._table(dataset, None)
+    assert "__prev_in_file_time" not in without.connection.table(name).columns
+    assert without.previous_in_file(dataset) is None
+    config = Config()
+    config.delay_check.as_of = "2024-01-02T00:00:00+00:00"
+    held = run_portable(build_delay_check, duckdb_engine.DuckDBEngine(), dataset, config, Scope())
+    windowed = run_portable(build_delay_check, without, dataset, config, Scope())
+    assert _comparable(held) == _comparable(windowed)
+    assert held.metrics["out_of_order_rows"] > 0

@@ -39,8 +39,8 @@ from dq_agent.checks.events import (
 from dq_agent.checks.portable import PolarsMode, PortablePlan, count, missing, on_polars
 from dq_agent.checks.quantities import FOUND, ROWS, Judged, judge, quantity_table
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
-from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame
+from dq_agent.engines import POLARS, Engine
+from dq_agent.engines.base import Frame, missing_flag
 from dq_agent.load import Dataset
 from dq_agent.result import (
     CheckResult,
@@ -86,12 +86,18 @@ def build_null_check(
     # Nested values are the structure check's to report; their nulls are not readings.
     columns = [c for c in scope.columns(dataset.columns) if not schema[c].is_nested()]
     flags = [missing(schema, name, dataset.sentinels) for name in columns]
+    # Every value a count counts is missing, so its row is among the missing rows: on an
+    # engine that runs each query on its own, the counts come from those few rows (the finish)
+    # rather than from a second pass testing every value (DuckDB at 10M rows: 0.5 s of CPU).
+    # Polars runs the queries together, the counts streaming.
+    from_rows = engine.name != POLARS.name
     counts = rows.select(
         nw.len().cast(nw.Int64).alias("rows"),
         *[
             expr
             for index, name in enumerate(columns)
             for expr in _count_exprs(schema, name, index, flags[index])
+            if not from_rows
         ],
     )
     # The counts stream; the series order is a window over the frame in memory.
@@ -113,6 +119,8 @@ def build_null_check(
         quantities = frames[-1] if table is not None else None
         frames = frames[:-1] if table is not None else frames
         count_row = frames[0].row(0, named=True)
+        if from_rows:
+            count_row |= _counted(frames[1], columns, dataset.sentinels)
         ordered = _in_series_order(dataset, frames[1])
         run_row = _longest_runs(dataset, columns, ordered)
         by_series = None
@@ -142,6 +150,11 @@ def _missing_rows(
     entity = list(dataset.roles.entity)
     ts = dataset.roles.timestamp
     carried = list(dict.fromkeys([*entity, *([ts] if ts else []), *columns]))
+    # The engine's flag of a missing value where it holds one (DuckDB's table): no test.
+    held = [missing_flag(engine, dataset, name) for name in columns]
+    flags = [
+        nw.col(flag) if flag is not None else test for flag, test in zip(held, flags, strict=True)
+    ]
     keep = nw.any_horizontal(*flags, ignore_nulls=True) if flags else nw.lit(False)
     return engine.in_series(dataset, scope, keep, carried, _POSITION)
 
@@ -235,6 +248,24 @@ SPEC = CheckSpec(
     ),
     words=r"nulls?|missing|nan|null values|completeness",
 )
+
+
+def _counted(
+    rows: pl.DataFrame, columns: Sequence[str], sentinels: Sequence[float]
+) -> dict[str, Any]:
+    """The counts per column (`_count_exprs`) over the missing rows, which hold every value
+    they count."""
+    if not columns:
+        return {}
+    frame = nw.from_native(rows)
+    schema = frame.collect_schema()
+    exprs = [
+        expr
+        for index, name in enumerate(columns)
+        for expr in _count_exprs(schema, name, index, missing(schema, name, sentinels))
+    ]
+    out: dict[str, Any] = frame.select(exprs).to_native().row(0, named=True)
+    return out
 
 
 def _count_exprs(schema: nw.Schema, name: str, index: int, absent: nw.Expr) -> list[nw.Expr]:

@@ -49,6 +49,7 @@ from dq_agent.checks.outliers_groups import (
     judged_groups,
     medians,
     outlier_rows,
+    resolutions,
 )
 from dq_agent.checks.outliers_report import (
     TOOL,
@@ -68,7 +69,13 @@ from dq_agent.checks.portable import PortablePlan, missing
 from dq_agent.checks.range_limits import resolve, series_key
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, matches_any
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, entity_key_expr, series_numbers, shifted_in_series
+from dq_agent.engines.base import (
+    Frame,
+    entity_key_expr,
+    missing_flag,
+    series_numbers,
+    shifted_in_series,
+)
 from dq_agent.errors import InputError
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
@@ -109,12 +116,19 @@ def generic_plan(
         names = number.names.select(nw.col(number.column).cast(nw.Int64).alias(KEY), *entity)
     # The means and deviations only the "sigma" method reads.
     moments = settings.method == "sigma"
-    stats = engine.materialised(group_stats(engine, dataset, values, count, names, moments=moments))
+    dtypes = [schema[c] for c in columns]
+    resolution = resolutions(engine, dataset, values, dtypes)
+    stats = engine.materialised(
+        group_stats(engine, dataset, values, count, resolution, names, moments=moments)
+    )
     per_column = engine.materialised(
-        column_stats(engine, dataset, values, stats, [schema[c] for c in columns])
+        column_stats(engine, dataset, values, stats, resolution, dtypes)
     )
     groups = engine.materialised(judged_groups(stats, per_column, count, settings))
-    queries = [groups, outlier_rows(values, groups, count, settings, ts is not None), per_column]
+    # The columns with a level after a step (`_on_one_level`); the others have none.
+    levelled = [i for i, name in enumerate(columns) if _can_step(name, config)]
+    flagged_rows = outlier_rows(values, groups, count, settings, ts is not None, levelled)
+    queries = [groups, flagged_rows, per_column]
     if ts is not None:
         # The events' buckets span the whole data, not the scope (`events.grain`).
         whole = engine.rows(dataset, Scope())
@@ -178,6 +192,10 @@ def _values(
         carried.append(FILE_ROW)
     if number is not None:
         carried.append(number.column)
+    # Each column's missing flag, where the engine holds it (DuckDB's table): the value is not
+    # tested again in each pass over the rows.
+    flags = {name: missing_flag(engine, dataset, name) for name in columns}
+    carried += [flag for flag in flags.values() if flag is not None]
     rows = engine.in_series(dataset, scope, None, carried, POSITION)
     schema = rows.collect_schema()
     at = FILE_ROW if scope.filters_rows() else ROW
@@ -185,7 +203,11 @@ def _values(
     if number is not None:
         key = nw.col(number.column).cast(nw.Int64)
     raw = [
-        nw.when(~missing(schema, name, dataset.sentinels))
+        nw.when(
+            ~nw.col(flag)
+            if (flag := flags[name]) is not None
+            else ~missing(schema, name, dataset.sentinels)
+        )
         .then(nw.col(name).cast(nw.Float64))
         .alias(_raw(i))
         for i, name in enumerate(columns)

@@ -206,6 +206,16 @@ def previous_in_file(engine: Engine, dataset: Dataset, scope: Scope) -> tuple[Fr
     return None
 
 
+def missing_flag(engine: Engine, dataset: Dataset, column: str) -> str | None:
+    """Where the engine holds it (DuckDB's table, from the hand-over), the name of a boolean
+    column of its rows (`Engine.in_series` carries it when asked) true exactly where
+    `checks.portable.missing` (with the dataset's sentinels) says `column`'s value is missing;
+    None elsewhere, where a check writes the test."""
+    if isinstance(engine, TableEngine):
+        return engine.missing_flag(dataset, column)
+    return None
+
+
 @dataclass(frozen=True)
 class SeriesNumbers:
     """How an engine numbers the series (`series_numbers`)."""
@@ -314,6 +324,10 @@ class TableEngine:
 
     def previous_in_file(self, dataset: Dataset) -> tuple[Frame, str] | None:
         """`engines.base.previous_in_file` on this engine, every row kept: none."""
+        return None
+
+    def missing_flag(self, dataset: Dataset, column: str) -> str | None:
+        """`engines.base.missing_flag` on this engine: none."""
         return None
 
     def shifted(

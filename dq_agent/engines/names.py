@@ -18,16 +18,18 @@ DEFAULT_ENGINE = "polars"
 ENGINE_NAMES = ("polars", "duckdb", "spark")
 
 
-def engine_named(name: str) -> Engine | None:
+def engine_named(name: str, *, file_order: bool = True) -> Engine | None:
     """The engine `name` runs the checks on, or None for Polars (the production path, which
     needs no engine object: the runner collects the checks' Polars queries itself). Raises
-    ConfigError when the engine's extra is not installed."""
+    ConfigError when the engine's extra is not installed. `file_order`: whether a check of the
+    run reads each row's previous one in file order (delay_check), which DuckDB's table then
+    holds (`DuckDBEngine`)."""
     if name == DEFAULT_ENGINE:
         return None
     if name == "duckdb":
         from dq_agent.engines.duckdb import DuckDBEngine
 
-        return DuckDBEngine()
+        return DuckDBEngine(file_order=file_order)
     if name == "spark":
         from dq_agent.engines.spark import SparkEngine
 
