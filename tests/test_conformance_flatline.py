@@ -243,6 +243,22 @@ def test_a_slow_signal_read_in_whole_degrees_passes(local_engine: Engine, tmp_pa
     result = _run(local_engine, _whole_degrees(tmp_path))
     assert _runs(result, "temp_c") == (0, 0)
     assert result.status is Status.PASS
+    # Nor is each of its values a rest level: its readings stay in spike_check and
+    # outlier_check (17,097 of 17,280 were left out when the group's one share judged them).
+    assert result.metrics["rest_readings"] == 0
+
+
+@pytest.mark.parametrize("frozen", [80, 400])
+def test_a_sensor_frozen_at_a_usual_value_of_a_slow_signal_is_stuck_for_its_length(
+    local_engine: Engine, tmp_path: Path, frozen: int
+) -> None:
+    """Beyond the group's ordinary long runs (at most 50 readings here) by the odds of their
+    own tail: 80 readings already are."""
+    result = _run(local_engine, _whole_degrees(tmp_path, frozen=frozen))
+    assert result.metrics["columns"]["temp_c"]["stuck_runs"] == 1
+    (finding,) = result.findings
+    assert finding.entity == "s2"
+    assert frozen <= finding.count <= frozen + 40
 
 
 def test_a_sensor_frozen_at_a_usual_value_of_a_slow_signal_is_stuck(

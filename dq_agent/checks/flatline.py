@@ -56,6 +56,7 @@ from dq_agent.checks.flatline_report import (
     CONSTANT,
     GROUP_KEY,
     GROUP_PAIRS,
+    GROUP_TAIL,
     GROUP_SAME,
     GROUP_SHARE,
     HIGH,
@@ -405,7 +406,8 @@ def _judged(
     long_runs = starts.filter(long_enough)
     if settings.min_readings <= 1:
         long_runs = pl.concat([long_runs, singles(None).select(columns).filter(long_enough)])
-    candidates = long_runs.join(series, on=SERIES, how="left")
+    # Read by the rest levels, the group's tail and the verdicts: computed once.
+    candidates = long_runs.join(series, on=SERIES, how="left").cache()
     # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
     # (off, fully open), with its own chance of staying: all its runs, short ones too.
     maybe_rest = (
@@ -461,7 +463,25 @@ def _judged(
         / (outside_pairs + MIN_OUTSIDE_PAIRS)
     )
     share = pl.max_horizontal(group_share, pl.coalesce(own_runs, own_steps, pl.lit(0.0)))
-    beyond_chance = pl.col(GROUP_PAIRS) * share.pow(inside) < settings.chance
+    by_share = pl.col(GROUP_PAIRS) * share.pow(inside) < settings.chance
+    # The group's long runs its own share finds ordinary (not a device's: a device read to
+    # whole units that holds each value for 20 readings must not vouch for another frozen for
+    # 50): their own share is its tail's. A slow
+    # signal read in whole degrees sits at every value for runs whose lengths vary with its
+    # slope; judged by one share, its clean 25- to 50-reading runs were beyond chance, made
+    # each of its values a rest level and left 99% of its readings out of spike_check and
+    # outlier_check (a 15-degree spike passed).
+    group_tail = (
+        candidates.filter(
+            ~pl.col(SKIPPED)
+            & ~pl.col(CONSTANT)
+            & (pl.col(GROUP_PAIRS) * group_share.pow(inside) >= settings.chance)
+        )
+        .group_by(GROUP_KEY)
+        .agg(*tail_figures(pl.col, settings, GROUP_TAIL))
+    )
+    in_group_tail = usual_in_tail(pl.col, settings, GROUP_TAIL).fill_null(False)
+    beyond_chance = by_share & ~in_group_tail
     # A run is as long as usual at its level when its level's other runs stay that long often
     # enough, or its ordinary long runs do (a slow signal's tail).
     as_usual = (usual_at_level(pl.col, settings) | usual_in_tail(pl.col, settings)).fill_null(False)
@@ -475,6 +495,7 @@ def _judged(
     # Read by the rest levels and the verdicts: computed once.
     candidates = (
         candidates.join(levels, on=[GROUP_KEY, X], how="left")
+        .join(group_tail, on=GROUP_KEY, how="left")
         .with_columns(as_usual.alias(USUAL))
         .cache()
     )

@@ -41,6 +41,7 @@ from dq_agent.checks.flatline_report import (
     CONSTANT,
     GROUP_KEY,
     GROUP_PAIRS,
+    GROUP_TAIL,
     GROUP_SAME,
     GROUP_SHARE,
     HIGH,
@@ -550,7 +551,8 @@ def _judged(
         GROUP_SHARE,
         GROUP_PAIRS,
     )
-    candidates = long_runs.join(figures, on=KEY, how="left")
+    # Read by the rest levels, the group's tail and the verdicts: computed once.
+    candidates = engine.materialised(long_runs.join(figures, on=KEY, how="left"))
     kept = ~nw.col(SKIPPED)
     maybe_rest = (
         candidates.filter(kept)
@@ -597,13 +599,22 @@ def _judged(
         / (outside_pairs + MIN_OUTSIDE_PAIRS)
     )
     share = nw.max_horizontal(group_share, nw.coalesce(own_runs, own_steps, nw.lit(0.0)))
-    beyond_chance = nw.col(GROUP_PAIRS) * share**inside < settings.chance
+    by_share = nw.col(GROUP_PAIRS) * share**inside < settings.chance
+    # The group's long runs its own share finds ordinary: their own share is its tail's.
+    ordinary = nw.col(GROUP_PAIRS) * group_share**inside >= settings.chance
+    group_tail = (
+        candidates.filter(kept & ~nw.col(CONSTANT) & ordinary)
+        .group_by(GROUP_KEY)
+        .agg(*tail_figures(nw.col, settings, GROUP_TAIL))
+    )
+    in_group_tail = usual_in_tail(nw.col, settings, GROUP_TAIL).fill_null(False)
+    beyond_chance = by_share & ~in_group_tail
     as_usual = (usual_at_level(nw.col, settings) | usual_in_tail(nw.col, settings)).fill_null(False)
     usual_long = (as_usual & beyond_chance & ~nw.col(CONSTANT)).cast(nw.Int64)
     candidates = engine.materialised(
-        candidates.join(levels, on=[GROUP_KEY, X], how="left").with_columns(
-            as_usual.alias(USUAL), usual_long.alias(_USUAL_LONG)
-        )
+        candidates.join(levels, on=[GROUP_KEY, X], how="left")
+        .join(group_tail, on=GROUP_KEY, how="left")
+        .with_columns(as_usual.alias(USUAL), usual_long.alias(_USUAL_LONG))
     )
     rest_levels = (
         candidates.filter(kept)

@@ -70,9 +70,12 @@ REST_RUNS = 3
 """A value this many other long runs of the group sit at is a rest level (off, fully open)."""
 TAIL_RUNS = "__tail_runs"
 TAIL_STAYS = "__tail_stays"
+GROUP_TAIL = ("__group_tail_runs", "__group_tail_stays")
+"""The group's `tail_figures`: its long runs that its share of repeating runs finds ordinary."""
 MIN_TAIL_RUNS = 10
-"""A level's long runs that its runs' share finds ordinary, fewer than which say nothing of
-its tail (`usual_in_tail`): a few sensors frozen at one value must not vouch for each other."""
+"""A level's (a group's) long runs that its runs' share finds ordinary, fewer than which say
+nothing of its tail (`usual_in_tail`): a few sensors frozen at one value must not vouch for each
+other."""
 
 
 def usual_at_level(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> Any:
@@ -86,29 +89,41 @@ def usual_at_level(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> 
     return col(LEVEL_RUNS) * level_share**inside >= settings.chance
 
 
-def tail_figures(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> list[Any]:
-    """Aggregates over a level's long runs (at least `min_readings`) that `usual_at_level`
-    finds ordinary, for `usual_in_tail`: how many (TAIL_RUNS) and their readings beyond
-    `min_readings` (TAIL_STAYS)."""
+def tail_figures(
+    col: Callable[[str], Any],
+    settings: FlatlineCheckConfig,
+    names: tuple[str, str] = (TAIL_RUNS, TAIL_STAYS),
+) -> list[Any]:
+    """Aggregates over long runs (at least `min_readings`) that a share finds ordinary (a
+    level's: `usual_at_level`; a group's: its share of repeating runs), for `usual_in_tail`: how many
+    (`names[0]`, TAIL_RUNS) and their readings beyond `min_readings` (`names[1]`,
+    TAIL_STAYS)."""
+    runs, stays = names
     beyond = (col(RUN_LENGTH) - settings.min_readings).cast(_int64(col))
     return [
-        col(RUN_LENGTH).count().cast(_int64(col)).alias(TAIL_RUNS),
-        beyond.sum().cast(_int64(col)).alias(TAIL_STAYS),
+        col(RUN_LENGTH).count().cast(_int64(col)).alias(runs),
+        beyond.sum().cast(_int64(col)).alias(stays),
     ]
 
 
-def usual_in_tail(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> Any:
-    """Whether a run is as long as the level's ordinary long runs make usual (`tail_figures`):
-    beyond `min_readings` a run's length keeps the same odds under one share (a geometric
-    tail), so the long runs' own share measures it. A slow signal read coarsely sits at a
-    level for runs whose lengths vary with its slope (long near a peak, short on a flank): one
-    share from all its runs made an ordinary 37-reading run at 20 look like 948 runs would give
-    it once in 4,000, and a whole-degree temperature on a daily cycle failed, clean. Null (not
-    usual) with fewer than MIN_TAIL_RUNS such runs."""
+def usual_in_tail(
+    col: Callable[[str], Any],
+    settings: FlatlineCheckConfig,
+    names: tuple[str, str] = (TAIL_RUNS, TAIL_STAYS),
+) -> Any:
+    """Whether a run is as long as the ordinary long runs of its level (or, with
+    `GROUP_TAIL`, of its group) make usual (`tail_figures`): beyond `min_readings` a run's
+    length keeps the same odds under one share (a geometric tail), so the long runs' own share
+    measures it. A slow signal read coarsely sits at a value for runs whose lengths vary with
+    its slope (long near a peak, short on a flank): one share from all its runs made an
+    ordinary 37-reading run at 20 look like 948 runs would give it once in 4,000, and a
+    whole-degree temperature on a daily cycle failed, clean. Null (not usual) with fewer than
+    MIN_TAIL_RUNS such runs."""
+    runs, stays = names
     beyond = col(RUN_LENGTH) - settings.min_readings
-    share = col(TAIL_STAYS) / (col(TAIL_STAYS) + col(TAIL_RUNS))
-    enough = col(TAIL_RUNS) >= MIN_TAIL_RUNS
-    return enough & (col(TAIL_RUNS) * share**beyond >= settings.chance)
+    share = col(stays) / (col(stays) + col(runs))
+    enough = col(runs) >= MIN_TAIL_RUNS
+    return enough & (col(runs) * share**beyond >= settings.chance)
 
 
 def _int64(col: Callable[[str], Any]) -> Any:
