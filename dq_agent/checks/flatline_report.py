@@ -126,6 +126,33 @@ def usual_in_tail(
     return enough & (col(runs) * share**beyond >= settings.chance)
 
 
+def group_tail_verdict(
+    col: Callable[[str], Any], settings: FlatlineCheckConfig, in_tail: Any
+) -> tuple[Any, Any]:
+    """(whether the group's tail judges the run, whether the run is beyond it): the group's
+    long runs that its share finds ordinary (GROUP_TAIL), without the run itself, judge it when there are at least MIN_TAIL_RUNS of them. A slow
+    signal repeats in nearly every step (98% of a 5-minute outdoor temperature's runs repeat),
+    so a share of repeating runs finds nothing unlikely, not a day frozen at 22 (304 readings
+    where its other long runs reach 42); their tail's share (0.93) finds that. Leaving the run
+    out (`in_tail`: it is one of them) keeps a frozen run from vouching for itself."""
+    runs, stays = GROUP_TAIL
+    mine = in_tail.cast(_int64(col))
+    beyond = col(RUN_LENGTH) - settings.min_readings
+    others = col(runs) - mine
+    others_stay = col(stays) - mine * beyond
+    share = others_stay / (others_stay + others)
+    judges = (others >= MIN_TAIL_RUNS).fill_null(False)
+    return judges, others * share**beyond < settings.chance
+
+
+def at_zero_bound(col: Callable[[str], Any]) -> Any:
+    """Whether a run is at exactly 0 and 0 bounds its series' readings (LOW, HIGH): a flow, a
+    speed or a current reads 0 while its machine is off, and a pump off twice in a day's file
+    was stuck because a rest level needs REST_RUNS other runs to be told from a freeze (a
+    frozen sensor keeps its last reading; a 0 of a series crossing zero is no rest)."""
+    return (col(X) == 0) & ((col(LOW) == 0) | (col(HIGH) == 0)) & (col(LOW) != col(HIGH))
+
+
 def _int64(col: Callable[[str], Any]) -> Any:
     """The Int64 dtype of `col`'s library."""
     return pl.Int64 if col is pl.col else nw.Int64
@@ -141,6 +168,9 @@ class FlatlineCheckConfig:
     chance: float = setting(0.001, rule=fraction)
     """A run is stuck when fewer than this many runs as long are expected by chance."""
     flag_constant_columns: bool = False
+    zero_is_rest: bool = True
+    """A run at exactly 0 that bounds its series' readings (a pump's flow, a motor's current
+    while off) is a rest, not stuck, while its level has too few runs to judge it as one."""
     excluded: list[str] = field(default_factory=list)
     """Names or glob patterns of columns or series (a tag, a `variable`, a device, or the
     series' whole name `PUMP-007/temp_k`) not to check; one naming nothing is said."""
@@ -419,7 +449,8 @@ def _summary(metrics: dict[str, Any]) -> str:
     if metrics["rest_readings"]:
         notes.append(
             f"{plural(metrics['rest_readings'], 'reading')} at a level the series rests at "
-            "(off, fully open) in runs as long as usual there: normal operation"
+            "(off, fully open: in runs as long as usual there, or at a 0 below or above all its "
+            "other readings): normal operation"
         )
     if metrics["state_series"]:
         notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")
