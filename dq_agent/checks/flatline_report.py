@@ -106,24 +106,18 @@ def tail_figures(
     ]
 
 
-def usual_in_tail(
-    col: Callable[[str], Any],
-    settings: FlatlineCheckConfig,
-    names: tuple[str, str] = (TAIL_RUNS, TAIL_STAYS),
-) -> Any:
-    """Whether a run is as long as the ordinary long runs of its level (or, with
-    `GROUP_TAIL`, of its group) make usual (`tail_figures`): beyond `min_readings` a run's
-    length keeps the same odds under one share (a geometric tail), so the long runs' own share
-    measures it. A slow signal read coarsely sits at a value for runs whose lengths vary with
-    its slope (long near a peak, short on a flank): one share from all its runs made an
-    ordinary 37-reading run at 20 look like 948 runs would give it once in 4,000, and a
-    whole-degree temperature on a daily cycle failed, clean. Null (not usual) with fewer than
-    MIN_TAIL_RUNS such runs."""
-    runs, stays = names
+def usual_in_tail(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> Any:
+    """Whether a run is as long as the level's ordinary long runs make usual (`tail_figures`):
+    beyond `min_readings` a run's length keeps the same odds under one share (a geometric
+    tail), so the long runs' own share measures it. A slow signal read coarsely sits at a
+    level for runs whose lengths vary with its slope (long near a peak, short on a flank): one
+    share from all its runs made an ordinary 37-reading run at 20 look like 948 runs would give
+    it once in 4,000, and a whole-degree temperature on a daily cycle failed, clean. Null (not
+    usual) with fewer than MIN_TAIL_RUNS such runs."""
     beyond = col(RUN_LENGTH) - settings.min_readings
-    share = col(stays) / (col(stays) + col(runs))
-    enough = col(runs) >= MIN_TAIL_RUNS
-    return enough & (col(runs) * share**beyond >= settings.chance)
+    share = col(TAIL_STAYS) / (col(TAIL_STAYS) + col(TAIL_RUNS))
+    enough = col(TAIL_RUNS) >= MIN_TAIL_RUNS
+    return enough & (col(TAIL_RUNS) * share**beyond >= settings.chance)
 
 
 def group_tail_verdict(
