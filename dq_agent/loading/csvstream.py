@@ -30,7 +30,15 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.limits import check_memory_budget, memory_budget, over_budget, parse_size
-from dq_agent.loading.csvfile import CsvDialect, CsvLayout, csv_options, header_options
+from dq_agent.loading.blanklines import line_start, without_blank_lines
+from dq_agent.loading.csvfile import (
+    CsvDialect,
+    CsvLayout,
+    CsvRead,
+    csv_options,
+    empty_unnamed_tail,
+    header_options,
+)
 from dq_agent.loading.files import Inputs
 from dq_agent.scratch import scratch_path
 
@@ -97,22 +105,31 @@ class _Column:
 def stream_csv_file(
     file: Path, config: Config, dialect: CsvDialect, layout: CsvLayout
 ) -> tuple[pl.LazyFrame, int]:
-    """The file as `read_csv_file` would read it, written to Parquet in the scratch folder: its
-    scan and its number of rows."""
+    """The scan and the rows alone of `stream_csv` (what a file read in memory is compared
+    with)."""
+    read = stream_csv(file, config, dialect, layout)
+    return read.frame, read.rows
+
+
+def stream_csv(file: Path, config: Config, dialect: CsvDialect, layout: CsvLayout) -> CsvRead:
+    """The file as `csvfile.read_csv` would read it, written to Parquet in the scratch folder:
+    its scan, its number of rows, and what was left out of it."""
     options = csv_options(config, dialect)
     first = header_options(file, dialect, layout)
     # The comment lines, the header and a line of data: a header alone would be no data where
     # the header is skipped as a line (`header_options`).
-    blocks = _Blocks(layout.comment_lines + 2)
+    blocks = _Blocks(layout.comment_lines)
     columns = _infer(file, blocks, options, first)
     schema = {name: _finish(column.classes) for name, column in columns.items()}
     names = list(schema)
+    drop: list[str] = []
     if layout.trailing_separator and len(names) > 1 and columns[names[-1]].values == 0:
-        drop: str | None = names[-1]
-    else:
-        drop = None
-    parts, rows = _write(file, blocks, options, first, schema, drop)
-    return pl.scan_parquet(parts, glob=False), rows
+        drop.append(names[-1])
+    kept = names[: len(names) - len(drop)]
+    empty = {name for name in kept if columns[name].values == 0}
+    tail = empty_unnamed_tail(layout.header_names, kept, empty)
+    parts, rows, blank_lines = _write(file, blocks, options, first, schema, [*tail, *drop])
+    return CsvRead(pl.scan_parquet(parts, glob=False), rows, len(tail), blank_lines)
 
 
 def _infer(
@@ -120,7 +137,9 @@ def _infer(
 ) -> dict[str, _Column]:
     columns: dict[str, _Column] = {}
     classes = _Classes(options)
-    for index, block in enumerate(blocks.of(file)):
+    for index, (block, _) in enumerate(blocks.of(file)):
+        if not block:
+            continue
         if index == 0:
             names = pl.scan_csv(io.BytesIO(block), infer_schema=False, **options, **first)
             columns = {name: _Column() for name in names.collect_schema().names()}
@@ -214,23 +233,26 @@ def _write(
     options: dict[str, Any],
     first: dict[str, Any],
     schema: dict[str, pl.DataType],
-    drop: str | None,
-) -> tuple[list[Path], int]:
+    drop: list[str],
+) -> tuple[list[Path], int, int]:
     """Each block parsed with `schema` into a Parquet file of its own in the scratch folder
-    (one writer cannot take every Polars type: Int128), in order; and the rows."""
+    (one writer cannot take every Polars type: Int128), in order; the rows and the blank lines
+    skipped."""
     folder = scratch_path("csv", "")
     folder.mkdir()
     parts: list[Path] = []
-    rows = 0
-    for index, block in enumerate(blocks.of(file)):
+    rows = blank_lines = 0
+    for index, (block, blanks) in enumerate(blocks.of(file)):
+        blank_lines += blanks
+        if not block:
+            continue
         frame = _read(block, options, first if index == 0 else _AFTER_HEADER, schema)
-        if drop is not None:
-            frame = frame.drop(drop)
+        frame = frame.drop(drop)
         part = folder / f"part-{index:06d}.parquet"
         frame.write_parquet(part)
         parts.append(part)
         rows += frame.height
-    return parts, rows
+    return parts, rows, blank_lines
 
 
 def _read(
@@ -243,14 +265,17 @@ def _read(
 
 @dataclass(frozen=True)
 class _Blocks:
-    """How a file is cut: the first block holds at least `head_lines` lines, so Polars finds
-    the header in it."""
+    """How a file is cut: the first block holds its comment lines, the header and a line of
+    data, so Polars finds the header in it (a header alone would be no data where the header
+    is skipped as a line: `header_options`)."""
 
-    head_lines: int
+    comment_lines: int
 
-    def of(self, file: Path) -> Iterator[bytes]:
-        """The file's bytes in blocks of whole records: each ends at a line end outside quotes
-        (an even number of quote characters before it), as Polars splits lines."""
+    def of(self, file: Path) -> Iterator[tuple[bytes, int]]:
+        """The file's bytes in blocks of whole records, without their blank lines (as
+        `csvfile.read_csv` reads them), and how many each had: each block ends at a line end
+        outside quotes (an even number of quote characters before it), as Polars splits lines,
+        so each begins outside quotes. A block of blank lines only is empty."""
         with _open(file) as handle:
             rest = b""
             first = True
@@ -259,16 +284,26 @@ class _Blocks:
                 data = rest + chunk
                 if not chunk:
                     if data:
-                        yield data
+                        yield self._without_blank_lines(data, first)
                     return
                 cut = _record_end(data)
-                if cut == 0 or (first and data.count(_LINE_END, 0, cut) < self.head_lines):
-                    # One record longer than a block (a long quoted text), or the head: read on.
+                if cut == 0:
+                    # One record longer than a block (a long quoted text): read on.
                     rest = data
                     continue
-                yield data[:cut]
+                block, blanks = self._without_blank_lines(data[:cut], first)
+                if first and block.count(_LINE_END) < self.comment_lines + 2:
+                    # The head, its blank lines aside, not yet whole: read on.
+                    rest = data
+                    continue
+                yield block, blanks
                 first = False
                 rest = data[cut:]
+
+    def _without_blank_lines(self, block: bytes, first: bool) -> tuple[bytes, int]:
+        # The first block's comment lines are skipped by count: they are kept as they are.
+        start = line_start(block, self.comment_lines) if first else 0
+        return without_blank_lines(block, start)
 
 
 def _record_end(data: bytes) -> int:
