@@ -5,21 +5,18 @@ became a missing value in every column (null_check WARN), two of them an exact d
 A line with no field at all is no record; a line of separators only (`;;;;`) has fields, all
 empty, and stays a row of nulls: it is data. A blank line inside a quoted value is that value's.
 
-The lines are taken out of the bytes before Polars parses them, in memory and streamed alike
+Where Polars read a row of nulls (a blank line, or a line of separators), the blank lines are
+taken out of the bytes and the bytes parsed again, in memory and streamed alike
 (`csvfile.read_csv`, `csvstream`), so both read the same records.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
-# A quoted value (to its closing quote, or the end of the text: an unclosed quote holds the
-# rest, as `csvstream` cuts blocks), kept as it is (group 1); or a line end followed by more, the
-# first kept (group 2), the blank lines after it taken out. One pass in C: the quoted values are
-# matched so that their line ends are not.
-_QUOTED_OR_BLANK = re.compile(rb'("[^"]*(?:"|\Z))|(\n)(?:\r?\n)+')
+import polars as pl
+
 _TAIL_BYTES = 4096
 
 
@@ -31,7 +28,7 @@ def without_blank_lines(data: bytes, start: int = 0) -> tuple[bytes, int]:
     if not _has_blank_line(text):
         return data, 0
     if b'"' in text:
-        kept = _QUOTED_OR_BLANK.sub(rb"\1\2", text)
+        kept = _cut(text, _outside_quotes(text, _blank_lines(text)))
     else:
         # No quotes, no line end inside a value: plain replacing (memchr speed, 5x the regular
         # expression's), each pass halving a run of blank lines.
@@ -40,6 +37,41 @@ def without_blank_lines(data: bytes, start: int = 0) -> tuple[bytes, int]:
             kept = kept.replace(b"\n\r\n", b"\n").replace(b"\n\n", b"\n")
     removed = text.count(b"\n") - kept.count(b"\n")
     return data[:start] + kept[1:], removed
+
+
+def _blank_lines(text: bytes) -> list[tuple[int, int]]:
+    """Where the blank lines are (start, end), in order: a line end right after another."""
+    spans: list[tuple[int, int]] = []
+    for end in (b"\n", b"\r\n"):
+        # A loop over the blank lines, not the rows; `find` runs at memchr speed in between.
+        at = text.find(b"\n" + end)
+        while at >= 0:
+            spans.append((at + 1, at + 1 + len(end)))
+            at = text.find(b"\n" + end, at + 1)
+    return sorted(spans)
+
+
+def _outside_quotes(text: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans with an even number of quote characters before them: not inside a value
+    (the rule `csvstream` cuts blocks by)."""
+    outside: list[tuple[int, int]] = []
+    quotes = counted = 0
+    for start, end in spans:
+        quotes += text.count(b'"', counted, start)
+        counted = start
+        if quotes % 2 == 0:
+            outside.append((start, end))
+    return outside
+
+
+def _cut(text: bytes, spans: list[tuple[int, int]]) -> bytes:
+    pieces: list[bytes] = []
+    kept = 0
+    for start, end in spans:
+        pieces.append(text[kept:start])
+        kept = end
+    pieces.append(text[kept:])
+    return b"".join(pieces)
 
 
 def _has_blank_line(text: bytes) -> bool:
@@ -71,6 +103,14 @@ def read_tail(file: Path, stdin: bytes | None) -> bytes:
     except OSError:
         # Read whole right after, where the error is reported.
         return b""
+
+
+def has_null_rows(frame: pl.DataFrame) -> bool:
+    """Whether a row is null in every column, as a blank line reads (a column without nulls
+    rules it out at once: no pass over the rows)."""
+    if frame.height == 0 or min(frame.null_count().row(0)) == 0:
+        return False
+    return bool(frame.select(pl.all_horizontal(pl.all().is_null()).any()).item())
 
 
 def line_start(data: bytes, lines: int) -> int:

@@ -20,6 +20,7 @@ import polars as pl
 
 from dq_agent.errors import InputError
 from dq_agent.loading.blanklines import (
+    has_null_rows,
     line_start,
     read_tail,
     trailing_blank_lines,
@@ -242,7 +243,7 @@ def read_csv(
     source: Path | bytes = stdin if stdin is not None else file
     frame = _parse(source, config, dialect, layout)
     blank_lines = 0
-    if _has_null_rows(frame):
+    if has_null_rows(frame):
         frame, blank_lines = _without_blank_lines(frame, file, config, dialect, layout, stdin)
     if layout.trailing_separator and frame.width > 1:
         last = frame.columns[-1]
@@ -285,7 +286,7 @@ def _without_blank_lines(
     trailing = trailing_blank_lines(read_tail(file, stdin))
     if 0 < trailing <= frame.height and _all_null(frame.tail(trailing)):
         rest = frame.head(frame.height - trailing)
-        if not _has_null_rows(rest):
+        if not has_null_rows(rest):
             return rest, trailing
     # Rows of nulls elsewhere: blank lines, or lines of separators only (data), told apart in
     # the bytes; read again without the blank lines, if any.
@@ -298,13 +299,6 @@ def _without_blank_lines(
 
 def _all_null(frame: pl.DataFrame) -> bool:
     return all(count == frame.height for count in frame.null_count().row(0))
-
-
-def _has_null_rows(frame: pl.DataFrame) -> bool:
-    """Whether a row is null in every column (a column without nulls rules it out at once)."""
-    if frame.height == 0 or min(frame.null_count().row(0)) == 0:
-        return False
-    return bool(frame.select(pl.all_horizontal(pl.all().is_null()).any()).item())
 
 
 def empty_unnamed_tail(written: list[str], names: list[str], empty: set[str]) -> list[str]:

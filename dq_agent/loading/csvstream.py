@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.limits import check_memory_budget, memory_budget, over_budget, parse_size
-from dq_agent.loading.blanklines import line_start, without_blank_lines
+from dq_agent.loading.blanklines import has_null_rows, line_start, without_blank_lines
 from dq_agent.loading.csvfile import (
     CsvDialect,
     CsvLayout,
@@ -118,7 +118,7 @@ def stream_csv(file: Path, config: Config, dialect: CsvDialect, layout: CsvLayou
     first = header_options(file, dialect, layout)
     # The comment lines, the header and a line of data: a header alone would be no data where
     # the header is skipped as a line (`header_options`).
-    blocks = _Blocks(layout.comment_lines)
+    blocks = _Blocks(layout.comment_lines + 2)
     columns = _infer(file, blocks, options, first)
     schema = {name: _finish(column.classes) for name, column in columns.items()}
     names = list(schema)
@@ -137,16 +137,14 @@ def _infer(
 ) -> dict[str, _Column]:
     columns: dict[str, _Column] = {}
     classes = _Classes(options)
-    for index, (block, _) in enumerate(blocks.of(file)):
-        if not block:
-            continue
+    for index, block in enumerate(blocks.of(file)):
         if index == 0:
             names = pl.scan_csv(io.BytesIO(block), infer_schema=False, **options, **first)
             columns = {name: _Column() for name in names.collect_schema().names()}
             header = first
         else:
             header = _AFTER_HEADER
-        text = _read(block, options, header, dict.fromkeys(columns, _TEXT))
+        text, _ = _read(block, options, header, dict.fromkeys(columns, _TEXT), blocks)
         for name, column in columns.items():
             values = text.get_column(name)
             count = values.len() - values.null_count()
@@ -242,11 +240,10 @@ def _write(
     folder.mkdir()
     parts: list[Path] = []
     rows = blank_lines = 0
-    for index, (block, blanks) in enumerate(blocks.of(file)):
+    for index, block in enumerate(blocks.of(file)):
+        header = first if index == 0 else _AFTER_HEADER
+        frame, blanks = _read(block, options, header, schema, blocks)
         blank_lines += blanks
-        if not block:
-            continue
-        frame = _read(block, options, first if index == 0 else _AFTER_HEADER, schema)
         frame = frame.drop(drop)
         part = folder / f"part-{index:06d}.parquet"
         frame.write_parquet(part)
@@ -256,26 +253,43 @@ def _write(
 
 
 def _read(
-    block: bytes, options: dict[str, Any], header: dict[str, Any], schema: dict[str, pl.DataType]
-) -> pl.DataFrame:
-    """A block parsed with `schema`, whose names replace the header's (`new_columns`)."""
+    block: bytes,
+    options: dict[str, Any],
+    header: dict[str, Any],
+    schema: dict[str, pl.DataType],
+    blocks: _Blocks,
+) -> tuple[pl.DataFrame, int]:
+    """A block parsed with `schema`, whose names replace the header's (`new_columns`), without
+    its blank lines (as `csvfile.read_csv` reads the file); and how many it had."""
     settings = {k: v for k, v in header.items() if k != "new_columns"}
-    return pl.read_csv(block, schema=schema, **options, **settings)
+    frame = pl.read_csv(block, schema=schema, **options, **settings)
+    if not has_null_rows(frame):
+        # No row of nulls, no blank line: a block's bytes are searched only when one is.
+        return frame, 0
+    # The first block's comment lines are skipped by count: kept as they are. Each block begins
+    # outside quotes (`_record_end`), so a quote in it opens a value.
+    start = line_start(block, blocks.comment_lines) if header is not _AFTER_HEADER else 0
+    kept, blanks = without_blank_lines(block, start)
+    if not blanks:
+        return frame, 0
+    return pl.read_csv(kept, schema=schema, **options, **settings), blanks
 
 
 @dataclass(frozen=True)
 class _Blocks:
-    """How a file is cut: the first block holds its comment lines, the header and a line of
-    data, so Polars finds the header in it (a header alone would be no data where the header
-    is skipped as a line: `header_options`)."""
+    """How a file is cut: the first block holds at least `head_lines` lines, so Polars finds
+    the header in it."""
 
-    comment_lines: int
+    head_lines: int
 
-    def of(self, file: Path) -> Iterator[tuple[bytes, int]]:
-        """The file's bytes in blocks of whole records, without their blank lines (as
-        `csvfile.read_csv` reads them), and how many each had: each block ends at a line end
-        outside quotes (an even number of quote characters before it), as Polars splits lines,
-        so each begins outside quotes. A block of blank lines only is empty."""
+    @property
+    def comment_lines(self) -> int:
+        """The lines before the header: the head is those, the header and a line of data."""
+        return self.head_lines - 2
+
+    def of(self, file: Path) -> Iterator[bytes]:
+        """The file's bytes in blocks of whole records: each ends at a line end outside quotes
+        (an even number of quote characters before it), as Polars splits lines."""
         with _open(file) as handle:
             rest = b""
             first = True
@@ -284,26 +298,16 @@ class _Blocks:
                 data = rest + chunk
                 if not chunk:
                     if data:
-                        yield self._without_blank_lines(data, first)
+                        yield data
                     return
                 cut = _record_end(data)
-                if cut == 0:
-                    # One record longer than a block (a long quoted text): read on.
+                if cut == 0 or (first and data.count(_LINE_END, 0, cut) < self.head_lines):
+                    # One record longer than a block (a long quoted text), or the head: read on.
                     rest = data
                     continue
-                block, blanks = self._without_blank_lines(data[:cut], first)
-                if first and block.count(_LINE_END) < self.comment_lines + 2:
-                    # The head, its blank lines aside, not yet whole: read on.
-                    rest = data
-                    continue
-                yield block, blanks
+                yield data[:cut]
                 first = False
                 rest = data[cut:]
-
-    def _without_blank_lines(self, block: bytes, first: bool) -> tuple[bytes, int]:
-        # The first block's comment lines are skipped by count: they are kept as they are.
-        start = line_start(block, self.comment_lines) if first else 0
-        return without_blank_lines(block, start)
 
 
 def _record_end(data: bytes) -> int:
