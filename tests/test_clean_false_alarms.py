@@ -239,7 +239,7 @@ def test_a_whole_degree_signal_keeps_its_readings_in_the_value_checks(tmp_path: 
                 for plan in (plan_flatline_check, plan_spike_check, plan_outlier_check)
             ]
         )
-    for flat, spikes, outliers in results.values():
+    for flat, _spikes, outliers in results.values():
         assert flat.metrics["rest_readings"] == 0
         assert outliers.metrics["columns"]["temp_c"]["left_out_at_rest"] == 0
     assert [r.status.value for r in results["clean"]] == ["pass", "pass", "pass"]

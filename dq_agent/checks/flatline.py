@@ -54,11 +54,13 @@ from dq_agent.checks.flatline_portable import generic_plan, generic_readings
 from dq_agent.checks.flatline_report import (
     AT_REST,
     CONSTANT,
+    COUNTER,
+    DOWNS,
     GROUP_KEY,
     GROUP_PAIRS,
-    GROUP_TAIL,
     GROUP_SAME,
     GROUP_SHARE,
+    GROUP_TAIL,
     HIGH,
     LEVEL_LONG,
     LEVEL_RUNS,
@@ -82,11 +84,15 @@ from dq_agent.checks.flatline_report import (
     STATE,
     STUCK,
     TOOL,
+    UPS,
     USUAL,
     VALUES,
     WHOLE,
     FlatlineCheckConfig,
+    at_zero_bound,
     can_hold_a_run,
+    group_tail_verdict,
+    is_counter,
     range_limits,
     result,
     stats,
@@ -342,6 +348,9 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
         whole(pl.col(X)).alias(WHOLE),
         pl.col(X).min().alias(LOW),
         pl.col(X).max().alias(HIGH),
+        # Moves beyond `tolerance` (SAME says within), in series order within the series.
+        (~pl.col(SAME) & (pl.col(X).diff() > 0)).sum().alias(UPS),
+        (~pl.col(SAME) & (pl.col(X).diff() < 0)).sum().alias(DOWNS),
     )
     if kinds is None:
         per_series = per_series.with_columns(
@@ -366,7 +375,9 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
         return pl.col(name).filter(kept).sum().over(group)
 
     return (
-        per_series.with_columns(pl.col(GROUP).fill_null("").alias(GROUP_KEY))
+        per_series.with_columns(
+            pl.col(GROUP).fill_null("").alias(GROUP_KEY), is_counter(pl.col).alias(COUNTER)
+        )
         .with_columns((state & ~named).alias(STATE))
         .with_columns(
             total(SAME_N).alias(GROUP_SAME),
@@ -471,17 +482,15 @@ def _judged(
     # slope; judged by one share, its clean 25- to 50-reading runs were beyond chance, made
     # each of its values a rest level and left 99% of its readings out of spike_check and
     # outlier_check (a 15-degree spike passed).
+    ordinary = pl.col(GROUP_PAIRS) * group_share.pow(inside) >= settings.chance
+    in_tail = ~pl.col(SKIPPED) & ~pl.col(CONSTANT) & ordinary
     group_tail = (
-        candidates.filter(
-            ~pl.col(SKIPPED)
-            & ~pl.col(CONSTANT)
-            & (pl.col(GROUP_PAIRS) * group_share.pow(inside) >= settings.chance)
-        )
+        candidates.filter(in_tail)
         .group_by(GROUP_KEY)
         .agg(*tail_figures(pl.col, settings, GROUP_TAIL))
     )
-    in_group_tail = usual_in_tail(pl.col, settings, GROUP_TAIL).fill_null(False)
-    beyond_chance = by_share & ~in_group_tail
+    judged_by_tail, beyond_tail = group_tail_verdict(pl.col, settings, in_tail)
+    beyond_chance = pl.when(judged_by_tail).then(beyond_tail).otherwise(by_share)
     # A run is as long as usual at its level when its level's other runs stay that long often
     # enough, or its ordinary long runs do (a slow signal's tail).
     as_usual = (usual_at_level(pl.col, settings) | usual_in_tail(pl.col, settings)).fill_null(False)
@@ -508,7 +517,16 @@ def _judged(
     )
     at_rest = pl.col(LEVEL_USUAL).fill_null(0) - usual_long >= REST_RUNS
     usual = at_rest & pl.col(USUAL)
-    unlikely = beyond_chance & ~usual
+    # A 0 that bounds its series rests there while its level has too few runs to tell.
+    zero_rest = (
+        at_zero_bound(pl.col) & ~at_rest & ~pl.col(CONSTANT)
+        if settings.zero_is_rest
+        else pl.lit(False)
+    )
+    # A counter pauses while nothing flows: its tail judges its pauses, else each is a rest
+    # (left out of spike_check, whose spread of changes its pauses would shrink to 0).
+    paused = pl.col(COUNTER) & ~judged_by_tail if settings.counters_pause else pl.lit(False)
+    unlikely = beyond_chance & ~usual & ~zero_rest & ~paused
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
     judged = (
@@ -518,7 +536,7 @@ def _judged(
         .select(
             *columns,
             unlikely.alias(STUCK),
-            (usual & ~unlikely & ~pl.col(CONSTANT)).alias(AT_REST),
+            (((usual & ~pl.col(CONSTANT)) | zero_rest | paused) & ~unlikely).alias(AT_REST),
         )
         .filter(pl.col(STUCK) | pl.col(AT_REST))
     )

@@ -39,11 +39,13 @@ from dq_agent.checks.events import readings_events, time_range_query, with_table
 from dq_agent.checks.flatline_report import (
     AT_REST,
     CONSTANT,
+    COUNTER,
+    DOWNS,
     GROUP_KEY,
     GROUP_PAIRS,
-    GROUP_TAIL,
     GROUP_SAME,
     GROUP_SHARE,
+    GROUP_TAIL,
     HIGH,
     LEVEL_LONG,
     LEVEL_RUNS,
@@ -67,10 +69,14 @@ from dq_agent.checks.flatline_report import (
     STATE,
     STUCK,
     TOOL,
+    UPS,
     USUAL,
     VALUES,
     FlatlineCheckConfig,
+    at_zero_bound,
     column_inputs,
+    group_tail_verdict,
+    is_counter,
     range_limits,
     result,
     stats,
@@ -113,6 +119,8 @@ _START_US = "__start_us"
 _END_US = "__end_us"
 _G_FRACTIONS = "__g_fractions"
 _G_LOW = "__g_low"
+_UP = "__up"
+_DOWN = "__down"
 _G_HIGH = "__g_high"
 _G_COUNT = "__g_count"
 _G_REPEATING = "__g_repeating"
@@ -271,7 +279,7 @@ def column_queries(
 
 
 # What the finish reads of each series (`flatline_report.stats`).
-_SERIES_FIGURES = (SAME_N, PAIRS_N, GROUP_KEY, STATE, EXCLUDED, CONSTANT, SKIPPED)
+_SERIES_FIGURES = (SAME_N, PAIRS_N, GROUP_KEY, STATE, EXCLUDED, CONSTANT, SKIPPED, COUNTER)
 
 
 def _exclusions(
@@ -361,6 +369,11 @@ def _readings(
             _over(entity, nw.col(X).shift(-1)).alias(_NEXT),
         )
         .with_columns(near(_PREVIOUS).alias(SAME), near(_NEXT).alias(NEXT_SAME))
+        # Moves beyond `tolerance`, for `is_counter`.
+        .with_columns(
+            (~nw.col(SAME) & (nw.col(X) > nw.col(_PREVIOUS))).fill_null(False).alias(_UP),
+            (~nw.col(SAME) & (nw.col(X) < nw.col(_PREVIOUS))).fill_null(False).alias(_DOWN),
+        )
         .drop(_PREVIOUS, _NEXT)
     )
 
@@ -380,6 +393,8 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
         count((nw.col(X) % 1) != 0).alias(_FRACTIONS),
         nw.col(X).min().alias(LOW),
         nw.col(X).max().alias(HIGH),
+        count(nw.col(_UP)).alias(UPS),
+        count(nw.col(_DOWN)).alias(DOWNS),
     )
     variables = variable_keys(dataset)
     group = (
@@ -439,6 +454,7 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
                 CONSTANT
             ),
             (~kept).alias(SKIPPED),
+            is_counter(nw.col).alias(COUNTER),
         )
         .select(
             KEY,
@@ -454,6 +470,9 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
             GROUP_SAME,
             GROUP_PAIRS,
             GROUP_SHARE,
+            LOW,
+            HIGH,
+            COUNTER,
         )
     )
 
@@ -550,6 +569,9 @@ def _judged(
         PAIRS_N,
         GROUP_SHARE,
         GROUP_PAIRS,
+        LOW,
+        HIGH,
+        COUNTER,
     )
     # Read by the rest levels, the group's tail and the verdicts: computed once.
     candidates = engine.materialised(long_runs.join(figures, on=KEY, how="left"))
@@ -602,13 +624,14 @@ def _judged(
     by_share = nw.col(GROUP_PAIRS) * share**inside < settings.chance
     # The group's long runs its own share finds ordinary: their own share is its tail's.
     ordinary = nw.col(GROUP_PAIRS) * group_share**inside >= settings.chance
+    in_tail = kept & ~nw.col(CONSTANT) & ordinary
     group_tail = (
-        candidates.filter(kept & ~nw.col(CONSTANT) & ordinary)
+        candidates.filter(in_tail)
         .group_by(GROUP_KEY)
         .agg(*tail_figures(nw.col, settings, GROUP_TAIL))
     )
-    in_group_tail = usual_in_tail(nw.col, settings, GROUP_TAIL).fill_null(False)
-    beyond_chance = by_share & ~in_group_tail
+    judged_by_tail, beyond_tail = group_tail_verdict(nw.col, settings, in_tail)
+    beyond_chance = nw.when(judged_by_tail).then(beyond_tail).otherwise(by_share)
     as_usual = (usual_at_level(nw.col, settings) | usual_in_tail(nw.col, settings)).fill_null(False)
     usual_long = (as_usual & beyond_chance & ~nw.col(CONSTANT)).cast(nw.Int64)
     candidates = engine.materialised(
@@ -624,13 +647,23 @@ def _judged(
     )
     at_rest = nw.col(LEVEL_USUAL).fill_null(0) - nw.col(_USUAL_LONG) >= REST_RUNS
     usual = at_rest & nw.col(USUAL)
-    unlikely = beyond_chance & ~usual
+    # A 0 that bounds its series rests there while its level has too few runs to tell.
+    zero_rest = (
+        at_zero_bound(nw.col) & ~at_rest & ~nw.col(CONSTANT)
+        if settings.zero_is_rest
+        else nw.lit(False)
+    )
+    paused = nw.col(COUNTER) & ~judged_by_tail if settings.counters_pause else nw.lit(False)
+    unlikely = beyond_chance & ~usual & ~zero_rest & ~paused
     if settings.flag_constant_columns:
         unlikely = unlikely | nw.col(CONSTANT)
     judged = (
         candidates.join(rest_levels, on=[GROUP_KEY, X], how="left")
         .filter(kept)
-        .with_columns(unlikely.alias(STUCK), (usual & ~unlikely & ~nw.col(CONSTANT)).alias(AT_REST))
+        .with_columns(
+            unlikely.alias(STUCK),
+            (((usual & ~nw.col(CONSTANT)) | zero_rest | paused) & ~unlikely).alias(AT_REST),
+        )
         .filter(nw.col(STUCK) | nw.col(AT_REST))
         .select(*columns, STUCK, AT_REST)
     )

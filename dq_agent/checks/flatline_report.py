@@ -61,6 +61,14 @@ LEVEL_LONG = "__level_long"
 LEVEL_STAYS = "__level_stays"
 LEVEL_USUAL = "__level_usual"
 USUAL = "__usual"
+UPS = "__ups"
+DOWNS = "__downs"
+COUNTER = "__counter"
+COUNTER_MOVES = 50
+"""A series that moves one way at least this many times per move back is a counter (a meter,
+a totaliser, a part count), as spike_check's resets judge (`spikes_report.SAWTOOTH_MOVES`)."""
+MIN_COUNTER_MOVES = 20
+"""Fewer moves than this say nothing of a series' direction."""
 MIN_OTHER_RUNS = 20
 """A device's own share of repeating runs counts when it has this many other runs."""
 MIN_OUTSIDE_PAIRS = 20
@@ -106,24 +114,55 @@ def tail_figures(
     ]
 
 
-def usual_in_tail(
-    col: Callable[[str], Any],
-    settings: FlatlineCheckConfig,
-    names: tuple[str, str] = (TAIL_RUNS, TAIL_STAYS),
-) -> Any:
-    """Whether a run is as long as the ordinary long runs of its level (or, with
-    `GROUP_TAIL`, of its group) make usual (`tail_figures`): beyond `min_readings` a run's
-    length keeps the same odds under one share (a geometric tail), so the long runs' own share
-    measures it. A slow signal read coarsely sits at a value for runs whose lengths vary with
-    its slope (long near a peak, short on a flank): one share from all its runs made an
-    ordinary 37-reading run at 20 look like 948 runs would give it once in 4,000, and a
-    whole-degree temperature on a daily cycle failed, clean. Null (not usual) with fewer than
-    MIN_TAIL_RUNS such runs."""
-    runs, stays = names
+def usual_in_tail(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> Any:
+    """Whether a run is as long as the level's ordinary long runs make usual (`tail_figures`):
+    beyond `min_readings` a run's length keeps the same odds under one share (a geometric
+    tail), so the long runs' own share measures it. A slow signal read coarsely sits at a
+    level for runs whose lengths vary with its slope (long near a peak, short on a flank): one
+    share from all its runs made an ordinary 37-reading run at 20 look like 948 runs would give
+    it once in 4,000, and a whole-degree temperature on a daily cycle failed, clean. Null (not
+    usual) with fewer than MIN_TAIL_RUNS such runs."""
     beyond = col(RUN_LENGTH) - settings.min_readings
-    share = col(stays) / (col(stays) + col(runs))
-    enough = col(runs) >= MIN_TAIL_RUNS
-    return enough & (col(runs) * share**beyond >= settings.chance)
+    share = col(TAIL_STAYS) / (col(TAIL_STAYS) + col(TAIL_RUNS))
+    enough = col(TAIL_RUNS) >= MIN_TAIL_RUNS
+    return enough & (col(TAIL_RUNS) * share**beyond >= settings.chance)
+
+
+def group_tail_verdict(
+    col: Callable[[str], Any], settings: FlatlineCheckConfig, in_tail: Any
+) -> tuple[Any, Any]:
+    """(whether the group's tail judges the run, whether the run is beyond it): the group's
+    long runs that its share finds ordinary (GROUP_TAIL), without the run itself, judge it when there are at least MIN_TAIL_RUNS of them. A slow
+    signal repeats in nearly every step (98% of a 5-minute outdoor temperature's runs repeat),
+    so a share of repeating runs finds nothing unlikely, not a day frozen at 22 (304 readings
+    where its other long runs reach 42); their tail's share (0.93) finds that. Leaving the run
+    out (`in_tail`: it is one of them) keeps a frozen run from vouching for itself."""
+    runs, stays = GROUP_TAIL
+    mine = in_tail.cast(_int64(col))
+    beyond = col(RUN_LENGTH) - settings.min_readings
+    others = col(runs) - mine
+    others_stay = col(stays) - mine * beyond
+    share = others_stay / (others_stay + others)
+    judges = (others >= MIN_TAIL_RUNS).fill_null(False)
+    return judges, others * share**beyond < settings.chance
+
+
+def at_zero_bound(col: Callable[[str], Any]) -> Any:
+    """Whether a run is at exactly 0 and 0 bounds its series' readings (LOW, HIGH): a flow, a
+    speed or a current reads 0 while its machine is off, and a pump off twice in a day's file
+    was stuck because a rest level needs REST_RUNS other runs to be told from a freeze (a
+    frozen sensor keeps its last reading; a 0 of a series crossing zero is no rest)."""
+    return (col(X) == 0) & ((col(LOW) == 0) | (col(HIGH) == 0)) & (col(LOW) != col(HIGH))
+
+
+def is_counter(col: Callable[[str], Any]) -> Any:
+    """Whether a series (UPS, DOWNS: its moves up and down beyond `tolerance`) counts one way:
+    a meter pauses while nothing flows, at a new value each time, so its pauses make no rest
+    level, and a kWh counter of a boiler that stops nine times a week was stuck nine times."""
+    ups, downs = col(UPS), col(DOWNS)
+    return ((ups >= MIN_COUNTER_MOVES) & (ups >= COUNTER_MOVES * downs)) | (
+        (downs >= MIN_COUNTER_MOVES) & (downs >= COUNTER_MOVES * ups)
+    )
 
 
 def _int64(col: Callable[[str], Any]) -> Any:
@@ -141,6 +180,12 @@ class FlatlineCheckConfig:
     chance: float = setting(0.001, rule=fraction)
     """A run is stuck when fewer than this many runs as long are expected by chance."""
     flag_constant_columns: bool = False
+    zero_is_rest: bool = True
+    counters_pause: bool = True
+    """A counter's flat runs are pauses (nothing flowed), not stuck, where its group has too
+    few long runs for their tail to judge them (`is_counter`)."""
+    """A run at exactly 0 that bounds its series' readings (a pump's flow, a motor's current
+    while off) is a rest, not stuck, while its level has too few runs to judge it as one."""
     excluded: list[str] = field(default_factory=list)
     """Names or glob patterns of columns or series (a tag, a `variable`, a device, or the
     series' whole name `PUMP-007/temp_k`) not to check; one naming nothing is said."""
@@ -211,6 +256,11 @@ def stats(
             constant.len().alias("__stat_constant_groups"),
             pl.col(GROUP_KEY).filter(kept).n_unique().alias("__stat_groups"),
             pl.col(STATE).sum().alias("__stat_state_series"),
+            (
+                (pl.col(COUNTER) & kept).sum()
+                if settings.counters_pause
+                else pl.lit(0, dtype=pl.UInt32)
+            ).alias("__stat_counter_series"),
             pl.col(EXCLUDED).sum().alias("__stat_excluded_series"),
             # The series that could hold a stuck run at all: none means nothing was judged.
             can_hold_a_run(settings).sum().alias("__stat_judged_series"),
@@ -284,6 +334,7 @@ def result(
             "longest_run": _run(runs.row(0, named=True), has_time) if runs.height else None,
             "rest_readings": int(figures["__stat_rest_readings"]),
             "state_series": int(figures["__stat_state_series"]),
+            "counter_series": int(figures["__stat_counter_series"]),
             "excluded_series": int(figures["__stat_excluded_series"]),
             "constant_series": groups,
             "judged_series": int(figures["__stat_judged_series"]),
@@ -311,6 +362,7 @@ def result(
         # per column.
         "constant_series": constant_series,
         "state_series": sum(m["state_series"] for m in per_column.values()),
+        "counter_series": sum(m["counter_series"] for m in per_column.values()),
         "excluded_columns": [c for c in columns if c not in checked],
         "excluded_series": sum(m["excluded_series"] for m in per_column.values()),
         "unmatched_exclusions": list(unmatched),
@@ -419,10 +471,17 @@ def _summary(metrics: dict[str, Any]) -> str:
     if metrics["rest_readings"]:
         notes.append(
             f"{plural(metrics['rest_readings'], 'reading')} at a level the series rests at "
-            "(off, fully open) in runs as long as usual there: normal operation"
+            "(off, fully open: in runs as long as usual there, or at a 0 below or above all its "
+            "other readings): normal operation"
         )
     if metrics["state_series"]:
         notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")
+    if metrics["counter_series"]:
+        notes.append(
+            f"{metrics['counter_series']:,} counter series: a pause (nothing counted) is not "
+            "called stuck unless its other long pauses make it unlikely "
+            "(flatline_check.counters_pause)"
+        )
     if metrics["unmatched_exclusions"]:
         notes.append(
             "flatline_check.excluded names no column or series: "
