@@ -168,7 +168,7 @@ CASES = {
     "a column null until the last block": "a,b\n" + "1,\n" * 30 + "2,true\n",
     "quoted line ends and quotes": 'a,b\n1,"x\ny"\n2,"say ""hi"""\n3,\n',
     "quoted empty text is text": 'a,b\n1,""\n2,\n',
-    "blank lines are rows": "a,b\n1,2\n\n\n3,4\n",
+    "blank lines are skipped": "a,b\n1,2\n\n\n3,4\n",
     "short lines are filled with nulls": "a,b,c\n1,2,3\n4\n5,6\n\n7,8,9\n",
     "comment lines before the header": "# exported\n# by a logger\na;b\n1,5;2\n3;4\n",
     "a trailing separator on every line": "a,b,\n1,2,\n3,4,\n",
