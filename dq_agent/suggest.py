@@ -28,6 +28,7 @@ from dq_agent.checks.base import entity_key
 from dq_agent.config import Config
 from dq_agent.load import Dataset, load
 from dq_agent.loading.transcode import USUAL_LEGACY, UTF8, UTF16_HINT, canonical
+from dq_agent.zone_hint import ZoneHint, zone_hint
 
 MAX_LISTED_ENTITIES = 12
 # Numbers that often mean "no reading" in sensor exports, reported when seen (not configured).
@@ -59,6 +60,8 @@ class Suggestion:
     read_as: str | None = None
     """The encoding init read the file in by itself (UTF-16 without a byte order mark, which
     read as UTF-8 gives no usable column at all), or None."""
+    zone: ZoneHint | None = None
+    """What the times say of their zone, when they carry none (`zone_hint`)."""
 
 
 def _yaml(value: Any) -> str:
@@ -118,7 +121,8 @@ def suggest(path: str, config: Config) -> Suggestion:
         )
         for i, name in enumerate(numeric)
     ]
-    return Suggestion(dataset, intervals, ranges, int(row["rows"]), read_as)
+    zone = zone_hint(dataset, config.columns.timezone)
+    return Suggestion(dataset, intervals, ranges, int(row["rows"]), read_as, zone)
 
 
 def _looks_utf16(dataset: Dataset, config: Config) -> str | None:
@@ -158,7 +162,7 @@ def render_suggestion(suggestion: Suggestion, config: Config) -> str:
         f"  entity: {_yaml(list(roles.entity))}",
         f"  values: {_yaml(list(roles.values))}",
         f"  ingest_time: {_yaml(roles.ingest_time)}",
-        f"  timezone: {_yaml(config.columns.timezone)}",
+        *_timezone_lines(suggestion.zone, config.columns.timezone),
         "",
         f"{nulls.SPEC.name}:",
         f"  sentinels: {_yaml(list(sentinels))}   # numbers that mean 'no reading'",
@@ -224,6 +228,25 @@ def _input_lines(dataset: Dataset, config: Config, read_as: str | None) -> list[
             "",
         ]
     return []
+
+
+def _timezone_lines(hint: ZoneHint | None, timezone: str) -> list[str]:
+    """The zone the times are read in: the one their repeated hour names, or the configured
+    one, said as read without an offset when nothing names it."""
+    if hint is None:
+        return [f"  timezone: {_yaml(timezone)}"]
+    if hint.zone is not None and hint.repeated is not None:
+        hour = hint.repeated.replace(tzinfo=None)
+        return [
+            f"  # The times carry no offset and repeat the hour of {hour:%Y-%m-%d %H:00}, as",
+            f"  # clocks in {hint.zone} and zones with its rules do when daylight saving time",
+            "  # ends: read as UTC, those readings would be conflicting duplicates.",
+            f"  timezone: {_yaml(hint.zone)}",
+        ]
+    return [
+        f"  timezone: {_yaml(timezone)}   # the times carry no offset and were read as UTC; if the"
+        " loggers write local time, name their zone (e.g. Europe/Berlin)",
+    ]
 
 
 def _timestamp_lines(dataset: Dataset) -> list[str]:

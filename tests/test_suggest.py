@@ -201,3 +201,43 @@ def test_a_reading_beyond_the_suggested_limits_warns(tmp_path: Path) -> None:
     assert code == 0, err
     check = json.loads(out)["checks"]["range_check"]
     assert (check["status"], check["metrics"]["suspect_count"]) == ("warn", 1)
+
+
+def _local_berlin(path: Path, autumn: bool) -> Path:
+    """Two boilers' readings every 5 minutes in Berlin wall-clock time without an offset, over
+    six days around the night daylight saving time ends (2024-10-27: 02:00-02:59
+    twice) or six days in June."""
+    from zoneinfo import ZoneInfo
+
+    start = datetime(2024, 10, 24, tzinfo=UTC) if autumn else datetime(2024, 6, 1, tzinfo=UTC)
+    lines = ["Zeitstempel;Kessel;Vorlauf_C"]
+    for i in range(12 * 24 * 6):
+        wall = (start + timedelta(minutes=5 * i)).astimezone(ZoneInfo("Europe/Berlin"))
+        for boiler in ("K1", "K2"):
+            lines.append(f"{wall:%Y-%m-%d %H:%M:%S};{boiler};{60 + (i * 7 + len(boiler)) % 5}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_init_names_the_zone_whose_repeated_hour_the_times_show(tmp_path: Path) -> None:
+    """Read as UTC, the repeated hour's readings are conflicting duplicates: a config that
+    said UTC failed every such night. The zone that repeats that hour is written, and said."""
+    data = _local_berlin(tmp_path / "autumn.csv", autumn=True)
+    target = tmp_path / "dq.yaml"
+    code, _, err = run("init", str(data), "-o", str(target))
+    assert code == 0, err
+    text = target.read_text(encoding="utf-8")
+    assert yaml.safe_load(text)["columns"]["timezone"] == "Europe/Berlin"
+    assert "repeat the hour of 2024-10-27 02:00" in text
+    report = _inspect_passes(data, target)
+    assert report["checks"]["duplicate_check"]["status"] == "pass"
+
+
+def test_init_says_times_without_an_offset_were_read_as_utc(tmp_path: Path) -> None:
+    data = _local_berlin(tmp_path / "june.csv", autumn=False)
+    target = tmp_path / "dq.yaml"
+    code, _, err = run("init", str(data), "-o", str(target))
+    assert code == 0, err
+    text = target.read_text(encoding="utf-8")
+    assert yaml.safe_load(text)["columns"]["timezone"] == "UTC"
+    assert "the times carry no offset and were read as UTC" in text

@@ -56,6 +56,12 @@ def _shift_zone(value: datetime, kind: str) -> str | None:
     return None
 
 
+def repeat_zone(value: datetime) -> str | None:
+    """The first common zone whose clocks go through the wall-clock time `value` twice (the
+    hour daylight saving time repeats), or None."""
+    return _shift_zone(value, "repeat")
+
+
 def repeat_cause(times: list[datetime]) -> str | None:
     """The likely cause when readings repeat or run backwards at `times`: the hour daylight
     saving time repeats in a common zone."""
