@@ -1,0 +1,141 @@
+"""The scale outlier_check judges a group on: its raw values, or a power or the log of them when
+the group is clearly skewed (dust, particle counts, concentrations, flows, latencies: right-
+skewed positive quantities whose clean tail a symmetric rule calls outlying).
+
+Power transforms are monotone, so a group's quantiles on any such scale are the transformed
+quantiles on the raw one: from the raw Q10, median and Q90 (one aggregate per group), the
+quantile skewness (Q90 + Q10 - 2 Q50) / (Q90 - Q10) on each scale of `SCALES` costs nothing
+more. A group is judged on the scale whose skewness is nearest 0, and only when
+
+- the raw skewness is beyond what a symmetric group of that size shows by chance
+  (`MIN_SKEW`, and `SKEW_SDS` times its sampling spread, about 1.06 / sqrt(n) for t-like
+  data: simulated), so symmetric data keeps today's raw figures exactly;
+- that scale at least halves it (`MIN_GAIN`) and takes at least `MIN_SKEW` off it: the skew
+  is the quantity's, which a scale fixes, not that of a level that moves (a drift, a daily
+  cycle), which none does. A slow process's quantile skewness strays far beyond the chance of
+  independent values (the bench's humidity: 0.12 between devices, where independent values
+  give 0.015), but over a span of a fraction of its level no scale changes it by as much (at
+  most 0.063 there; a lognormal of sigma 0.25 loses 0.157 on the log scale, a gamma of shape
+  10 0.129 on the cube root, a Weibull of shape 2 0.108 on the square root);
+- the values allow it (a power of non-negative values, the log of positive ones), the group
+  is judged on its own spread (`min_group_size` values) and its Q10 to Q90 span many steps of
+  the column's resolution (`COARSE_STEPS`): the quantiles of a few steps say nothing of shape.
+
+The check then works on the transformed values of that group throughout (centre, spread, the
+neighbours' test, autocorrelation, extremes): z is on the scale judged; the examples keep the
+raw value. `outlier_check.scale: raw` turns it off.
+
+Written over Narwhals on the small table of groups: the same choice on every engine (on
+Polars, `nw.from_native` over the eager table); the per-row transform has a Polars and a
+Narwhals form (`on_scale_pl`, `on_scale_nw`).
+"""
+
+from __future__ import annotations
+
+import narwhals as nw
+import polars as pl
+
+# Candidate scales as Box-Cox powers (0: the log), in order of preference on a tie: the raw
+# scale first, then the mildest. x^(1/3) makes a gamma (shape 1-5) near symmetric, the log a
+# lognormal, 1/4 a Weibull of shape 0.7.
+RAW = 1.0
+SCALES = (RAW, 0.5, 1 / 3, 0.25, 0.0)
+SCALE_NAMES = {RAW: "raw", 0.5: "square root", 1 / 3: "cube root", 0.25: "fourth root", 0.0: "log"}
+LOW_QUANTILE, HIGH_QUANTILE = 0.1, 0.9
+# Kelly's skewness of t-like samples spreads about 1.06 / sqrt(n) (simulated n = 30..50,000):
+# 5 of those, and never below 0.1 (a lognormal of sigma 0.25 has 0.16, a gamma of shape 20
+# 0.10, whose raw tails are within the null's).
+SKEW_SDS = 5.0 * 1.06
+MIN_SKEW = 0.1
+MIN_GAIN = 0.5
+COARSE_STEPS = 20
+
+
+def scale_name(power: float) -> str:
+    """The scale's name in metrics and text ("log", "cube root")."""
+    for candidate, name in SCALE_NAMES.items():
+        if abs(candidate - power) < 1e-9:
+            return name
+    return f"power {power:g}"
+
+
+def chosen_scale(
+    low_q: nw.Expr,
+    median: nw.Expr,
+    high_q: nw.Expr,
+    lowest: nw.Expr,
+    n: nw.Expr,
+    resolution: nw.Expr,
+    min_group_size: int,
+) -> nw.Expr:
+    """Per group, the power of `SCALES` it is judged on (RAW unless clearly skewed), from its
+    raw Q10 (`low_q`), median, Q90 (`high_q`), smallest value, number of values and the
+    column's resolution (0 when none)."""
+    width = high_q - low_q
+    count = n.cast(nw.Float64)
+    eligible = (
+        (count >= min_group_size)
+        & (width > 0)
+        & (width >= COARSE_STEPS * resolution)
+        & ~lowest.is_null()
+    ).fill_null(False)
+    raw = _skewness(low_q, median, high_q, RAW, eligible)
+    threshold = nw.max_horizontal(nw.lit(MIN_SKEW), SKEW_SDS / count.clip(lower_bound=1) ** 0.5)
+    skewed = eligible & (raw.abs() > threshold).fill_null(False)
+    candidates = []
+    for power in SCALES[1:]:
+        allowed = skewed & ((lowest > 0) if power == 0 else (lowest >= 0))
+        candidates.append((power, _skewness(low_q, median, high_q, power, allowed).abs()))
+    best = nw.min_horizontal(*[skew for _, skew in candidates])
+    chosen: nw.Expr = nw.lit(RAW)
+    # The first (mildest) scale reaching the best wins a tie: built from the last backwards.
+    for power, skew in reversed(candidates):
+        chosen = nw.when((skew <= best).fill_null(False)).then(nw.lit(power)).otherwise(chosen)
+    return (
+        nw.when(
+            skewed
+            & (best <= MIN_GAIN * raw.abs()).fill_null(False)
+            & (raw.abs() - best >= MIN_SKEW).fill_null(False)
+        )
+        .then(chosen)
+        .otherwise(nw.lit(RAW))
+    )
+
+
+def _skewness(
+    low_q: nw.Expr, median: nw.Expr, high_q: nw.Expr, power: float, allowed: nw.Expr
+) -> nw.Expr:
+    """Kelly's quantile skewness on the scale `power`, null where not `allowed` (the quantiles
+    are read only there: no log of 0 or division by 0 is asked of an engine)."""
+
+    def on(q: nw.Expr) -> nw.Expr:
+        safe = nw.when(allowed).then(q).otherwise(nw.lit(1.0))
+        return safe if power == RAW else safe.log() if power == 0 else safe**power
+
+    low, mid, high = on(low_q), on(median), on(high_q)
+    span = nw.when(allowed).then(high - low).otherwise(nw.lit(1.0))
+    return nw.when(allowed).then((high + low - 2 * mid) / span)
+
+
+def on_scale_nw(x: nw.Expr, power: nw.Expr) -> nw.Expr:
+    """x on the scale `power` (a column of the group's power): itself where raw, its log where
+    0, else x^power. Only a group's own values meet its power, which allows it; the guards keep
+    an engine from a log or root of a value of another branch."""
+    return (
+        nw.when(power == RAW)
+        .then(x)
+        .when(power == 0)
+        .then(nw.when(x > 0).then(x).log())
+        .otherwise(nw.when(x >= 0).then(x) ** power)
+    )
+
+
+def on_scale_pl(x: pl.Expr, power: pl.Expr) -> pl.Expr:
+    """`on_scale_nw` in Polars."""
+    return (
+        pl.when(power == RAW)
+        .then(x)
+        .when(power == 0)
+        .then(pl.when(x > 0).then(x).log())
+        .otherwise(pl.when(x >= 0).then(x).pow(power))
+    )
