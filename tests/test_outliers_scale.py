@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from dq_agent.checks.outliers import build_outlier_check, plan_outlier_check
-from dq_agent.checks.outliers_scale import RAW, chosen_scale, scale_name
+from dq_agent.checks.outliers_scale import RAW, scale_name, with_scale
 from dq_agent.config import resolve
 from dq_agent.engines import Engine
 from dq_agent.errors import ConfigError
@@ -197,17 +197,11 @@ def test_symmetric_groups_positive_or_not_stay_raw(local_engine: Engine, tmp_pat
 def _choice(
     table: dict[str, list[float]], resolution: float = 0.0, min_size: int = 30
 ) -> list[float]:
-    frame = nw.from_native(pl.DataFrame(table))
-    expr = chosen_scale(
-        nw.col("q10"),
-        nw.col("q50"),
-        nw.col("q90"),
-        nw.col("low"),
-        nw.col("n"),
-        nw.lit(resolution),
-        min_size,
+    frame = nw.from_native(pl.LazyFrame(table))
+    chosen = with_scale(
+        frame, "scale", "q10", "q50", "q90", "low", "n", nw.lit(resolution), min_size
     )
-    return list(frame.select(expr.alias("scale")).to_native().get_column("scale"))
+    return list(chosen.collect().to_native().get_column("scale"))
 
 
 def test_the_choice_of_scale() -> None:

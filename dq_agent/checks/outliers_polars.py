@@ -49,8 +49,8 @@ from dq_agent.checks.outliers_scale import (
     HIGH_QUANTILE,
     LOW_QUANTILE,
     RAW,
-    chosen_scale,
     on_scale_pl,
+    with_scale,
 )
 from dq_agent.checks.series_kinds import GROUP, KEY, is_state, series_table, whole
 from dq_agent.checks.series_values import (
@@ -425,7 +425,7 @@ def _shape(
     readings: pl.LazyFrame, i: int, resolution: float, settings: OutlierCheckConfig
 ) -> pl.DataFrame:
     """Per series (`_by_series`) of column i its raw median and the scale it is judged on
-    (`outliers_scale.chosen_scale`, from the quantiles of the same pass; RAW with
+    (`outliers_scale.with_scale`, from the quantiles of the same pass; RAW with
     `scale: raw`)."""
     x = pl.col(value_col(i))
     low, high, lowest, n = "__q_low", "__q_high", "__lowest", "__count"
@@ -445,16 +445,18 @@ def _shape(
         )
         .collect()
     )
-    choice = chosen_scale(
-        nw.col(low),
-        nw.col(_row_median(i)),
-        nw.col(high),
-        nw.col(lowest),
-        nw.col(n),
+    chosen = with_scale(
+        nw.from_native(table.lazy()),
+        stat("scale", i),
+        low,
+        _row_median(i),
+        high,
+        lowest,
+        n,
         nw.lit(resolution or 0.0),
         settings.min_group_size,
     )
-    chosen = nw.from_native(table).with_columns(choice.alias(stat("scale", i))).to_native()
+    chosen = chosen.collect().to_native()
     return _by_series(chosen.drop(low, high, lowest, n))
 
 

@@ -28,8 +28,8 @@ from dq_agent.checks.outliers_scale import (
     HIGH_QUANTILE,
     LOW_QUANTILE,
     RAW,
-    chosen_scale,
     on_scale_nw,
+    with_scale,
 )
 from dq_agent.checks.portable import count, quantile_by_rank, ranked
 from dq_agent.engines import Engine
@@ -78,47 +78,69 @@ def scales(
     rows stay as they are."""
     if settings.scale == "raw":
         return None
-    figures: list[Frame] = []
-    for i in range(count_):
+
+    def figure(name: str, i: int) -> str:
+        return f"{name}{i}"
+
+    quantiles = ((_MEDIAN, 0.5), (_LOW, LOW_QUANTILE), (_HIGH, HIGH_QUANTILE))
+
+    def plain(i: int) -> list[nw.Expr]:
         x = nw.col(value_col(i))
-        aggregates = [x.min().alias(_LOWEST), x.count().cast(nw.Int64).alias(_COUNT)]
-        if engine.out_of_core:
-            ranks = ranked(values.select(key, position, x), value_col(i), [key], position)
-            table = grouped(
-                ranks,
-                [key],
-                *[
-                    quantile_by_rank(value_col(i), q).alias(name)
-                    for name, q in ((_MEDIAN, 0.5), (_LOW, LOW_QUANTILE), (_HIGH, HIGH_QUANTILE))
-                ],
-                *aggregates,
+        return [
+            x.min().alias(figure(_LOWEST, i)),
+            x.count().cast(nw.Int64).alias(figure(_COUNT, i)),
+        ]
+
+    if engine.out_of_core:
+        # From ranks, a window the engine sorts on disk: one per column.
+        parts = []
+        for i in range(count_):
+            x = value_col(i)
+            ranks = ranked(values.select(key, position, x), x, [key], position)
+            parts.append(
+                grouped(
+                    ranks,
+                    [key],
+                    *[quantile_by_rank(x, q).alias(figure(name, i)) for name, q in quantiles],
+                    *plain(i),
+                )
             )
-        else:
-            table = grouped(
-                values,
-                [key],
-                x.median().alias(_MEDIAN),
-                x.quantile(LOW_QUANTILE, interpolation="linear").alias(_LOW),
-                x.quantile(HIGH_QUANTILE, interpolation="linear").alias(_HIGH),
-                *aggregates,
-            )
-        choice = chosen_scale(
-            nw.col(_LOW),
-            nw.col(_MEDIAN),
-            nw.col(_HIGH),
-            nw.col(_LOWEST),
-            nw.col(_COUNT),
+        table = parts[0]
+        for part in parts[1:]:
+            table = table.join(part, on=key, how="inner")
+    else:
+        # One aggregate for every column: one pass over the rows.
+        table = grouped(
+            values,
+            [key],
+            *[
+                expr
+                for i in range(count_)
+                for expr in (
+                    *[
+                        nw.col(value_col(i))
+                        .quantile(q, interpolation="linear")
+                        .alias(figure(name, i))
+                        for name, q in quantiles
+                    ],
+                    *plain(i),
+                )
+            ],
+        )
+    out = table.join(resolution, how="cross")
+    for i in range(count_):
+        out = with_scale(
+            out,
+            stat("scale", i),
+            figure(_LOW, i),
+            figure(_MEDIAN, i),
+            figure(_HIGH, i),
+            figure(_LOWEST, i),
+            figure(_COUNT, i),
             nw.col(stat("resolution", i)).fill_null(0.0),
             settings.min_group_size,
         )
-        figures.append(
-            table.join(resolution.select(stat("resolution", i)), how="cross").select(
-                key, choice.alias(stat("scale", i))
-            )
-        )
-    out = figures[0]
-    for part in figures[1:]:
-        out = out.join(part, on=key, how="inner")
+    out = out.select(key, *[stat("scale", i) for i in range(count_)])
     out = engine.materialised(out)
     off = [count(nw.col(stat("scale", i)) != RAW).alias(f"__off{i}") for i in range(count_)]
     (found,) = engine.collect([out.select(off)], dataset)

@@ -32,6 +32,8 @@ Narwhals form (`on_scale_pl`, `on_scale_nw`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import narwhals as nw
 import polars as pl
 
@@ -59,47 +61,70 @@ def scale_name(power: float) -> str:
     return f"power {power:g}"
 
 
-def chosen_scale(
-    low_q: nw.Expr,
-    median: nw.Expr,
-    high_q: nw.Expr,
-    lowest: nw.Expr,
-    n: nw.Expr,
+_RAW_SKEW, _SKEWED, _BEST = "__skew_raw", "__skewed", "__skew_best"
+
+
+def _candidate(power: float) -> str:
+    return f"__skew_{power:.4f}"
+
+
+def with_scale(
+    frame: nw.LazyFrame[Any],
+    name: str,
+    low_q: str,
+    median: str,
+    high_q: str,
+    lowest: str,
+    n: str,
     resolution: nw.Expr,
     min_group_size: int,
-) -> nw.Expr:
-    """Per group, the power of `SCALES` it is judged on (RAW unless clearly skewed), from its
-    raw Q10 (`low_q`), median, Q90 (`high_q`), smallest value, number of values and the
-    column's resolution (0 when none)."""
-    width = high_q - low_q
-    count = n.cast(nw.Float64)
+) -> nw.LazyFrame[Any]:
+    """`frame` (one row per group) with column `name`: the power of `SCALES` the group is
+    judged on (RAW unless clearly skewed), from its raw Q10 (`low_q`), median, Q90 (`high_q`),
+    smallest value (`lowest`) and number of values (`n`) and the column's resolution (0 when
+    none). In steps, each figure a column once: one expression holding every candidate's
+    skewness in each branch of the choice took 2 s on 200 groups."""
+    low, mid, high = nw.col(low_q), nw.col(median), nw.col(high_q)
+    width = high - low
+    count = nw.col(n).cast(nw.Float64)
     eligible = (
         (count >= min_group_size)
         & (width > 0)
         & (width >= COARSE_STEPS * resolution)
-        & ~lowest.is_null()
+        & ~nw.col(lowest).is_null()
     ).fill_null(False)
-    raw = _skewness(low_q, median, high_q, RAW, eligible)
     threshold = nw.max_horizontal(nw.lit(MIN_SKEW), SKEW_SDS / count.clip(lower_bound=1) ** 0.5)
-    skewed = eligible & (raw.abs() > threshold).fill_null(False)
-    candidates = []
-    for power in SCALES[1:]:
-        allowed = skewed & ((lowest > 0) if power == 0 else (lowest >= 0))
-        candidates.append((power, _skewness(low_q, median, high_q, power, allowed).abs()))
-    best = nw.min_horizontal(*[skew for _, skew in candidates])
+    frame = frame.with_columns(
+        _skewness(low, mid, high, RAW, eligible).abs().alias(_RAW_SKEW),
+    ).with_columns((eligible & (nw.col(_RAW_SKEW) > threshold).fill_null(False)).alias(_SKEWED))
+    skewed = nw.col(_SKEWED)
+    candidates = SCALES[1:]
+    frame = frame.with_columns(
+        _skewness(
+            low,
+            mid,
+            high,
+            power,
+            skewed & ((nw.col(lowest) > 0) if power == 0 else (nw.col(lowest) >= 0)),
+        )
+        .abs()
+        .alias(_candidate(power))
+        for power in candidates
+    ).with_columns(nw.min_horizontal(*[nw.col(_candidate(p)) for p in candidates]).alias(_BEST))
+    best, raw = nw.col(_BEST), nw.col(_RAW_SKEW)
     chosen: nw.Expr = nw.lit(RAW)
     # The first (mildest) scale reaching the best wins a tie: built from the last backwards.
-    for power, skew in reversed(candidates):
-        chosen = nw.when((skew <= best).fill_null(False)).then(nw.lit(power)).otherwise(chosen)
-    return (
-        nw.when(
-            skewed
-            & (best <= MIN_GAIN * raw.abs()).fill_null(False)
-            & (raw.abs() - best >= MIN_SKEW).fill_null(False)
-        )
-        .then(chosen)
-        .otherwise(nw.lit(RAW))
+    for power in reversed(candidates):
+        reached = (nw.col(_candidate(power)) <= best).fill_null(False)
+        chosen = nw.when(reached).then(nw.lit(power)).otherwise(chosen)
+    accepted = (
+        skewed
+        & (best <= MIN_GAIN * raw).fill_null(False)
+        & (raw - best >= MIN_SKEW).fill_null(False)
     )
+    return frame.with_columns(
+        nw.when(accepted).then(chosen).otherwise(nw.lit(RAW)).alias(name)
+    ).drop(_RAW_SKEW, _SKEWED, _BEST, *[_candidate(p) for p in candidates])
 
 
 def _skewness(
