@@ -211,3 +211,37 @@ def test_a_short_series_own_repeats_count_for_what_they_are_worth(tmp_path: Path
     stuck = run_check(plan_flatline_check, _short_fleet(tmp_path / "s.parquet", True))
     assert (stuck.metrics["stuck_runs"], stuck.metrics["stuck_readings"]) == (1, 15)
     assert [f.entity for f in stuck.findings] == ["d000"]
+
+
+def test_a_whole_degree_signal_keeps_its_readings_in_the_value_checks(tmp_path: Path) -> None:
+    """Four sites' temperature on a slow cycle read in whole degrees (17-23): each value was
+    a "rest level", 99% of the readings were left out of spike_check and outlier_check, and
+    three 15-degree spikes passed. Now none is left out, the clean file passes, and the three
+    spikes are found."""
+    from tests.test_conformance_flatline import _whole_degrees
+
+    clean = _whole_degrees(tmp_path)
+    frame = pl.read_parquet(clean).with_row_index("i")
+    spiked = frame.with_columns(
+        pl.when(pl.col("i").is_in([1000, 5000, 9000]))
+        .then(pl.col("temp_c") + 15)
+        .otherwise(pl.col("temp_c"))
+        .alias("temp_c")
+    ).drop("i")
+    spiked.write_parquet(tmp_path / "spiked.parquet")
+    config = Config()
+    results = {}
+    for name, path in (("clean", clean), ("spiked", tmp_path / "spiked.parquet")):
+        dataset = load(str(path), config)
+        results[name] = run_plans(
+            [
+                plan(dataset, config, Scope())
+                for plan in (plan_flatline_check, plan_spike_check, plan_outlier_check)
+            ]
+        )
+    for flat, _spikes, outliers in results.values():
+        assert flat.metrics["rest_readings"] == 0
+        assert outliers.metrics["columns"]["temp_c"]["left_out_at_rest"] == 0
+    assert [r.status.value for r in results["clean"]] == ["pass", "pass", "pass"]
+    _, spikes, _ = results["spiked"]
+    assert spikes.metrics["columns"]["temp_c"]["spike_count"] == 3

@@ -243,6 +243,22 @@ def test_a_slow_signal_read_in_whole_degrees_passes(local_engine: Engine, tmp_pa
     result = _run(local_engine, _whole_degrees(tmp_path))
     assert _runs(result, "temp_c") == (0, 0)
     assert result.status is Status.PASS
+    # Nor is each of its values a rest level: its readings stay in spike_check and
+    # outlier_check (17,097 of 17,280 were left out when the group's one share judged them).
+    assert result.metrics["rest_readings"] == 0
+
+
+@pytest.mark.parametrize("frozen", [80, 400])
+def test_a_sensor_frozen_at_a_usual_value_of_a_slow_signal_is_stuck_for_its_length(
+    local_engine: Engine, tmp_path: Path, frozen: int
+) -> None:
+    """Beyond the group's ordinary long runs (at most 50 readings here) by the odds of their
+    own tail: 80 readings already are."""
+    result = _run(local_engine, _whole_degrees(tmp_path, frozen=frozen))
+    assert result.metrics["columns"]["temp_c"]["stuck_runs"] == 1
+    (finding,) = result.findings
+    assert finding.entity == "s2"
+    assert frozen <= finding.count <= frozen + 40
 
 
 def test_a_sensor_frozen_at_a_usual_value_of_a_slow_signal_is_stuck(
@@ -253,3 +269,67 @@ def test_a_sensor_frozen_at_a_usual_value_of_a_slow_signal_is_stuck(
     (finding,) = result.findings
     assert (finding.entity, finding.severity) == ("s2", Status.FAIL)
     assert finding.count >= 400
+
+
+def _outdoor(tmp_path: Path, frozen: int = 0) -> Path:
+    """A week of an outdoor temperature read in whole degrees every 5 minutes (a daily cycle of
+    +/-7 degrees with a slow drift): 96% of its runs repeat, its longest clean run is 51
+    readings. With `frozen`, it holds its reading 700 for that many readings."""
+    rng = np.random.default_rng(6)
+    n = 7 * 288
+    hours = np.arange(n) * 5 / 60 % 24
+    drift = np.cumsum(rng.normal(0, 0.05, n))
+    temp = np.round(20 + 7 * np.sin(2 * np.pi * (hours - 9) / 24) + drift)
+    if frozen:
+        temp[700 : 700 + frozen] = temp[700]
+    times = [T0 + timedelta(minutes=5 * i) for i in range(n)]
+    return write_parquet(tmp_path / "outdoor.parquet", pl.DataFrame({"ts": times, "temp_c": temp}))
+
+
+@pytest.mark.parametrize("frozen", [0, 150, 300])
+def test_a_slow_signal_that_repeats_at_nearly_every_step_is_judged_by_its_tail(
+    local_engine: Engine, tmp_path: Path, frozen: int
+) -> None:
+    """By the share of its runs that repeat (0.96), any run was chance: a day frozen passed.
+    Its long runs' tail (without the run judged) finds a freeze of 150 readings (100 are
+    within what its 51-reading runs make plausible here)."""
+    result = _run(local_engine, _outdoor(tmp_path, frozen))
+    if not frozen:
+        assert (_runs(result, "temp_c"), result.status) == ((0, 0), Status.PASS)
+        return
+    assert result.metrics["columns"]["temp_c"]["stuck_runs"] == 1
+    (finding,) = result.findings
+    assert frozen <= finding.count <= frozen + 10
+
+
+def _one_pump(tmp_path: Path, offset: float = 0.0) -> Path:
+    """One pump's flow for a day of minutes, off (exactly 0.0) from 02:00 to 07:30 and from
+    14:00 to 15:00, else 40 m3/h with noise read to 0.01. With `offset`, every reading is
+    shifted by it (a signal crossing zero: a 0 inside its range)."""
+    rng = np.random.default_rng(3)
+    minutes = np.arange(24 * 60)
+    off = ((minutes >= 120) & (minutes < 450)) | ((minutes >= 840) & (minutes < 900))
+    flow = np.where(off, 0.0, np.round(40 + rng.normal(0, 0.5, minutes.size), 2))
+    if offset:
+        flow = np.where(off, 0.0, np.round(flow - 40 + offset * np.sin(minutes / 30), 2))
+    times = [T0 + timedelta(minutes=int(m)) for m in minutes]
+    return write_parquet(tmp_path / "pump.parquet", pl.DataFrame({"ts": times, "flow": flow}))
+
+
+def test_a_pump_off_twice_rests_at_0(local_engine: Engine, tmp_path: Path) -> None:
+    """Two runs at 0 cannot make a rest level (it needs REST_RUNS other runs), but a 0 below
+    every other reading is the machine off: rest, not stuck; said, and `zero_is_rest: false`
+    judges it as any value."""
+    path = _one_pump(tmp_path)
+    result = _run(local_engine, path)
+    assert (result.status, result.metrics["rest_readings"]) == (Status.PASS, 330 + 60)
+    assert "or at a 0 below or above all its other readings" in result.summary
+    config = Config()
+    config.flatline_check.zero_is_rest = False
+    assert _runs(_run(local_engine, path, config), "flow") == (2, 390)
+
+
+def test_a_signal_crossing_zero_frozen_at_0_is_stuck(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, _one_pump(tmp_path, offset=5.0))
+    assert _runs(result, "flow") == (2, 390)
+    assert result.metrics["rest_readings"] == 0

@@ -58,6 +58,7 @@ from dq_agent.checks.flatline_report import (
     GROUP_PAIRS,
     GROUP_SAME,
     GROUP_SHARE,
+    GROUP_TAIL,
     HIGH,
     LEVEL_LONG,
     LEVEL_RUNS,
@@ -85,7 +86,9 @@ from dq_agent.checks.flatline_report import (
     VALUES,
     WHOLE,
     FlatlineCheckConfig,
+    at_zero_bound,
     can_hold_a_run,
+    group_tail_verdict,
     range_limits,
     result,
     stats,
@@ -405,7 +408,8 @@ def _judged(
     long_runs = starts.filter(long_enough)
     if settings.min_readings <= 1:
         long_runs = pl.concat([long_runs, singles(None).select(columns).filter(long_enough)])
-    candidates = long_runs.join(series, on=SERIES, how="left")
+    # Read by the rest levels, the group's tail and the verdicts: computed once.
+    candidates = long_runs.join(series, on=SERIES, how="left").cache()
     # A value at least REST_RUNS long runs of a group sit at may be a level the group rests at
     # (off, fully open), with its own chance of staying: all its runs, short ones too.
     maybe_rest = (
@@ -461,7 +465,23 @@ def _judged(
         / (outside_pairs + MIN_OUTSIDE_PAIRS)
     )
     share = pl.max_horizontal(group_share, pl.coalesce(own_runs, own_steps, pl.lit(0.0)))
-    beyond_chance = pl.col(GROUP_PAIRS) * share.pow(inside) < settings.chance
+    by_share = pl.col(GROUP_PAIRS) * share.pow(inside) < settings.chance
+    # The group's long runs its own share finds ordinary (not a device's: a device read to
+    # whole units that holds each value for 20 readings must not vouch for another frozen for
+    # 50): their own share is its tail's. A slow
+    # signal read in whole degrees sits at every value for runs whose lengths vary with its
+    # slope; judged by one share, its clean 25- to 50-reading runs were beyond chance, made
+    # each of its values a rest level and left 99% of its readings out of spike_check and
+    # outlier_check (a 15-degree spike passed).
+    ordinary = pl.col(GROUP_PAIRS) * group_share.pow(inside) >= settings.chance
+    in_tail = ~pl.col(SKIPPED) & ~pl.col(CONSTANT) & ordinary
+    group_tail = (
+        candidates.filter(in_tail)
+        .group_by(GROUP_KEY)
+        .agg(*tail_figures(pl.col, settings, GROUP_TAIL))
+    )
+    judged_by_tail, beyond_tail = group_tail_verdict(pl.col, settings, in_tail)
+    beyond_chance = pl.when(judged_by_tail).then(beyond_tail).otherwise(by_share)
     # A run is as long as usual at its level when its level's other runs stay that long often
     # enough, or its ordinary long runs do (a slow signal's tail).
     as_usual = (usual_at_level(pl.col, settings) | usual_in_tail(pl.col, settings)).fill_null(False)
@@ -475,6 +495,7 @@ def _judged(
     # Read by the rest levels and the verdicts: computed once.
     candidates = (
         candidates.join(levels, on=[GROUP_KEY, X], how="left")
+        .join(group_tail, on=GROUP_KEY, how="left")
         .with_columns(as_usual.alias(USUAL))
         .cache()
     )
@@ -487,7 +508,13 @@ def _judged(
     )
     at_rest = pl.col(LEVEL_USUAL).fill_null(0) - usual_long >= REST_RUNS
     usual = at_rest & pl.col(USUAL)
-    unlikely = beyond_chance & ~usual
+    # A 0 that bounds its series rests there while its level has too few runs to tell.
+    zero_rest = (
+        at_zero_bound(pl.col) & ~at_rest & ~pl.col(CONSTANT)
+        if settings.zero_is_rest
+        else pl.lit(False)
+    )
+    unlikely = beyond_chance & ~usual & ~zero_rest
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
     judged = (
@@ -497,7 +524,7 @@ def _judged(
         .select(
             *columns,
             unlikely.alias(STUCK),
-            (usual & ~unlikely & ~pl.col(CONSTANT)).alias(AT_REST),
+            (((usual & ~pl.col(CONSTANT)) | zero_rest) & ~unlikely).alias(AT_REST),
         )
         .filter(pl.col(STUCK) | pl.col(AT_REST))
     )

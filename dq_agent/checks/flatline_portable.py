@@ -43,6 +43,7 @@ from dq_agent.checks.flatline_report import (
     GROUP_PAIRS,
     GROUP_SAME,
     GROUP_SHARE,
+    GROUP_TAIL,
     HIGH,
     LEVEL_LONG,
     LEVEL_RUNS,
@@ -69,7 +70,9 @@ from dq_agent.checks.flatline_report import (
     USUAL,
     VALUES,
     FlatlineCheckConfig,
+    at_zero_bound,
     column_inputs,
+    group_tail_verdict,
     range_limits,
     result,
     stats,
@@ -453,6 +456,8 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
             GROUP_SAME,
             GROUP_PAIRS,
             GROUP_SHARE,
+            LOW,
+            HIGH,
         )
     )
 
@@ -549,8 +554,11 @@ def _judged(
         PAIRS_N,
         GROUP_SHARE,
         GROUP_PAIRS,
+        LOW,
+        HIGH,
     )
-    candidates = long_runs.join(figures, on=KEY, how="left")
+    # Read by the rest levels, the group's tail and the verdicts: computed once.
+    candidates = engine.materialised(long_runs.join(figures, on=KEY, how="left"))
     kept = ~nw.col(SKIPPED)
     maybe_rest = (
         candidates.filter(kept)
@@ -597,13 +605,23 @@ def _judged(
         / (outside_pairs + MIN_OUTSIDE_PAIRS)
     )
     share = nw.max_horizontal(group_share, nw.coalesce(own_runs, own_steps, nw.lit(0.0)))
-    beyond_chance = nw.col(GROUP_PAIRS) * share**inside < settings.chance
+    by_share = nw.col(GROUP_PAIRS) * share**inside < settings.chance
+    # The group's long runs its own share finds ordinary: their own share is its tail's.
+    ordinary = nw.col(GROUP_PAIRS) * group_share**inside >= settings.chance
+    in_tail = kept & ~nw.col(CONSTANT) & ordinary
+    group_tail = (
+        candidates.filter(in_tail)
+        .group_by(GROUP_KEY)
+        .agg(*tail_figures(nw.col, settings, GROUP_TAIL))
+    )
+    judged_by_tail, beyond_tail = group_tail_verdict(nw.col, settings, in_tail)
+    beyond_chance = nw.when(judged_by_tail).then(beyond_tail).otherwise(by_share)
     as_usual = (usual_at_level(nw.col, settings) | usual_in_tail(nw.col, settings)).fill_null(False)
     usual_long = (as_usual & beyond_chance & ~nw.col(CONSTANT)).cast(nw.Int64)
     candidates = engine.materialised(
-        candidates.join(levels, on=[GROUP_KEY, X], how="left").with_columns(
-            as_usual.alias(USUAL), usual_long.alias(_USUAL_LONG)
-        )
+        candidates.join(levels, on=[GROUP_KEY, X], how="left")
+        .join(group_tail, on=GROUP_KEY, how="left")
+        .with_columns(as_usual.alias(USUAL), usual_long.alias(_USUAL_LONG))
     )
     rest_levels = (
         candidates.filter(kept)
@@ -613,13 +631,22 @@ def _judged(
     )
     at_rest = nw.col(LEVEL_USUAL).fill_null(0) - nw.col(_USUAL_LONG) >= REST_RUNS
     usual = at_rest & nw.col(USUAL)
-    unlikely = beyond_chance & ~usual
+    # A 0 that bounds its series rests there while its level has too few runs to tell.
+    zero_rest = (
+        at_zero_bound(nw.col) & ~at_rest & ~nw.col(CONSTANT)
+        if settings.zero_is_rest
+        else nw.lit(False)
+    )
+    unlikely = beyond_chance & ~usual & ~zero_rest
     if settings.flag_constant_columns:
         unlikely = unlikely | nw.col(CONSTANT)
     judged = (
         candidates.join(rest_levels, on=[GROUP_KEY, X], how="left")
         .filter(kept)
-        .with_columns(unlikely.alias(STUCK), (usual & ~unlikely & ~nw.col(CONSTANT)).alias(AT_REST))
+        .with_columns(
+            unlikely.alias(STUCK),
+            (((usual & ~nw.col(CONSTANT)) | zero_rest) & ~unlikely).alias(AT_REST),
+        )
         .filter(nw.col(STUCK) | nw.col(AT_REST))
         .select(*columns, STUCK, AT_REST)
     )

@@ -70,9 +70,12 @@ REST_RUNS = 3
 """A value this many other long runs of the group sit at is a rest level (off, fully open)."""
 TAIL_RUNS = "__tail_runs"
 TAIL_STAYS = "__tail_stays"
+GROUP_TAIL = ("__group_tail_runs", "__group_tail_stays")
+"""The group's `tail_figures`: its long runs that its share of repeating runs finds ordinary."""
 MIN_TAIL_RUNS = 10
-"""A level's long runs that its runs' share finds ordinary, fewer than which say nothing of
-its tail (`usual_in_tail`): a few sensors frozen at one value must not vouch for each other."""
+"""A level's (a group's) long runs that its runs' share finds ordinary, fewer than which say
+nothing of its tail (`usual_in_tail`): a few sensors frozen at one value must not vouch for each
+other."""
 
 
 def usual_at_level(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> Any:
@@ -86,14 +89,20 @@ def usual_at_level(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> 
     return col(LEVEL_RUNS) * level_share**inside >= settings.chance
 
 
-def tail_figures(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> list[Any]:
-    """Aggregates over a level's long runs (at least `min_readings`) that `usual_at_level`
-    finds ordinary, for `usual_in_tail`: how many (TAIL_RUNS) and their readings beyond
-    `min_readings` (TAIL_STAYS)."""
+def tail_figures(
+    col: Callable[[str], Any],
+    settings: FlatlineCheckConfig,
+    names: tuple[str, str] = (TAIL_RUNS, TAIL_STAYS),
+) -> list[Any]:
+    """Aggregates over long runs (at least `min_readings`) that a share finds ordinary (a
+    level's: `usual_at_level`; a group's: its share of repeating runs), for `usual_in_tail`: how many
+    (`names[0]`, TAIL_RUNS) and their readings beyond `min_readings` (`names[1]`,
+    TAIL_STAYS)."""
+    runs, stays = names
     beyond = (col(RUN_LENGTH) - settings.min_readings).cast(_int64(col))
     return [
-        col(RUN_LENGTH).count().cast(_int64(col)).alias(TAIL_RUNS),
-        beyond.sum().cast(_int64(col)).alias(TAIL_STAYS),
+        col(RUN_LENGTH).count().cast(_int64(col)).alias(runs),
+        beyond.sum().cast(_int64(col)).alias(stays),
     ]
 
 
@@ -111,6 +120,33 @@ def usual_in_tail(col: Callable[[str], Any], settings: FlatlineCheckConfig) -> A
     return enough & (col(TAIL_RUNS) * share**beyond >= settings.chance)
 
 
+def group_tail_verdict(
+    col: Callable[[str], Any], settings: FlatlineCheckConfig, in_tail: Any
+) -> tuple[Any, Any]:
+    """(whether the group's tail judges the run, whether the run is beyond it): the group's
+    long runs that its share finds ordinary (GROUP_TAIL), without the run itself, judge it when there are at least MIN_TAIL_RUNS of them. A slow
+    signal repeats in nearly every step (98% of a 5-minute outdoor temperature's runs repeat),
+    so a share of repeating runs finds nothing unlikely, not a day frozen at 22 (304 readings
+    where its other long runs reach 42); their tail's share (0.93) finds that. Leaving the run
+    out (`in_tail`: it is one of them) keeps a frozen run from vouching for itself."""
+    runs, stays = GROUP_TAIL
+    mine = in_tail.cast(_int64(col))
+    beyond = col(RUN_LENGTH) - settings.min_readings
+    others = col(runs) - mine
+    others_stay = col(stays) - mine * beyond
+    share = others_stay / (others_stay + others)
+    judges = (others >= MIN_TAIL_RUNS).fill_null(False)
+    return judges, others * share**beyond < settings.chance
+
+
+def at_zero_bound(col: Callable[[str], Any]) -> Any:
+    """Whether a run is at exactly 0 and 0 bounds its series' readings (LOW, HIGH): a flow, a
+    speed or a current reads 0 while its machine is off, and a pump off twice in a day's file
+    was stuck because a rest level needs REST_RUNS other runs to be told from a freeze (a
+    frozen sensor keeps its last reading; a 0 of a series crossing zero is no rest)."""
+    return (col(X) == 0) & ((col(LOW) == 0) | (col(HIGH) == 0)) & (col(LOW) != col(HIGH))
+
+
 def _int64(col: Callable[[str], Any]) -> Any:
     """The Int64 dtype of `col`'s library."""
     return pl.Int64 if col is pl.col else nw.Int64
@@ -126,6 +162,9 @@ class FlatlineCheckConfig:
     chance: float = setting(0.001, rule=fraction)
     """A run is stuck when fewer than this many runs as long are expected by chance."""
     flag_constant_columns: bool = False
+    zero_is_rest: bool = True
+    """A run at exactly 0 that bounds its series' readings (a pump's flow, a motor's current
+    while off) is a rest, not stuck, while its level has too few runs to judge it as one."""
     excluded: list[str] = field(default_factory=list)
     """Names or glob patterns of columns or series (a tag, a `variable`, a device, or the
     series' whole name `PUMP-007/temp_k`) not to check; one naming nothing is said."""
@@ -404,7 +443,8 @@ def _summary(metrics: dict[str, Any]) -> str:
     if metrics["rest_readings"]:
         notes.append(
             f"{plural(metrics['rest_readings'], 'reading')} at a level the series rests at "
-            "(off, fully open) in runs as long as usual there: normal operation"
+            "(off, fully open: in runs as long as usual there, or at a 0 below or above all its "
+            "other readings): normal operation"
         )
     if metrics["state_series"]:
         notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")

@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import Scope
+from dq_agent.checks.base import MISSING_PART, Scope
 from dq_agent.checks.portable import count, missing
 from dq_agent.checks.series_kinds import variable_keys
 from dq_agent.checks.series_values import matches_any, settings_for
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, grouped
+from dq_agent.engines.base import Frame, entity_key_expr, grouped
 from dq_agent.load import Dataset
 from dq_agent.settings import fraction, setting
 
@@ -313,12 +313,8 @@ class Ranges:
 
 
 def series_key(keys: Sequence[str]) -> nw.Expr | None:
-    """`checks.base.entity_key` in Narwhals: the entity columns as text joined by '/'."""
-    if not keys:
-        return None
-    if len(keys) == 1:
-        return nw.col(keys[0]).cast(nw.String)
-    return nw.concat_str([nw.col(k).cast(nw.String) for k in keys], separator="/")
+    """`checks.base.entity_key` in Narwhals (`engines.base.entity_key_expr`), or None."""
+    return entity_key_expr(keys) if keys else None
 
 
 def resolve(engine: Engine, dataset: Dataset, config: Config) -> Ranges:
@@ -411,6 +407,8 @@ def _long(
     query = grouped(rows, keys, *aggs) if aggs else rows.select(*keys).unique()
     (table,) = engine.collect([query], dataset)
     text = [pl.col(k).cast(pl.String) for k in keys]
+    if len(keys) > 1:
+        text = [part.fill_null(MISSING_PART) for part in text]
     table = table.with_columns(
         (text[0] if len(keys) == 1 else pl.concat_str(text, separator="/")).alias("__key"),
         pl.concat_str([pl.col(v).cast(pl.String) for v in variables], separator="/").alias("__tag"),

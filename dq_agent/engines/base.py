@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import FILE_ROW, ROW, Scope
+from dq_agent.checks.base import FILE_ROW, MISSING_PART, ROW, Scope
 from dq_agent.load import Dataset
 from dq_agent.maintenance import EXCUSED
 
@@ -276,10 +276,13 @@ def grouped(frame: Frame, keys: Sequence[str], *aggregations: nw.Expr) -> Frame:
 
 
 def entity_key_expr(keys: Sequence[str]) -> nw.Expr:
-    """`checks.base.entity_key` in Narwhals: the key columns as text, joined by '/'."""
+    """`checks.base.entity_key` in Narwhals: the key columns as text, joined by '/' (a missing
+    part as MISSING_PART)."""
     if len(keys) == 1:
         return nw.col(keys[0]).cast(nw.String)
-    return nw.concat_str([nw.col(k).cast(nw.String) for k in keys], separator="/")
+    return nw.concat_str(
+        [nw.col(k).cast(nw.String).fill_null(MISSING_PART) for k in keys], separator="/"
+    )
 
 
 class TableEngine:
