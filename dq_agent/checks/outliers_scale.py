@@ -65,7 +65,8 @@ _RAW_SKEW, _SKEWED, _BEST = "__skew_raw", "__skewed", "__skew_best"
 
 
 def _candidate(power: float) -> str:
-    return f"__skew_{power:.4f}"
+    # No dot in the name: Spark reads `a.b` as a field of a struct.
+    return f"__skew_{SCALES.index(power)}"
 
 
 def with_scale(
