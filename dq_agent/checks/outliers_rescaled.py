@@ -109,14 +109,14 @@ def scales(
         for part in parts[1:]:
             table = table.join(part, on=key, how="inner")
     else:
-        # One aggregate for every column: one pass over the rows.
-        table = grouped(
-            values,
-            [key],
-            *[
-                expr
-                for i in range(count_)
-                for expr in (
+        # A column at a time, each computed on its own: the engine's quantile aggregate holds a
+        # group's values per quantile, and all columns' at once raised DuckDB's peak at 10M
+        # rows from 2.44 to 2.85 GB (the medians' pass of `group_stats` holds as many).
+        parts = [
+            engine.materialised(
+                grouped(
+                    values,
+                    [key],
                     *[
                         nw.col(value_col(i))
                         .quantile(q, interpolation="linear")
@@ -125,8 +125,12 @@ def scales(
                     ],
                     *plain(i),
                 )
-            ],
-        )
+            )
+            for i in range(count_)
+        ]
+        table = parts[0]
+        for part in parts[1:]:
+            table = table.join(part, on=key, how="inner")
     out = table.join(resolution, how="cross")
     for i in range(count_):
         out = with_scale(
