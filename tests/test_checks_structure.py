@@ -79,8 +79,18 @@ def test_encoding_and_header_defects(tmp_path: Path) -> None:
     utf8 = next(f for f in result.findings if "invalid UTF-8" in f.what)
     assert (utf8.column, utf8.count) == ("note", 3)
     assert utf8.examples[0] == {"value": "bad \ufffd\ufffd here"}
-    assert any("BOM" in f.what for f in result.findings)
+    bom = next(f for f in result.findings if "BOM" in f.what)
+    assert bom.severity is Status.PASS
     json.dumps(result.to_dict())
+
+
+def test_a_utf8_byte_order_mark_alone_is_a_note(tmp_path: Path) -> None:
+    """Excel's "CSV UTF-8" writes one on every file and the loader reads past it: it warned on
+    every such clean export."""
+    path = _write(tmp_path / "bom.csv", b"\xef\xbb\xbftemp,value\n1.5,2.5\n3.5,4.5\n")
+    result = run_check(plan_structure_check, path)
+    assert (result.status, result.metrics["has_bom"]) == (Status.PASS, True)
+    assert "(noted: BOM)" in result.summary
 
 
 def test_invalid_utf8_in_a_header_name(tmp_path: Path) -> None:

@@ -333,3 +333,36 @@ def test_a_signal_crossing_zero_frozen_at_0_is_stuck(local_engine: Engine, tmp_p
     result = _run(local_engine, _one_pump(tmp_path, offset=5.0))
     assert _runs(result, "flow") == (2, 390)
     assert result.metrics["rest_readings"] == 0
+
+
+def _boiler_meter(tmp_path: Path) -> Path:
+    """A week of a boiler's kWh meter read every 5 minutes: it counts 0 to 3 kWh a reading
+    while the boiler runs and pauses (the same reading) for 2 to 6 hours at each of its 9
+    stops; beside it the boiler's temperature, read to 0.01."""
+    rng = np.random.default_rng(11)
+    n = 7 * 288
+    running = np.ones(n, dtype=bool)
+    for start in range(100, n - 100, 210):
+        running[start : start + int(rng.integers(24, 72))] = False
+    steps = np.where(running, rng.integers(1, 4, n), 0)
+    meter = 31_000 + np.cumsum(steps).astype(float)
+    temp = np.round(60 + rng.normal(0, 0.5, n), 2)
+    times = [T0 + timedelta(minutes=5 * i) for i in range(n)]
+    frame = pl.DataFrame({"ts": times, "energy_kwh": meter, "temp_c": temp})
+    return write_parquet(tmp_path / "meter.parquet", frame)
+
+
+def test_a_counter_that_pauses_is_not_stuck(local_engine: Engine, tmp_path: Path) -> None:
+    """Its 9 pauses (24 to 71 readings) were 9 stuck runs, and the steps spike_check measured
+    across them made-up ones. A counter's pause is a rest; `counters_pause: false` judges it
+    as any series."""
+    path = _boiler_meter(tmp_path)
+    result = _run(local_engine, path)
+    assert (result.status, result.metrics["counter_series"]) == (Status.PASS, 1)
+    assert result.metrics["columns"]["temp_c"]["counter_series"] == 0
+    assert "1 counter series: a pause" in result.summary
+    config = Config()
+    config.flatline_check.counters_pause = False
+    judged = _run(local_engine, path, config)
+    assert judged.metrics["columns"]["energy_kwh"]["stuck_runs"] == 9
+    assert judged.metrics["counter_series"] == 0

@@ -54,6 +54,8 @@ from dq_agent.checks.flatline_portable import generic_plan, generic_readings
 from dq_agent.checks.flatline_report import (
     AT_REST,
     CONSTANT,
+    COUNTER,
+    DOWNS,
     GROUP_KEY,
     GROUP_PAIRS,
     GROUP_SAME,
@@ -82,6 +84,7 @@ from dq_agent.checks.flatline_report import (
     STATE,
     STUCK,
     TOOL,
+    UPS,
     USUAL,
     VALUES,
     WHOLE,
@@ -89,6 +92,7 @@ from dq_agent.checks.flatline_report import (
     at_zero_bound,
     can_hold_a_run,
     group_tail_verdict,
+    is_counter,
     range_limits,
     result,
     stats,
@@ -344,6 +348,9 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
         whole(pl.col(X)).alias(WHOLE),
         pl.col(X).min().alias(LOW),
         pl.col(X).max().alias(HIGH),
+        # Moves beyond `tolerance` (SAME says within), in series order within the series.
+        (~pl.col(SAME) & (pl.col(X).diff() > 0)).sum().alias(UPS),
+        (~pl.col(SAME) & (pl.col(X).diff() < 0)).sum().alias(DOWNS),
     )
     if kinds is None:
         per_series = per_series.with_columns(
@@ -368,7 +375,9 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
         return pl.col(name).filter(kept).sum().over(group)
 
     return (
-        per_series.with_columns(pl.col(GROUP).fill_null("").alias(GROUP_KEY))
+        per_series.with_columns(
+            pl.col(GROUP).fill_null("").alias(GROUP_KEY), is_counter(pl.col).alias(COUNTER)
+        )
         .with_columns((state & ~named).alias(STATE))
         .with_columns(
             total(SAME_N).alias(GROUP_SAME),
@@ -514,7 +523,10 @@ def _judged(
         if settings.zero_is_rest
         else pl.lit(False)
     )
-    unlikely = beyond_chance & ~usual & ~zero_rest
+    # A counter pauses while nothing flows: its tail judges its pauses, else each is a rest
+    # (left out of spike_check, whose spread of changes its pauses would shrink to 0).
+    paused = pl.col(COUNTER) & ~judged_by_tail if settings.counters_pause else pl.lit(False)
+    unlikely = beyond_chance & ~usual & ~zero_rest & ~paused
     if settings.flag_constant_columns:
         unlikely = unlikely | pl.col(CONSTANT)
     judged = (
@@ -524,7 +536,7 @@ def _judged(
         .select(
             *columns,
             unlikely.alias(STUCK),
-            (((usual & ~pl.col(CONSTANT)) | zero_rest) & ~unlikely).alias(AT_REST),
+            (((usual & ~pl.col(CONSTANT)) | zero_rest | paused) & ~unlikely).alias(AT_REST),
         )
         .filter(pl.col(STUCK) | pl.col(AT_REST))
     )

@@ -39,6 +39,8 @@ from dq_agent.checks.events import readings_events, time_range_query, with_table
 from dq_agent.checks.flatline_report import (
     AT_REST,
     CONSTANT,
+    COUNTER,
+    DOWNS,
     GROUP_KEY,
     GROUP_PAIRS,
     GROUP_SAME,
@@ -67,12 +69,14 @@ from dq_agent.checks.flatline_report import (
     STATE,
     STUCK,
     TOOL,
+    UPS,
     USUAL,
     VALUES,
     FlatlineCheckConfig,
     at_zero_bound,
     column_inputs,
     group_tail_verdict,
+    is_counter,
     range_limits,
     result,
     stats,
@@ -115,6 +119,8 @@ _START_US = "__start_us"
 _END_US = "__end_us"
 _G_FRACTIONS = "__g_fractions"
 _G_LOW = "__g_low"
+_UP = "__up"
+_DOWN = "__down"
 _G_HIGH = "__g_high"
 _G_COUNT = "__g_count"
 _G_REPEATING = "__g_repeating"
@@ -273,7 +279,7 @@ def column_queries(
 
 
 # What the finish reads of each series (`flatline_report.stats`).
-_SERIES_FIGURES = (SAME_N, PAIRS_N, GROUP_KEY, STATE, EXCLUDED, CONSTANT, SKIPPED)
+_SERIES_FIGURES = (SAME_N, PAIRS_N, GROUP_KEY, STATE, EXCLUDED, CONSTANT, SKIPPED, COUNTER)
 
 
 def _exclusions(
@@ -363,6 +369,11 @@ def _readings(
             _over(entity, nw.col(X).shift(-1)).alias(_NEXT),
         )
         .with_columns(near(_PREVIOUS).alias(SAME), near(_NEXT).alias(NEXT_SAME))
+        # Moves beyond `tolerance`, for `is_counter`.
+        .with_columns(
+            (~nw.col(SAME) & (nw.col(X) > nw.col(_PREVIOUS))).fill_null(False).alias(_UP),
+            (~nw.col(SAME) & (nw.col(X) < nw.col(_PREVIOUS))).fill_null(False).alias(_DOWN),
+        )
         .drop(_PREVIOUS, _NEXT)
     )
 
@@ -382,6 +393,8 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
         count((nw.col(X) % 1) != 0).alias(_FRACTIONS),
         nw.col(X).min().alias(LOW),
         nw.col(X).max().alias(HIGH),
+        count(nw.col(_UP)).alias(UPS),
+        count(nw.col(_DOWN)).alias(DOWNS),
     )
     variables = variable_keys(dataset)
     group = (
@@ -441,6 +454,7 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
                 CONSTANT
             ),
             (~kept).alias(SKIPPED),
+            is_counter(nw.col).alias(COUNTER),
         )
         .select(
             KEY,
@@ -458,6 +472,7 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
             GROUP_SHARE,
             LOW,
             HIGH,
+            COUNTER,
         )
     )
 
@@ -556,6 +571,7 @@ def _judged(
         GROUP_PAIRS,
         LOW,
         HIGH,
+        COUNTER,
     )
     # Read by the rest levels, the group's tail and the verdicts: computed once.
     candidates = engine.materialised(long_runs.join(figures, on=KEY, how="left"))
@@ -637,7 +653,8 @@ def _judged(
         if settings.zero_is_rest
         else nw.lit(False)
     )
-    unlikely = beyond_chance & ~usual & ~zero_rest
+    paused = nw.col(COUNTER) & ~judged_by_tail if settings.counters_pause else nw.lit(False)
+    unlikely = beyond_chance & ~usual & ~zero_rest & ~paused
     if settings.flag_constant_columns:
         unlikely = unlikely | nw.col(CONSTANT)
     judged = (
@@ -645,7 +662,7 @@ def _judged(
         .filter(kept)
         .with_columns(
             unlikely.alias(STUCK),
-            (((usual & ~nw.col(CONSTANT)) | zero_rest) & ~unlikely).alias(AT_REST),
+            (((usual & ~nw.col(CONSTANT)) | zero_rest | paused) & ~unlikely).alias(AT_REST),
         )
         .filter(nw.col(STUCK) | nw.col(AT_REST))
         .select(*columns, STUCK, AT_REST)

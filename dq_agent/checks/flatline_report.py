@@ -61,6 +61,14 @@ LEVEL_LONG = "__level_long"
 LEVEL_STAYS = "__level_stays"
 LEVEL_USUAL = "__level_usual"
 USUAL = "__usual"
+UPS = "__ups"
+DOWNS = "__downs"
+COUNTER = "__counter"
+COUNTER_MOVES = 50
+"""A series that moves one way at least this many times per move back is a counter (a meter,
+a totaliser, a part count), as spike_check's resets judge (`spikes_report.SAWTOOTH_MOVES`)."""
+MIN_COUNTER_MOVES = 20
+"""Fewer moves than this say nothing of a series' direction."""
 MIN_OTHER_RUNS = 20
 """A device's own share of repeating runs counts when it has this many other runs."""
 MIN_OUTSIDE_PAIRS = 20
@@ -147,6 +155,16 @@ def at_zero_bound(col: Callable[[str], Any]) -> Any:
     return (col(X) == 0) & ((col(LOW) == 0) | (col(HIGH) == 0)) & (col(LOW) != col(HIGH))
 
 
+def is_counter(col: Callable[[str], Any]) -> Any:
+    """Whether a series (UPS, DOWNS: its moves up and down beyond `tolerance`) counts one way:
+    a meter pauses while nothing flows, at a new value each time, so its pauses make no rest
+    level, and a kWh counter of a boiler that stops nine times a week was stuck nine times."""
+    ups, downs = col(UPS), col(DOWNS)
+    return ((ups >= MIN_COUNTER_MOVES) & (ups >= COUNTER_MOVES * downs)) | (
+        (downs >= MIN_COUNTER_MOVES) & (downs >= COUNTER_MOVES * ups)
+    )
+
+
 def _int64(col: Callable[[str], Any]) -> Any:
     """The Int64 dtype of `col`'s library."""
     return pl.Int64 if col is pl.col else nw.Int64
@@ -163,6 +181,9 @@ class FlatlineCheckConfig:
     """A run is stuck when fewer than this many runs as long are expected by chance."""
     flag_constant_columns: bool = False
     zero_is_rest: bool = True
+    counters_pause: bool = True
+    """A counter's flat runs are pauses (nothing flowed), not stuck, where its group has too
+    few long runs for their tail to judge them (`is_counter`)."""
     """A run at exactly 0 that bounds its series' readings (a pump's flow, a motor's current
     while off) is a rest, not stuck, while its level has too few runs to judge it as one."""
     excluded: list[str] = field(default_factory=list)
@@ -235,6 +256,11 @@ def stats(
             constant.len().alias("__stat_constant_groups"),
             pl.col(GROUP_KEY).filter(kept).n_unique().alias("__stat_groups"),
             pl.col(STATE).sum().alias("__stat_state_series"),
+            (
+                (pl.col(COUNTER) & kept).sum()
+                if settings.counters_pause
+                else pl.lit(0, dtype=pl.UInt32)
+            ).alias("__stat_counter_series"),
             pl.col(EXCLUDED).sum().alias("__stat_excluded_series"),
             # The series that could hold a stuck run at all: none means nothing was judged.
             can_hold_a_run(settings).sum().alias("__stat_judged_series"),
@@ -308,6 +334,7 @@ def result(
             "longest_run": _run(runs.row(0, named=True), has_time) if runs.height else None,
             "rest_readings": int(figures["__stat_rest_readings"]),
             "state_series": int(figures["__stat_state_series"]),
+            "counter_series": int(figures["__stat_counter_series"]),
             "excluded_series": int(figures["__stat_excluded_series"]),
             "constant_series": groups,
             "judged_series": int(figures["__stat_judged_series"]),
@@ -335,6 +362,7 @@ def result(
         # per column.
         "constant_series": constant_series,
         "state_series": sum(m["state_series"] for m in per_column.values()),
+        "counter_series": sum(m["counter_series"] for m in per_column.values()),
         "excluded_columns": [c for c in columns if c not in checked],
         "excluded_series": sum(m["excluded_series"] for m in per_column.values()),
         "unmatched_exclusions": list(unmatched),
@@ -448,6 +476,12 @@ def _summary(metrics: dict[str, Any]) -> str:
         )
     if metrics["state_series"]:
         notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")
+    if metrics["counter_series"]:
+        notes.append(
+            f"{metrics['counter_series']:,} counter series: a pause (nothing counted) is not "
+            "called stuck unless its other long pauses make it unlikely "
+            "(flatline_check.counters_pause)"
+        )
     if metrics["unmatched_exclusions"]:
         notes.append(
             "flatline_check.excluded names no column or series: "

@@ -92,6 +92,8 @@ DROPPED = SHIELD + "dropped"
 FAMILY = SHIELD + "family"
 OFFSET = SHIELD + "offset"
 IN_ZONE = SHIELD + "in_zone"
+SHARED = SHIELD + "shared"
+"""Per (family, offset): its texts whose instant is also written with another offset."""
 """Per offset: every text's offset is the configured zone's at its instant (`by_family`)."""
 EXAMPLES = SHIELD + "examples"
 _UNPARSEABLE_MAJORITY = 0.5
@@ -123,6 +125,15 @@ def normalise_offset(offset: str) -> str:
         return "+00:00"
     digits = offset[1:].replace(":", "")
     return f"{offset[0]}{digits[:2]}:{digits[2:4] or '00'}"
+
+
+def _daylight_saving_pair(offsets: list[str]) -> bool:
+    """Whether `offsets` (normalised, `normalise_offset`) are two an hour or half an hour
+    apart, as one zone's standard and daylight saving time are."""
+    if len(offsets) != 2:
+        return False
+    minutes = [(1 if o[0] == "+" else -1) * (int(o[1:3]) * 60 + int(o[4:6] or 0)) for o in offsets]
+    return abs(minutes[0] - minutes[1]) in (30, 60)
 
 
 def dtype_matches(expected: str, actual: pl.DataType) -> bool:
@@ -265,8 +276,15 @@ class StructureReport:
                 f"nested columns {', '.join(nested)}",
             )
         if dataset.has_bom:
+            # Excel's "CSV UTF-8" writes one on every file, and the loader reads past it: a
+            # note, as a UTF-16 one is (it warned on every clean Excel export).
             self._flag(
-                Finding(what="file starts with a UTF-8 byte order mark (BOM)", count=1), "BOM"
+                Finding(
+                    what="file starts with a UTF-8 byte order mark (BOM), read past",
+                    count=1,
+                    severity=Status.PASS,
+                ),
+                "BOM",
             )
         self._add_load_notes()
 
@@ -430,8 +448,23 @@ class StructureReport:
         families = dict(sorted(families.items(), key=lambda kv: (-kv[1], kv[0])))
         offsets = dict(sorted(offsets.items(), key=lambda kv: (-kv[1], kv[0])))
         one_zone = zone if zone not in (None, "UTC") and offsets and not without_offset else None
-        mixed_zones = one_zone is None and (
-            (bool(offsets) and without_offset > 0) or len(offsets) > 1
+        # Two offsets an hour (or, as at Lord Howe, half an hour) apart with every value
+        # carrying one: one zone's daylight saving time, each time unambiguous. A note, not a
+        # problem: such a file warned as mixed zones, clean, until columns.timezone named it.
+        # Two zones an hour apart write the same instants twice, one zone never does.
+        shared = int(groups.get_column(SHARED).sum()) if SHARED in groups.columns else 1
+        # Only while no zone is configured: offsets outside a configured zone stay a mix.
+        daylight_saving = (
+            timezone == "UTC"
+            and one_zone is None
+            and not without_offset
+            and not shared
+            and _daylight_saving_pair(list(offsets))
+        )
+        mixed_zones = (
+            one_zone is None
+            and not daylight_saving
+            and ((bool(offsets) and without_offset > 0) or len(offsets) > 1)
         )
         self.metrics.update(
             {
@@ -469,6 +502,19 @@ class StructureReport:
                     column=column,
                 ),
                 f"mixed timestamp formats ({', '.join(families)})",
+            )
+        if daylight_saving:
+            parts = [f"{offset} ({count:,})" for offset, count in offsets.items()]
+            self._flag(
+                Finding(
+                    what=f"timestamps carry two offsets, {', '.join(parts)}: one zone's "
+                    "daylight saving time, each time unambiguous (set columns.timezone to that "
+                    "zone to name it)",
+                    count=0,
+                    severity=Status.PASS,
+                    column=column,
+                ),
+                "daylight saving offsets",
             )
         if mixed_zones:
             parts = [f"{offset} ({count:,})" for offset, count in offsets.items()]

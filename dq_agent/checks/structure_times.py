@@ -19,6 +19,7 @@ from dq_agent.checks.structure_report import (
     IN_ZONE,
     MAX_EXAMPLES,
     OFFSET,
+    SHARED,
     SHIELD,
     VALUES,
     ZONE_FAMILY,
@@ -33,6 +34,7 @@ TEXT = SHIELD + "text"
 """Per distinct text: the text, its rows (`VALUES`), those the loader could not read
 (`DROPPED`) and its first row in the file (`ROW`)."""
 _OFFSET_PATTERN = r"(Z|[+-]\d{2}(?::?\d{2})?)$"
+_AT = SHIELD + "at"
 
 
 def by_family(
@@ -47,13 +49,23 @@ def by_family(
     )
     dropped = pl.col(DROPPED) > 0
     return (
-        distinct.with_columns(family.alias(FAMILY), offset.alias(OFFSET))
-        .with_columns(_in_zone(text, timezone).alias(IN_ZONE))
+        distinct.with_columns(
+            family.alias(FAMILY), offset.alias(OFFSET), parse_text_timestamps(text).alias(_AT)
+        )
+        .with_columns(
+            _in_zone(text, timezone).alias(IN_ZONE),
+            # An instant written with two offsets: devices in two zones, not one zone's
+            # daylight saving time (`StructureReport.add_timestamps`).
+            (pl.col(OFFSET).is_not_null() & (pl.col(OFFSET).n_unique().over(_AT) > 1)).alias(
+                SHARED
+            ),
+        )
         .group_by(FAMILY, OFFSET)
         .agg(
             pl.col(VALUES).sum(),
             pl.col(DROPPED).sum(),
             pl.col(IN_ZONE).all(),
+            pl.col(SHARED).sum(),
             # Example values in file order: first appearance, each value once.
             pl.struct(pl.col(ROW), text.alias("value"))
             .filter(dropped)

@@ -2,7 +2,7 @@
 
 The dialect (separator, decimal comma) comes from the first lines. Comment lines before the
 header (`# exported by ...`) are skipped, a separator at the end of every line (`a,b,c,`) is
-not a column, `.csv.gz` is read compressed and `-` from standard input. Quoted numbers with
+not a column, nor are Excel's unnamed empty columns after the data (`a,b,,,`), `.csv.gz` is read compressed and `-` from standard input. Quoted numbers with
 thousands separators stay text here; `numbers` reads them.
 """
 
@@ -19,13 +19,20 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.errors import InputError
+from dq_agent.loading.blanklines import (
+    has_null_rows,
+    line_start,
+    read_tail,
+    trailing_blank_lines,
+    without_blank_lines,
+)
+from dq_agent.loading.separator import guess_separator
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
 
 _HEAD_BYTES = 1 << 16
 _BOM = b"\xef\xbb\xbf"
-_SEPARATORS = (",", ";", "\t", "|")
 # A field that is a number with a decimal comma, perhaps with a unit: "12,5" or "12,5 °C".
 _DECIMAL_COMMA = re.compile(
     r"(?:^|;|\t|\|)\s*-?\d+,\d+(?:\s*[^\d\s;\t|,.][^;\t|]{0,9})?\s*(?:$|;|\t|\|)"
@@ -45,6 +52,9 @@ class CsvDialect:
     decimal_comma_seen: str = ""
     """Where a decimal comma was found when the config did not say (empty when configured or
     not found): the report says it was guessed."""
+    separator_seen: str = ""
+    """Why the separator was chosen when the config did not say and there is something to say
+    (`separator.guess_separator`): the report lists it under `guessed:`."""
 
 
 @dataclass(frozen=True)
@@ -77,36 +87,59 @@ def read_head(file: Path, stdin: bytes | None = None) -> bytes:
         raise InputError(f"cannot read {file}: {reason}") from exc
 
 
+def read_all(file: Path) -> bytes:
+    """The whole file as stored (decompressed for `.gz`)."""
+    try:
+        if file.suffix.lower() == ".gz":
+            with gzip.open(file, "rb") as handle:
+                return handle.read()
+        return file.read_bytes()
+    except (OSError, EOFError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise InputError(f"cannot read {file}: {reason}") from exc
+
+
 def _lines(head: bytes) -> list[str]:
     return head.decode("utf-8", errors="replace").lstrip("\ufeff").splitlines()
 
 
 def csv_dialect(file: Path, config: Config, stdin: bytes | None = None) -> CsvDialect:
-    """The separator (configured, tab for .tsv, else the candidate most frequent in the header)
-    and whether numbers use a decimal comma (configured, else seen in the first lines)."""
-    lines = _lines(read_head(file, stdin))
-    body = lines[_comment_lines(lines) :][:50]
+    """The separator (configured, tab for .tsv, else judged on the first lines:
+    `separator.guess_separator`) and whether numbers use a decimal comma (configured, else
+    seen in the first lines)."""
+    head = read_head(file, stdin)
+    lines = _lines(head)
+    skipped = _comment_lines(lines)
+    body = lines[skipped:][:50]
     separator = config.input.separator
+    seen = ""
     if separator is None:
         if ".tsv" in (s.lower() for s in file.suffixes):
             separator = "\t"
         else:
-            header = body[0] if body else ""
-            # Ties go to the comma: the order of _SEPARATORS is the preference.
-            separator = max(_SEPARATORS, key=lambda s: (header.count(s), -_SEPARATORS.index(s)))
+            # The last line of a head shorter than the file may be cut short: whole ones only.
+            whole = lines if len(head) < _HEAD_BYTES else lines[:-1]
+            guess = guess_separator(whole[skipped:][:50])
+            separator, seen = guess.separator, guess.reason
     if config.input.decimal_comma is not None:
-        return CsvDialect(separator, config.input.decimal_comma)
+        return CsvDialect(separator, config.input.decimal_comma, separator_seen=seen)
     if separator != ",":
         if any(_DECIMAL_COMMA.search(line) for line in body[1:]):
             return CsvDialect(
-                separator, True, f"numbers such as 12,5 between {separator!r} separators"
+                separator,
+                True,
+                f"numbers such as 12,5 between {separator!r} separators",
+                separator_seen=seen,
             )
-        return CsvDialect(separator, False)
+        return CsvDialect(separator, False, separator_seen=seen)
     if _quoted_decimal_comma(body[1:]):
         return CsvDialect(
-            separator, True, 'quoted numbers such as "20,9" in a comma-separated file'
+            separator,
+            True,
+            'quoted numbers such as "20,9" in a comma-separated file',
+            separator_seen=seen,
         )
-    return CsvDialect(separator, False)
+    return CsvDialect(separator, False, separator_seen=seen)
 
 
 def _quoted_decimal_comma(lines: list[str]) -> bool:
@@ -175,6 +208,18 @@ def _header_names(line: str, separator: str) -> list[str]:
     return [name.strip() for name in rows[0]] if rows else []
 
 
+@dataclass(frozen=True)
+class CsvRead:
+    """One file read, in memory or streamed, and what was left out of it."""
+
+    frame: pl.LazyFrame
+    rows: int
+    empty_columns: int = 0
+    """Columns at the end with no name and no value, dropped (`empty_unnamed_tail`)."""
+    blank_lines: int = 0
+    """Lines with no field at all, skipped (`blanklines`)."""
+
+
 def read_csv_file(
     file: Path,
     config: Config,
@@ -182,9 +227,39 @@ def read_csv_file(
     layout: CsvLayout,
     stdin: bytes | None = None,
 ) -> pl.DataFrame:
-    """One file in memory, without its comment lines and its trailing separator's column."""
+    """The frame alone of `read_csv` (what a streamed file is compared with)."""
+    return read_csv(file, config, dialect, layout, stdin).frame.collect()
+
+
+def read_csv(
+    file: Path,
+    config: Config,
+    dialect: CsvDialect,
+    layout: CsvLayout,
+    stdin: bytes | None = None,
+) -> CsvRead:
+    """One file in memory, without its comment lines, its trailing separator's column and
+    the empty unnamed columns after its data."""
     source: Path | bytes = stdin if stdin is not None else file
-    frame = pl.scan_csv(
+    frame = _parse(source, config, dialect, layout)
+    blank_lines = 0
+    if has_null_rows(frame):
+        frame, blank_lines = _without_blank_lines(frame, file, config, dialect, layout, stdin)
+    if layout.trailing_separator and frame.width > 1:
+        last = frame.columns[-1]
+        if frame.get_column(last).null_count() == frame.height:
+            frame = frame.drop(last)
+    # Null counts are kept with each column: no pass over the rows.
+    empty = {name for name in frame.columns if frame.get_column(name).null_count() == frame.height}
+    tail = empty_unnamed_tail(layout.header_names, frame.columns, empty)
+    frame = frame.drop(tail)
+    return CsvRead(frame.lazy(), frame.height, len(tail), blank_lines)
+
+
+def _parse(
+    source: Path | bytes, config: Config, dialect: CsvDialect, layout: CsvLayout
+) -> pl.DataFrame:
+    return pl.scan_csv(
         source,
         # The files are already resolved: a "[" in a name is a character, not a glob.
         glob=False,
@@ -194,11 +269,54 @@ def read_csv_file(
         **csv_options(config, dialect),
         **header_options(source, dialect, layout),
     ).collect()
-    if layout.trailing_separator and frame.width > 1:
-        last = frame.columns[-1]
-        if frame.get_column(last).null_count() == frame.height:
-            frame = frame.drop(last)
-    return frame
+
+
+def _without_blank_lines(
+    frame: pl.DataFrame,
+    file: Path,
+    config: Config,
+    dialect: CsvDialect,
+    layout: CsvLayout,
+    stdin: bytes | None,
+) -> tuple[pl.DataFrame, int]:
+    """The frame without the rows of nulls Polars read from blank lines, and how many: as
+    `csvstream` reads the file, blank lines taken out of the bytes (`blanklines`)."""
+    # Most often an export ends with a newline or two too many: its last rows, told from the
+    # file's last bytes and dropped, where parsing a 1M-row file again took 2 s more.
+    trailing = trailing_blank_lines(read_tail(file, stdin))
+    if 0 < trailing <= frame.height and _all_null(frame.tail(trailing)):
+        rest = frame.head(frame.height - trailing)
+        if not has_null_rows(rest):
+            return rest, trailing
+    # Rows of nulls elsewhere: blank lines, or lines of separators only (data), told apart in
+    # the bytes; read again without the blank lines, if any.
+    data = stdin if stdin is not None else read_all(file)
+    data, blank_lines = without_blank_lines(data, line_start(data, layout.comment_lines))
+    if not blank_lines:
+        return frame, 0
+    return _parse(data, config, dialect, layout), blank_lines
+
+
+def _all_null(frame: pl.DataFrame) -> bool:
+    return all(count == frame.height for count in frame.null_count().row(0))
+
+
+def empty_unnamed_tail(written: list[str], names: list[str], empty: set[str]) -> list[str]:
+    """The columns at the end of the file with no name in the header and no value in any row,
+    to drop: Excel writes a separator for every cell once used right of the data (`a,b,,,`),
+    which would be columns null throughout with made-up names. `written` are the header's names
+    as written, `names` the columns read (the same, with blanks named), `empty` those null in
+    every row. A named column stays, empty or not (null_check reports it), as does the first."""
+    if len(names) != len(written):
+        # Not the header's columns one for one (a trailing separator's column kept): left alone.
+        return []
+    count = 0
+    while count < len(names) - 1:
+        index = len(names) - 1 - count
+        if written[index] or names[index] not in empty:
+            break
+        count += 1
+    return names[len(names) - count :]
 
 
 def csv_options(config: Config, dialect: CsvDialect) -> dict[str, Any]:

@@ -30,7 +30,15 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.limits import check_memory_budget, memory_budget, over_budget, parse_size
-from dq_agent.loading.csvfile import CsvDialect, CsvLayout, csv_options, header_options
+from dq_agent.loading.blanklines import has_null_rows, line_start, without_blank_lines
+from dq_agent.loading.csvfile import (
+    CsvDialect,
+    CsvLayout,
+    CsvRead,
+    csv_options,
+    empty_unnamed_tail,
+    header_options,
+)
 from dq_agent.loading.files import Inputs
 from dq_agent.scratch import scratch_path
 
@@ -97,8 +105,15 @@ class _Column:
 def stream_csv_file(
     file: Path, config: Config, dialect: CsvDialect, layout: CsvLayout
 ) -> tuple[pl.LazyFrame, int]:
-    """The file as `read_csv_file` would read it, written to Parquet in the scratch folder: its
-    scan and its number of rows."""
+    """The scan and the rows alone of `stream_csv` (what a file read in memory is compared
+    with)."""
+    read = stream_csv(file, config, dialect, layout)
+    return read.frame, read.rows
+
+
+def stream_csv(file: Path, config: Config, dialect: CsvDialect, layout: CsvLayout) -> CsvRead:
+    """The file as `csvfile.read_csv` would read it, written to Parquet in the scratch folder:
+    its scan, its number of rows, and what was left out of it."""
     options = csv_options(config, dialect)
     first = header_options(file, dialect, layout)
     # The comment lines, the header and a line of data: a header alone would be no data where
@@ -107,12 +122,14 @@ def stream_csv_file(
     columns = _infer(file, blocks, options, first)
     schema = {name: _finish(column.classes) for name, column in columns.items()}
     names = list(schema)
+    drop: list[str] = []
     if layout.trailing_separator and len(names) > 1 and columns[names[-1]].values == 0:
-        drop: str | None = names[-1]
-    else:
-        drop = None
-    parts, rows = _write(file, blocks, options, first, schema, drop)
-    return pl.scan_parquet(parts, glob=False), rows
+        drop.append(names[-1])
+    kept = names[: len(names) - len(drop)]
+    empty = {name for name in kept if columns[name].values == 0}
+    tail = empty_unnamed_tail(layout.header_names, kept, empty)
+    parts, rows, blank_lines = _write(file, blocks, options, first, schema, [*tail, *drop])
+    return CsvRead(pl.scan_parquet(parts, glob=False), rows, len(tail), blank_lines)
 
 
 def _infer(
@@ -127,7 +144,7 @@ def _infer(
             header = first
         else:
             header = _AFTER_HEADER
-        text = _read(block, options, header, dict.fromkeys(columns, _TEXT))
+        text, _ = _read(block, options, header, dict.fromkeys(columns, _TEXT), blocks)
         for name, column in columns.items():
             values = text.get_column(name)
             count = values.len() - values.null_count()
@@ -214,31 +231,48 @@ def _write(
     options: dict[str, Any],
     first: dict[str, Any],
     schema: dict[str, pl.DataType],
-    drop: str | None,
-) -> tuple[list[Path], int]:
+    drop: list[str],
+) -> tuple[list[Path], int, int]:
     """Each block parsed with `schema` into a Parquet file of its own in the scratch folder
-    (one writer cannot take every Polars type: Int128), in order; and the rows."""
+    (one writer cannot take every Polars type: Int128), in order; the rows and the blank lines
+    skipped."""
     folder = scratch_path("csv", "")
     folder.mkdir()
     parts: list[Path] = []
-    rows = 0
+    rows = blank_lines = 0
     for index, block in enumerate(blocks.of(file)):
-        frame = _read(block, options, first if index == 0 else _AFTER_HEADER, schema)
-        if drop is not None:
-            frame = frame.drop(drop)
+        header = first if index == 0 else _AFTER_HEADER
+        frame, blanks = _read(block, options, header, schema, blocks)
+        blank_lines += blanks
+        frame = frame.drop(drop)
         part = folder / f"part-{index:06d}.parquet"
         frame.write_parquet(part)
         parts.append(part)
         rows += frame.height
-    return parts, rows
+    return parts, rows, blank_lines
 
 
 def _read(
-    block: bytes, options: dict[str, Any], header: dict[str, Any], schema: dict[str, pl.DataType]
-) -> pl.DataFrame:
-    """A block parsed with `schema`, whose names replace the header's (`new_columns`)."""
+    block: bytes,
+    options: dict[str, Any],
+    header: dict[str, Any],
+    schema: dict[str, pl.DataType],
+    blocks: _Blocks,
+) -> tuple[pl.DataFrame, int]:
+    """A block parsed with `schema`, whose names replace the header's (`new_columns`), without
+    its blank lines (as `csvfile.read_csv` reads the file); and how many it had."""
     settings = {k: v for k, v in header.items() if k != "new_columns"}
-    return pl.read_csv(block, schema=schema, **options, **settings)
+    frame = pl.read_csv(block, schema=schema, **options, **settings)
+    if not has_null_rows(frame):
+        # No row of nulls, no blank line: a block's bytes are searched only when one is.
+        return frame, 0
+    # The first block's comment lines are skipped by count: kept as they are. Each block begins
+    # outside quotes (`_record_end`), so a quote in it opens a value.
+    start = line_start(block, blocks.comment_lines) if header is not _AFTER_HEADER else 0
+    kept, blanks = without_blank_lines(block, start)
+    if not blanks:
+        return frame, 0
+    return pl.read_csv(kept, schema=schema, **options, **settings), blanks
 
 
 @dataclass(frozen=True)
@@ -247,6 +281,11 @@ class _Blocks:
     the header in it."""
 
     head_lines: int
+
+    @property
+    def comment_lines(self) -> int:
+        """The lines before the header: the head is those, the header and a line of data."""
+        return self.head_lines - 2
 
     def of(self, file: Path) -> Iterator[bytes]:
         """The file's bytes in blocks of whole records: each ends at a line end outside quotes

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,13 +18,14 @@ from dq_agent.loading.csvfile import (
     CsvLayout,
     csv_dialect,
     csv_layout,
-    read_csv_file,
+    read_csv,
     read_head,
 )
-from dq_agent.loading.csvstream import stream_csv_file
+from dq_agent.loading.csvstream import stream_csv
 from dq_agent.loading.decimalcomma import late_decimal_comma
 from dq_agent.loading.files import STDIN, Inputs
 from dq_agent.loading.notes import Inference, LoadNote
+from dq_agent.loading.separator import shown
 from dq_agent.loading.transcode import (
     UTF8,
     Marked,
@@ -113,7 +114,7 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
                 key="decimal_comma_hint",
             )
         elif late is not None:
-            dialect = CsvDialect(dialect.separator, True, late)
+            dialect = replace(dialect, decimal_comma=True, decimal_comma_seen=late)
             read = _read_all(originals, files, stdin, config, dialect, streamed)
     notes = read.notes
     if late_note is not None:
@@ -137,6 +138,12 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
             )
         )
     inferred: list[Inference] = [] if marked is None else [marked.inference]
+    if dialect.separator_seen:
+        inferred.append(
+            Inference(
+                "separator", shown(dialect.separator), dialect.separator_seen, "input.separator"
+            )
+        )
     comments = read.comments
     if comments:
         counts = sorted({n for _, n in comments})
@@ -193,6 +200,8 @@ def _read_all(
     rows: list[int] = []
     trailing: list[Path] = []
     comments: list[tuple[Path, int]] = []
+    empty_columns: list[tuple[Path, int]] = []
+    blank_lines: list[tuple[Path, int]] = []
     first_layout = None
     hint = None
     for file, source in zip(originals, files, strict=True):
@@ -202,14 +211,23 @@ def _read_all(
             hint = legacy_hint(read_head(source, stdin))
         try:
             if streamed:
-                part, count = stream_csv_file(source, config, dialect, layout)
+                read = stream_csv(source, config, dialect, layout)
             else:
-                frame = read_csv_file(source, config, dialect, layout, stdin)
-                part, count = frame.lazy(), frame.height
+                read = read_csv(source, config, dialect, layout, stdin)
         except READ_FAILURES as exc:
             raise InputError(f"cannot read {file} as CSV: {describe_read_error(exc)}") from exc
+        part, count = read.frame, read.rows
         if layout.trailing_separator:
             trailing.append(file)
+        if read.blank_lines:
+            blank_lines.append((file, read.blank_lines))
+        if read.empty_columns:
+            empty_columns.append((file, read.empty_columns))
+            if layout is first_layout:
+                # The header as written, without the columns left out (not blank names).
+                first_layout = replace(
+                    layout, header_names=layout.header_names[: -read.empty_columns]
+                )
         if layout.comment_lines:
             comments.append((file, layout.comment_lines))
         parts.append((file, part))
@@ -222,7 +240,39 @@ def _read_all(
         ) from exc
     # `files` is never empty (`loading.files`): the first file's layout is known.
     assert first_layout is not None
+    if empty_columns:
+        notes.append(_empty_columns_note(empty_columns, files))
+    if blank_lines:
+        notes.append(_blank_lines_note(blank_lines, files))
     return _Parts(raw, notes, rows, first_layout, trailing, comments, hint)
+
+
+def _empty_columns_note(empty: list[tuple[Path, int]], files: list[Path]) -> LoadNote:
+    most = max(count for _, count in empty)
+    columns = f"{most} column{'s' if most != 1 else ''}"
+    where = "" if len(files) == 1 else f" (in {len(empty)} of {len(files)} files)"
+    return LoadNote(
+        what=f"{columns} after the data with no name in the header and no value in any "
+        f"row{where}: left out (Excel writes a separator for each cell once used right of the "
+        "data)",
+        label="empty unnamed columns",
+        count=most,
+        severity=Status.PASS,
+        key="empty_unnamed_columns",
+    )
+
+
+def _blank_lines_note(blank: list[tuple[Path, int]], files: list[Path]) -> LoadNote:
+    count = sum(lines for _, lines in blank)
+    where = "" if len(files) == 1 else f" (in {len(blank)} of {len(files)} files)"
+    return LoadNote(
+        what=f"{count} blank line{'s' if count != 1 else ''}{where} skipped: a line with no "
+        "field at all is no row (a line of separators only is, of empty values)",
+        label="blank lines",
+        count=count,
+        severity=Status.PASS,
+        key="blank_lines",
+    )
 
 
 def _files_text(some: list[Path], all_files: list[Path]) -> str:
