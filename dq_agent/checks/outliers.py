@@ -10,6 +10,9 @@ Centre and spread of a group (see README "outlier_check"):
   the MAD is 0 (a quantised or mostly flat sensor) the mean absolute deviation scaled to sigma
   (x 1.2533) stands in (`spread_fallback_groups`). A spread is never below the column's
   resolution (0.1 for readings in tenths): one quantisation step is not an outlier.
+- A clearly skewed group (dust, concentrations: positive and right-skewed) is judged on the
+  root or log scale that makes it most symmetric (`outliers_scale`; `scale: raw` turns it off):
+  all its figures are then the transformed values', z is on that scale, the examples raw.
 - `sigma`: the mean and the sample standard deviation.
 - A group with fewer than `min_group_size` values (but at least `MIN_FLEET_GROUP`) is judged by
   its deviations from its own median, scaled by the fleet's robust spread of such deviations
@@ -141,6 +144,7 @@ SPEC = CheckSpec(
         "groups_own_spread",
         "groups_fleet_spread",
         "groups_too_small",
+        "scales",
     ),
     baseline=(
         BaselineMetric(

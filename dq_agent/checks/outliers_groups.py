@@ -33,6 +33,7 @@ from dq_agent.checks.outliers_report import (
     flagged_col,
     level_col,
     local_col,
+    raw_value_col,
     rest_col,
     stat,
     two_sided_col,
@@ -40,6 +41,7 @@ from dq_agent.checks.outliers_report import (
     z_col,
     zl_col,
 )
+from dq_agent.checks.outliers_scale import RAW, on_scale_nw
 from dq_agent.checks.portable import count, quantile_by_rank, ranked
 from dq_agent.checks.series_kinds import variable_keys
 from dq_agent.checks.series_values import ENTITY, TIME
@@ -121,6 +123,7 @@ def group_stats(
     names: Frame | None = None,
     *,
     moments: bool = True,
+    scales: tuple[Frame | None, Sequence[int]] = (None, ()),
 ) -> Frame:
     """`outliers_polars._group_stats` and `_with_states`: per series (KEY, ENTITY) and column
     its count, left-out counts, median, MAD and where it falls among the deviations, mean
@@ -140,11 +143,17 @@ def group_stats(
     `names`: where KEY is the engine's series number (`engines.base.series_numbers`), the
     entity's columns per KEY; the rows then carry no entity text. `moments`: with each
     series' mean and standard deviation, which only the "sigma" method reads (`judged_groups`):
-    without them the first pass's aggregate at 10M rows on DuckDB is six of 33 fewer."""
+    without them the first pass's aggregate at 10M rows on DuckDB is six of 33 fewer.
+
+    `scales`: each series' scale per column (`outliers_rescaled.scales`, None: all raw) and
+    the columns whose rows are on it (their raw values in `raw_value_col`, read for the
+    extremes and `whole`, which tell states apart)."""
     columns = range(count_)
+    table, off = scales
     firsts: list[nw.Expr] = []
     for i in columns:
         x = nw.col(value_col(i))
+        raw = nw.col(raw_value_col(i)) if i in off else x
         firsts += [
             x.count().cast(nw.Int64).alias(stat("n", i)),
             count(nw.col(flagged_col(i))).alias(stat("flagged", i)),
@@ -157,11 +166,11 @@ def group_stats(
                 if moments
                 else []
             ),
-            x.min().alias(stat("min", i)),
-            x.max().alias(stat("max", i)),
+            raw.min().alias(stat("min", i)),
+            raw.max().alias(stat("max", i)),
             # x % 1 != 0 for a finite x (a value here is): one function, where `%` is
             # written as two remainders (Python's sign) on DuckDB.
-            count(x.floor() != x).alias(stat("whole", i)),
+            count(raw.floor() != raw).alias(stat("whole", i)),
             nw.col(local_col(i)).abs().mean().fill_null(0.0).alias(stat("local_meanad", i)),
         ]
     # The medians per series are small tables read by the joins below, each a query of its own
@@ -243,6 +252,7 @@ def group_stats(
             *[nw.col(stat(name, i)) for name in ("min", "max", "whole")],
             nw.col(_local_mad(i)).fill_null(0.0).alias(stat("local_mad", i)),
             nw.col(stat("local_meanad", i)),
+            nw.col(stat("scale", i)) if table is not None else nw.lit(RAW).alias(stat("scale", i)),
         ]
     if coarse:
         per_group = grouped(rows, by, *exprs)
@@ -263,6 +273,8 @@ def group_stats(
         per_group = keys.with_columns(nulls)
     if names is not None:
         per_group = per_group.join(names, on=KEY, how="inner")
+    if table is not None:
+        per_group = per_group.join(table, on=KEY, how="inner")
     stats = (
         per_group.join(spreads, on=KEY, how="inner")
         .select(*entity, KEY, *ordered)
@@ -434,6 +446,7 @@ def column_stats(
                 (nw.col(stat("n", i)) >= MIN_FLEET_GROUP)
                 & (nw.col(stat("meanad", i)) > 0)
                 & ~nw.col(stat("state", i))
+                & (nw.col(stat("scale", i)) == RAW)
             ).alias(_eligible(i))
             for i in columns
         )
@@ -500,14 +513,14 @@ def judged_groups(
     # The adjusted MAD and the robust spread as columns first (read several times below).
     joined = (
         stats.join(per_column, how="cross")
-        .with_columns(_mad(i, nw.col(stat("resolution", i))).alias(_adjusted(i)) for i in columns)
+        .with_columns(_mad(i, _floor(i)).alias(_adjusted(i)) for i in columns)
         .with_columns(_robust_spread(i, nw.col(_adjusted(i))).alias(_spread(i)) for i in columns)
     )
     exprs: list[nw.Expr] = [nw.col(KEY), nw.col(ENTITY)]
     for i in columns:
         n = nw.col(stat("n", i))
         median, meanad = nw.col(stat("median", i)), nw.col(stat("meanad", i))
-        resolution = nw.col(stat("resolution", i))
+        resolution, power = _floor(i), nw.col(stat("scale", i))
         mad = nw.col(_adjusted(i))
         constant = meanad <= 1e-12 * nw.max_horizontal(median.abs(), nw.lit(1.0))
         robust_own = nw.col(_spread(i))
@@ -547,10 +560,10 @@ def judged_groups(
             ).alias(stat("center", i)),
             _greatest(spread, resolution).alias(stat("spread", i)),
             (big & (mad <= 0) & ~constant if robust else nw.lit(False)).alias(stat("fallback", i)),
-            nw.col(stat("min", i)),
-            nw.col(stat("max", i)),
+            on_scale_nw(nw.col(stat("min", i)), power).alias(stat("min", i)),
+            on_scale_nw(nw.col(stat("max", i)), power).alias(stat("max", i)),
             fleet,
-            resolution,
+            nw.col(stat("resolution", i)),
             nw.when(big)
             .then(nw.col(stat("rho", i)))
             .otherwise(nw.col(stat("fleet_rho", i)))
@@ -562,8 +575,16 @@ def judged_groups(
             nw.when(big)
             .then(_greatest(_local_spread(i), resolution))
             .alias(stat("local_spread", i)),
+            nw.when(route == OWN).then(power).otherwise(nw.lit(RAW)).alias(stat("scale", i)),
         ]
     return joined.select(exprs)
+
+
+def _floor(i: int) -> nw.Expr:
+    """The resolution of column i where its group is on the raw scale, else 0: a step of the
+    raw values only (`outliers_scale`)."""
+    raw = nw.col(stat("scale", i)) == RAW
+    return nw.when(raw).then(nw.col(stat("resolution", i))).otherwise(nw.lit(0.0))
 
 
 def _greatest(a: nw.Expr, b: nw.Expr) -> nw.Expr:
@@ -578,6 +599,7 @@ def outlier_rows(
     settings: OutlierCheckConfig,
     has_time: bool,
     levelled: Sequence[int] | None = None,
+    scaled: Sequence[int] = (),
 ) -> Frame:
     """`outliers_polars._outlier_rows`: the rows that are an outlier in at least one column,
     with z and a flag per column, and their position (the finish puts them in series order).
@@ -589,7 +611,9 @@ def outlier_rows(
 
     The test reads each group's limits from the group table (`_limits`: the route and the
     products of sigma, computed once per group, not per row), and the distance from a level
-    only in the columns `levelled` names (None: every column), the others having none."""
+    only in the columns `levelled` names (None: every column), the others having none. The
+    columns `scaled` names have their rows on their groups' scales (`outliers_rescaled`): the
+    raw value is the one kept."""
     tests: list[nw.Expr] = []
     scored: list[nw.Expr] = []
     for i in range(count_):
@@ -633,7 +657,9 @@ def outlier_rows(
             ROW,
             POSITION,
             *[
-                nw.col(name(i))
+                nw.col(raw_value_col(i) if i in scaled and name is value_col else name(i)).alias(
+                    name(i)
+                )
                 for i in range(count_)
                 for name in (value_col, z_col, zl_col, flag_col)
             ],

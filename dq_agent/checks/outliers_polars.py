@@ -9,6 +9,7 @@ from collections.abc import Collection, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
+import narwhals as nw
 import polars as pl
 
 from dq_agent.checks import flatline, ranges, spikes
@@ -33,6 +34,7 @@ from dq_agent.checks.outliers_report import (
     flagged_col,
     level_col,
     local_col,
+    raw_value_col,
     rest_col,
     result,
     segment_col,
@@ -42,6 +44,13 @@ from dq_agent.checks.outliers_report import (
     value_col,
     z_col,
     zl_col,
+)
+from dq_agent.checks.outliers_scale import (
+    HIGH_QUANTILE,
+    LOW_QUANTILE,
+    RAW,
+    on_scale_pl,
+    with_scale,
 )
 from dq_agent.checks.series_kinds import GROUP, KEY, is_state, series_table, whole
 from dq_agent.checks.series_values import (
@@ -274,8 +283,16 @@ def _broadcast(table: pl.DataFrame, name: str) -> pl.Expr:
     return pl.lit(table.get_column(name)).gather(pl.col(_AT))
 
 
-def _group_stats(values: pl.DataFrame, count: int, flagged: Collection[int]) -> pl.DataFrame:
-    """Per entity and column: count, median, MAD, mean absolute deviation, mean, std, extremes.
+def _group_stats(
+    values: pl.DataFrame,
+    count: int,
+    flagged: Collection[int],
+    resolution: pl.DataFrame,
+    settings: OutlierCheckConfig,
+) -> pl.DataFrame:
+    """Per entity and column: count, median, MAD, mean absolute deviation, mean, std, extremes,
+    and the scale the group is judged on (`outliers_scale`: the figures but the extremes and
+    `whole` are on that scale).
 
     Column by column, so only one column's working figures (its distances from the two before,
     from the median) are in memory at a time: all of them for every column at once set the
@@ -292,29 +309,43 @@ def _group_stats(values: pl.DataFrame, count: int, flagged: Collection[int]) -> 
         .collect()
     ]
     for i in range(count):
-        tables.append(_column_group_stats(values, i, i in flagged).drop(SERIES))
+        step = resolution.item(0, stat("resolution", i))
+        tables.append(_column_group_stats(values, i, i in flagged, step, settings).drop(SERIES))
     return pl.concat(tables, how="horizontal").with_columns(
         _rho(i).alias(stat("rho", i)) for i in range(count)
     )
 
 
-def _column_group_stats(values: pl.DataFrame, i: int, flagged: bool) -> pl.DataFrame:
+def _column_group_stats(
+    values: pl.DataFrame, i: int, flagged: bool, resolution: float, settings: OutlierCheckConfig
+) -> pl.DataFrame:
     """`_group_stats` of column i: one row per series, in series order.
 
     Lazy steps (Polars' optimiser and its threads work within each), three passes: the
-    medians, the medians of the deviations from them (the MAD), then the plain aggregations
-    over the deviations and their comparisons with the MAD, which are the only working columns
-    made for every reading (the medians and MADs reach the rows as gathers, `_broadcast`)."""
+    medians (with the quantiles that choose each group's scale, `outliers_scale`), the medians
+    of the deviations from them (the MAD), then the plain aggregations over the deviations and
+    their comparisons with the MAD, which are the only working columns made for every reading
+    (the medians and MADs reach the rows as gathers, `_broadcast`). Where a group is judged on
+    another scale, its readings are transformed first and the medians taken again: a fourth
+    pass, only for a column that has such a group."""
     x = pl.col(value_col(i))
     deviation = pl.col(_row_deviation(i))
     readings = values.lazy().select(
         SERIES, _AT, x, *([flagged_col(i), rest_col(i)] if flagged else [])
     )
-    medians = _by_series(
-        readings.group_by(SERIES, maintain_order=True)
-        .agg(x.median().alias(_row_median(i)))
-        .collect()
-    )
+    shape = _shape(readings, i, resolution, settings)
+    medians, raw = shape, x
+    if (shape.get_column(stat("scale", i)) != RAW).any():
+        raw = pl.col(raw_value_col(i))
+        readings = readings.with_columns(
+            x.alias(raw_value_col(i)),
+            on_scale_pl(x, _broadcast(shape, stat("scale", i))).alias(value_col(i)),
+        )
+        medians = _by_series(
+            readings.group_by(SERIES, maintain_order=True)
+            .agg(x.median().alias(_row_median(i)))
+            .collect()
+        )
     median = _broadcast(medians, _row_median(i))
     with_deviation = readings.with_columns((x - median).abs().alias(_row_deviation(i)))
     mads = _by_series(
@@ -348,9 +379,10 @@ def _column_group_stats(values: pl.DataFrame, i: int, flagged: bool) -> pl.DataF
             deviation.mean().fill_null(0.0).alias(stat("meanad", i)),
             x.mean().alias(stat("mean", i)),
             x.std(ddof=1).fill_null(0.0).alias(stat("std", i)),
-            x.min().alias(stat("min", i)),
-            x.max().alias(stat("max", i)),
-            whole(x).alias(stat("whole", i)),
+            # On the raw scale: what tells states (integer codes) apart (`_with_states`).
+            raw.min().alias(stat("min", i)),
+            raw.max().alias(stat("max", i)),
+            whole(raw).alias(stat("whole", i)),
             pl.col(local_col(i)).abs().median().fill_null(0.0).alias(stat("local_mad", i)),
             pl.col(local_col(i)).abs().mean().fill_null(0.0).alias(stat("local_meanad", i)),
         )
@@ -358,8 +390,11 @@ def _column_group_stats(values: pl.DataFrame, i: int, flagged: bool) -> pl.DataF
     )
     # The group's median and MAD, worked out once each (above).
     return (
-        figures.join(medians, on=SERIES, how="left", maintain_order="left")
+        figures.join(
+            medians.select(SERIES, _row_median(i)), on=SERIES, how="left", maintain_order="left"
+        )
         .join(mads, on=SERIES, how="left", maintain_order="left")
+        .join(shape.select(SERIES, stat("scale", i)), on=SERIES, how="left", maintain_order="left")
         .select(
             SERIES,
             *[stat(s, i) for s in ("n", "flagged", "rest")],
@@ -379,10 +414,50 @@ def _column_group_stats(values: pl.DataFrame, i: int, flagged: bool) -> pl.DataF
                     "whole",
                     "local_mad",
                     "local_meanad",
+                    "scale",
                 )
             ],
         )
     )
+
+
+def _shape(
+    readings: pl.LazyFrame, i: int, resolution: float, settings: OutlierCheckConfig
+) -> pl.DataFrame:
+    """Per series (`_by_series`) of column i its raw median and the scale it is judged on
+    (`outliers_scale.with_scale`, from the quantiles of the same pass; RAW with
+    `scale: raw`)."""
+    x = pl.col(value_col(i))
+    low, high, lowest, n = "__q_low", "__q_high", "__lowest", "__count"
+    if settings.scale == "raw":
+        medians = readings.group_by(SERIES, maintain_order=True).agg(
+            x.median().alias(_row_median(i)), pl.lit(RAW).alias(stat("scale", i))
+        )
+        return _by_series(medians.collect())
+    table = (
+        readings.group_by(SERIES, maintain_order=True)
+        .agg(
+            x.median().alias(_row_median(i)),
+            x.quantile(LOW_QUANTILE, interpolation="linear").alias(low),
+            x.quantile(HIGH_QUANTILE, interpolation="linear").alias(high),
+            x.min().alias(lowest),
+            x.count().alias(n),
+        )
+        .collect()
+    )
+    chosen = with_scale(
+        nw.from_native(table.lazy()),
+        stat("scale", i),
+        low,
+        _row_median(i),
+        high,
+        lowest,
+        n,
+        nw.lit(resolution or 0.0),
+        settings.min_group_size,
+    )
+    chosen = chosen.collect().to_native()
+    return _by_series(chosen.drop(low, high, lowest, n))
 
 
 def _with_states(stats: pl.LazyFrame, kinds: pl.LazyFrame | None, count: int) -> pl.LazyFrame:
@@ -488,21 +563,34 @@ def _unbiased(n: pl.Expr) -> pl.Expr:
     return 1.0 / (1.0 - SMALL_SAMPLE_BIAS / n.cast(pl.Float64).clip(lower_bound=MIN_FLEET_GROUP))
 
 
-def _column_stats(
-    values: pl.LazyFrame, stats: pl.LazyFrame, schema: pl.Schema, columns: Sequence[str]
-) -> pl.LazyFrame:
+def _resolutions(values: pl.LazyFrame, schema: pl.Schema, columns: Sequence[str]) -> pl.LazyFrame:
+    """One row: each column's resolution (`_resolution`), a floor for its spread; the first
+    values tell it as well as all."""
+    return values.head(_RESOLUTION_SAMPLE).select(
+        _resolution(pl.col(value_col(i)), schema[name]).alias(stat("resolution", i))
+        for i, name in enumerate(columns)
+    )
+
+
+def _column_stats(stats: pl.LazyFrame, resolution: pl.LazyFrame, count: int) -> pl.LazyFrame:
     """One row: per column the fleet's robust spread, the median of the groups' own spreads
     (groups of at least MIN_FLEET_GROUP values that vary, each corrected for its size: the
     median of per-group MADs is about (1 - 1.2 / n) of the normal one, simulated n = 4..50),
     the values behind it, the groups' median autocorrelation, and the column's resolution.
     From the small group table only: no pass over the rows."""
     fleet: list[pl.Expr] = []
-    for i in range(len(columns)):
+    for i in range(count):
         n = pl.col(stat("n", i))
         mad = _mad(i, pl.col(stat("resolution", i)))
         meanad = pl.col(stat("meanad", i))
-        # A flat group's zero spread would shrink the fleet's: only groups that vary count.
-        eligible = (n >= MIN_FLEET_GROUP) & (meanad > 0) & ~pl.col(stat("state", i))
+        # A flat group's zero spread would shrink the fleet's: only groups that vary count, and
+        # only on the raw scale (the small groups the fleet's spread judges are on it).
+        eligible = (
+            (n >= MIN_FLEET_GROUP)
+            & (meanad > 0)
+            & ~pl.col(stat("state", i))
+            & (pl.col(stat("scale", i)) == RAW)
+        )
         spread = pl.when(mad > 0).then(mad * MAD_TO_SIGMA).otherwise(
             meanad * MEAN_ABS_TO_SIGMA
         ) * _unbiased(n)
@@ -521,11 +609,6 @@ def _column_stats(
             .fill_null(0.0)
             .alias(stat("fleet_rho", i)),
         ]
-    # The resolution is a floor for the spread: the first values tell it as well as all.
-    resolution = values.head(_RESOLUTION_SAMPLE).select(
-        _resolution(pl.col(value_col(i)), schema[name]).alias(stat("resolution", i))
-        for i, name in enumerate(columns)
-    )
     return stats.join(resolution, how="cross").select(fleet).join(resolution, how="cross")
 
 
@@ -538,7 +621,9 @@ def _judged_groups(
     for i in range(count):
         n = pl.col(stat("n", i))
         median, meanad = pl.col(stat("median", i)), pl.col(stat("meanad", i))
-        resolution = pl.col(stat("resolution", i))
+        power = pl.col(stat("scale", i))
+        # The column's resolution is a step of the raw values only (`outliers_scale`).
+        resolution = pl.when(power == RAW).then(pl.col(stat("resolution", i))).otherwise(0.0)
         mad = _mad(i, resolution)
         # No spread at all: every value the same (up to rounding noise of the level).
         constant = meanad <= 1e-12 * pl.max_horizontal(median.abs(), 1.0)
@@ -581,10 +666,11 @@ def _judged_groups(
             .alias(stat("center", i)),
             pl.max_horizontal(spread, resolution).alias(stat("spread", i)),
             (big & pl.lit(robust) & (mad <= 0) & ~constant).alias(stat("fallback", i)),
-            pl.col(stat("min", i)),
-            pl.col(stat("max", i)),
+            # The extremes on the scale judged (a power is monotone): the largest |z|.
+            on_scale_pl(pl.col(stat("min", i)), power).alias(stat("min", i)),
+            on_scale_pl(pl.col(stat("max", i)), power).alias(stat("max", i)),
             pl.col(stat("fleet", i)),
-            resolution,
+            pl.col(stat("resolution", i)),
             pl.when(big)
             .then(pl.col(stat("rho", i)))
             .otherwise(pl.col(stat("fleet_rho", i)))
@@ -602,6 +688,7 @@ def _judged_groups(
             .then(pl.max_horizontal(_local_spread(i), resolution))
             .otherwise(None)
             .alias(stat("local_spread", i)),
+            pl.when(route == OWN).then(power).otherwise(RAW).alias(stat("scale", i)),
         ]
     return stats.join(per_column, how="cross").select(exprs)
 
@@ -626,17 +713,32 @@ def _outlier_rows(
     Each column's flag is worked out on every row with its group's limits put on the rows
     (`_broadcast`), and only the few flagged rows meet the group table (a join): joining it
     onto every row first copied all the value table's columns and the group figures (about
-    1.5 GB at 10M rows)."""
+    1.5 GB at 10M rows).
+
+    A column with a group judged on another scale (`outliers_scale`) is transformed first,
+    its neighbours and level too; the outlier rows keep the raw value and z on that scale."""
+    scaled = [i for i in range(count) if (groups.get_column(stat("scale", i)) != RAW).any()]
     kept = [
         SERIES,
         *[stat(s, i) for i in range(count) for s in ("center", "spread", "local_spread")],
     ]
     limits = _by_series(
-        groups.select(*kept, *[e for i in range(count) for e in _limits(i, settings)])
+        groups.select(
+            *kept,
+            *[e for i in range(count) for e in _limits(i, settings)],
+            *[stat("scale", i) for i in scaled],
+        )
     )
+    rows = values.lazy()
+    if scaled:
+        rows = rows.with_columns(pl.col(value_col(i)).alias(raw_value_col(i)) for i in scaled)
+        rows = rows.with_columns(
+            on_scale_pl(pl.col(name), _broadcast(limits, stat("scale", i))).alias(name)
+            for i in scaled
+            for name in [value_col(i), *([level_col(i)] if i in levels else [])]
+        )
     flagged = (
-        values.lazy()
-        .with_columns(
+        rows.with_columns(
             e
             for i in range(count)
             for e in (_local(i).alias(local_col(i)), _after(i).alias(after_col(i)))
@@ -662,7 +764,7 @@ def _outlier_rows(
             expr
             for i in range(count)
             for expr in (
-                pl.col(value_col(i)),
+                pl.col(raw_value_col(i) if i in scaled else value_col(i)).alias(value_col(i)),
                 (
                     (pl.col(value_col(i)) - pl.col(stat("center", i))) / pl.col(stat("spread", i))
                 ).alias(z_col(i)),
@@ -735,8 +837,10 @@ def polars_plan(
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         table = frames[0]
-        stats = _with_states(_group_stats(table, count, flagged).lazy(), kinds, count).collect()
-        per_column = _column_stats(table.lazy(), stats.lazy(), schema, columns).collect()
+        resolution = _resolutions(table.lazy(), schema, columns).collect()
+        stats = _group_stats(table, count, flagged, resolution, settings)
+        stats = _with_states(stats.lazy(), kinds, count).collect()
+        per_column = _column_stats(stats.lazy(), resolution.lazy(), count).collect()
         groups = _judged_groups(stats.lazy(), per_column.lazy(), count, settings).collect()
         rows = _outlier_rows(table, groups, count, settings, levels)
         checked = result(dataset, columns, groups, rows, per_column, settings)

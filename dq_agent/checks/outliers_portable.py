@@ -65,6 +65,7 @@ from dq_agent.checks.outliers_report import (
     two_sided_col,
     value_col,
 )
+from dq_agent.checks.outliers_rescaled import after_col, rescaled, scales, shifts, side, spike
 from dq_agent.checks.portable import PortablePlan, missing
 from dq_agent.checks.range_limits import resolve, series_key
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, matches_any
@@ -118,8 +119,17 @@ def generic_plan(
     moments = settings.method == "sigma"
     dtypes = [schema[c] for c in columns]
     resolution = resolutions(engine, dataset, values, dtypes)
+    # Each group's scale (`outliers_rescaled`); the rows on it only where a group is off raw.
+    scaled = scales(engine, dataset, values, KEY, POSITION, count, resolution, settings)
+    table, off = scaled if scaled is not None else (None, [])
+    if table is not None:
+        values = engine.materialised(
+            rescaled(engine, dataset, scope, values, table, off, KEY, POSITION)
+        )
     stats = engine.materialised(
-        group_stats(engine, dataset, values, count, resolution, names, moments=moments)
+        group_stats(
+            engine, dataset, values, count, resolution, names, moments=moments, scales=(table, off)
+        )
     )
     per_column = engine.materialised(
         column_stats(engine, dataset, values, stats, resolution, dtypes)
@@ -127,7 +137,7 @@ def generic_plan(
     groups = engine.materialised(judged_groups(stats, per_column, count, settings))
     # The columns with a level after a step (`_on_one_level`); the others have none.
     levelled = [i for i, name in enumerate(columns) if _can_step(name, config)]
-    flagged_rows = outlier_rows(values, groups, count, settings, ts is not None, levelled)
+    flagged_rows = outlier_rows(values, groups, count, settings, ts is not None, levelled, off)
     queries = [groups, flagged_rows, per_column]
     if ts is not None:
         # The events' buckets span the whole data, not the scope (`events.grain`).
@@ -252,17 +262,7 @@ def _values(
         for i in range(len(columns))
         if i not in stepping
     )
-    near = {
-        f"{value_col(i)}_{by}": (value_col(i), by)
-        for i in range(len(columns))
-        for by in (1, 2, -1, -2)
-    }
-
-    def side(i: int, first: int) -> nw.Expr:
-        # As the Polars strategy sums them: (nearer + farther) / 2.
-        far = 2 * first
-        return (nw.col(f"{value_col(i)}_{first}") + nw.col(f"{value_col(i)}_{far}")) / 2
-
+    near = shifts(range(len(columns)))
     # The rows as `in_series` gave them unless the marks or the levels were joined on.
     as_given = marks is None and not stepping
     rows = shifted_in_series(
@@ -272,14 +272,14 @@ def _values(
         for i in range(len(columns))
         for expr in (
             (nw.col(value_col(i)) - side(i, 1)).alias(local_col(i)),
-            (nw.col(value_col(i)) - side(i, -1)).alias(_after(i)),
+            (nw.col(value_col(i)) - side(i, -1)).alias(after_col(i)),
         )
     )
     # Only what the later queries read: the frame is materialised, every column of it.
-    spent = [name(i) for i in range(len(columns)) for name in (_after, _raw, _ranged, step_col)]
+    spent = [name(i) for i in range(len(columns)) for name in (after_col, _raw, _ranged, step_col)]
     if marks is not None:
         spent += [c for c in marks.collect_schema().names() if c != AT_ROW]
-    out = rows.with_columns(_spike(i).alias(two_sided_col(i)) for i in range(len(columns))).drop(
+    out = rows.with_columns(spike(i).alias(two_sided_col(i)) for i in range(len(columns))).drop(
         *near, *spent, AT_ROW
     )
     return out, as_given and engine.stores_series_order(dataset)
@@ -422,13 +422,6 @@ def _on_one_level(
     return rows
 
 
-def _spike(i: int) -> nw.Expr:
-    """`outliers_polars._spike`: the nearer side's distance when above or below both."""
-    up, down = nw.col(local_col(i)), nw.col(_after(i))
-    nearer = nw.when(up.abs() < down.abs()).then(up).otherwise(down)
-    return nw.when(up * down > 0).then(nearer).otherwise(nw.lit(0.0))
-
-
 def _can_rest(name: str, config: Config) -> bool:
     """Whether flatline_check runs and checks the column: only then are readings left out as
     stuck or at rest."""
@@ -447,7 +440,3 @@ def _raw(i: int) -> str:
 
 def _ranged(i: int) -> str:
     return f"__ranged{i}"
-
-
-def _after(i: int) -> str:
-    return f"__after{i}"

@@ -22,6 +22,7 @@ from dq_agent.checks.evidence import (
     group_p_value,
     z_tail,
 )
+from dq_agent.checks.outliers_scale import RAW, scale_name
 from dq_agent.checks.series_values import ENTITY, TIME
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult, Finding, Status
@@ -40,9 +41,12 @@ class OutlierCheckConfig:
     significance: float = setting(0.001, rule=fraction)
     # A group beyond chance whose most extreme value is this many sigmas out is a fail.
     fail_z: float = setting(10.0, rule=positive)
-    # Value columns (names or glob patterns) not judged: a quantity whose clean values are
-    # skewed or switch between levels (dust, a pump's pressure on and off).
+    # Value columns (names or glob patterns) not judged: a quantity whose clean values
+    # switch between levels (a pump's pressure on and off).
     excluded: list[str] = field(default_factory=list)
+    # auto: a clearly skewed group (dust, concentrations) is judged on the power or log scale
+    # that makes it most symmetric (`outliers_scale`); raw: every group on its raw values.
+    scale: str = setting("auto", rule=choice("auto", "raw"))
 
 
 MAX_FINDINGS = 20
@@ -82,6 +86,7 @@ _METRIC_ORDER = (
     "zero_variance_groups",
     "state_groups",
     "spread_fallback_groups",
+    "scales",
     "fleet_spread",
     "resolution",
     "max_abs_z",
@@ -112,6 +117,12 @@ def nothing(
 
 def value_col(i: int) -> str:
     return f"__x{i}"
+
+
+def raw_value_col(i: int) -> str:
+    """Column i's raw value beside its value on the group's scale (`outliers_scale`), on the
+    rows of a column with a group off the raw scale."""
+    return f"__raw_value{i}"
 
 
 def z_col(i: int) -> str:
@@ -220,6 +231,7 @@ def result(
                     pl.col(stat("route", i)).alias("route"),
                     pl.col(stat("rho", i)).alias("rho"),
                     pl.col(stat("spread_n", i)).alias("spread_n"),
+                    pl.col(stat("scale", i)).alias("scale"),
                 ),
                 on=ENTITY,
                 how="left",
@@ -311,6 +323,12 @@ def _column_metrics(
             n.filter(~checked).sum().alias("skipped_values"),
             n.filter(route == OWN).sum().alias("own_values"),
             n.filter(route == FLEET).sum().alias("fleet_values"),
+            pl.col(stat("scale", i))
+            .filter(checked)
+            .alias("scale")
+            .value_counts()
+            .implode()
+            .alias("scales"),
             largest_z.filter(checked).max().alias("max_abs_z"),
             _names(route == TOO_SMALL).alias("small"),
             _names(route == CONSTANT).alias("constant_names"),
@@ -338,12 +356,21 @@ def _column_metrics(
         "zero_variance_groups": int(row["constant"]),
         "state_groups": int(row["state"]),
         "spread_fallback_groups": int(row["fallback"]),
+        "scales": _scales(row["scales"]),
         "fleet_spread": rounded(column_row[stat("fleet", i)]),
         "resolution": column_row[stat("resolution", i)] or None,
         "max_abs_z": rounded(row["max_abs_z"]),
         "too_small_examples": list(row["small"]),
         "zero_variance_examples": list(row["constant_names"]),
     }
+
+
+def _scales(counts: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How many checked groups were judged on each scale, by name (`outliers_scale`): the raw
+    scale first, then the most used."""
+    named = [(scale_name(float(c["scale"])), int(c["count"])) for c in counts]
+    named.sort(key=lambda item: (item[0] != "raw", -item[1], item[0]))
+    return dict(named)
 
 
 def _names(where: pl.Expr) -> pl.Expr:
@@ -385,13 +412,15 @@ def _finding(
     own = [e for e in examples if e[ENTITY] == entity[ENTITY]][:MAX_EXAMPLES]
     count = int(entity["outliers"])
     how = "fleet spread, " if entity["route"] == FLEET else ""
+    scale = float(entity["scale"])
+    on = f" on the {scale_name(scale)} scale" if scale != RAW else ""
     local = entity["max_local_z"]
     if local is not None and local > entity["max_abs_z"]:
         how += f"{local:.0f} sigma from its neighbours, "
     return Finding(
         what=(
             f"{plural(count, 'outlier')} in {name} of {int(entity['n']):,} values "
-            f"(max |z| {entity['max_abs_z']:.1f}; {how}chance {_chance(p_value)})"
+            f"(max |z| {entity['max_abs_z']:.1f}{on}; {how}chance {_chance(p_value)})"
         ),
         count=count,
         severity=severity,
@@ -439,8 +468,25 @@ def _summary(dataset: Dataset, columns: dict[str, dict[str, Any]], metrics: dict
     if fleet:
         own = sum(c["groups_own_spread"] for c in columns.values())
         text += f"; {own:,} groups judged on their own spread, {fleet:,} on the fleet's"
+    scaled = _scaled_text(columns)
+    if scaled:
+        text += f"; {scaled}"
     skipped = _skipped_groups_text(columns)
     return f"{text}; {skipped}" if skipped else text
+
+
+def _scaled_text(columns: dict[str, dict[str, Any]]) -> str:
+    """Which skewed groups were judged off the raw scale, per column ("4 groups of dust_ugm3
+    on the log scale"): never silently."""
+    parts = [
+        f"{plural(count, 'group')} of {name} on the {scale} scale"
+        for name, column in columns.items()
+        for scale, count in column["scales"].items()
+        if scale != "raw"
+    ]
+    if not parts:
+        return ""
+    return "skewed groups judged on a power or log scale: " + ", ".join(parts)
 
 
 def _about(expected: float) -> str:
