@@ -477,11 +477,7 @@ def _judged(
     by_share = pl.col(GROUP_PAIRS) * share.pow(inside) < settings.chance
     # The group's long runs its own share finds ordinary (not a device's: a device read to
     # whole units that holds each value for 20 readings must not vouch for another frozen for
-    # 50): their own share is its tail's. A slow
-    # signal read in whole degrees sits at every value for runs whose lengths vary with its
-    # slope; judged by one share, its clean 25- to 50-reading runs were beyond chance, made
-    # each of its values a rest level and left 99% of its readings out of spike_check and
-    # outlier_check (a 15-degree spike passed).
+    # 50) judge a run by their own tail (`group_tail_verdict`), where there are enough of them.
     ordinary = pl.col(GROUP_PAIRS) * group_share.pow(inside) >= settings.chance
     in_tail = ~pl.col(SKIPPED) & ~pl.col(CONSTANT) & ordinary
     group_tail = (
