@@ -10,9 +10,10 @@ normal) exceeds with probability `chance / n` for a column with n changes over a
 (about 10.5 for a day of minutes, 15 for 50,000), the device's spread taken as estimated from
 its own changes (about 27 for 200 devices of 20 readings, whose MADs of 19 changes come out a
 third of the true spread now and then). A change across more time than the device's usual
-step is measured from its drift over that time (its median change per usual step, times the
-steps) and may be larger by the square root of the steps (a random walk's growth; sensor noise
-grows slower). That bound keeps the expected number of chance jumps under `chance` at every
+step is measured from what the level may have done meanwhile: anything from pausing (one usual
+change: a counter while its machine is off) to drifting on (its midmean change per usual step,
+times the further steps), and may be larger by the square root of the steps (a random walk's
+growth; sensor noise grows slower). That bound keeps the expected number of chance jumps under `chance` at every
 size, so clean data passes, also with heavy-tailed noise. A configured `max_rate` per column
 (change per `rate_unit` of time) flags a jump on its own.
 
@@ -76,6 +77,8 @@ from dq_agent.checks.spikes_report import (
     CHANGES_GRID,
     CHANGES_STEP,
     COVERED,
+    DRIFT_HIGH,
+    DRIFT_LOW,
     FALLS,
     HIGH,
     JUMP,
@@ -127,6 +130,10 @@ _N = "__n"
 _SCALE = SCALE
 _PREVIOUS = PREVIOUS
 _MEDIAN = "__median"
+_Q_LOW = "__q_low"
+_Q_HIGH = "__q_high"
+_INNER = "__inner"
+_DRIFT = "__drift"
 _ROUNDING = "__rounding"
 _USUAL = "__usual"
 _STEPS = "__steps"
@@ -221,6 +228,8 @@ def _jumps(
     # series, the usual step's 0.42 s against 0.05 s per 10M readings.
     per_device = [
         pl.col(_D).median().over(SERIES).alias(_MEDIAN),
+        pl.col(_D).quantile(DRIFT_LOW, interpolation="linear").over(SERIES).alias(_Q_LOW),
+        pl.col(_D).quantile(DRIFT_HIGH, interpolation="linear").over(SERIES).alias(_Q_HIGH),
         pl.col(_D).count().over(SERIES).alias(_N),
         # Deviations within floating-point rounding of the level (0.1 + 0.2) are no spread.
         (rounding(dataset, column) * pl.col(X).abs().max()).over(SERIES).alias(_ROUNDING),
@@ -284,6 +293,13 @@ def _jumps(
         .with_columns(positive if has_time else [])
         .with_columns(per_device)
         .drop(_POSITIVE, strict=False)
+        .with_columns(
+            pl.when(pl.col(_D).is_between(pl.col(_Q_LOW), pl.col(_Q_HIGH)))
+            .then(pl.col(_D))
+            .alias(_INNER)
+        )
+        .with_columns(pl.col(_INNER).mean().over(SERIES).fill_null(0.0).alias(_DRIFT))
+        .drop(_Q_LOW, _Q_HIGH, _INNER)
         .with_columns(dev.alias(_DEV), _multiple(settings).alias(_MULTIPLE))
         .with_columns(above)
         .with_columns(spreads)
@@ -293,7 +309,7 @@ def _jumps(
         .with_columns(spread.alias(_SCALE), _steps_between(dataset).alias(_STEPS))
         .drop(_MAD, _FLOOR, _ROUNDING, _USUAL, strict=False)
         .with_columns(jump.fill_null(False).alias(_JUMPED))
-        .drop(_MEDIAN, _N, _MULTIPLE, _STEPS, _SECONDS, strict=False)
+        .drop(_MEDIAN, _DRIFT, _N, _MULTIPLE, _STEPS, _SECONDS, strict=False)
     )
     reach = context(settings)
     # Each series' moves up and down, for `is_reset`: a group-by joined to the few readings
@@ -408,10 +424,15 @@ def _steps_between(dataset: Dataset) -> pl.Expr:
 
 
 def _off_course() -> pl.Expr:
-    """How far a change lies from the device's typical change over the same time: its median
-    change per usual step times the steps between the two readings (a steady drift moves the
-    level further across a gap, in proportion)."""
-    return (pl.col(_D) - pl.col(_MEDIAN) * pl.col(_STEPS)).abs()
+    """How far a change lies outside what the device's own changes make plausible over the
+    same time (its drift: `spikes_report.DRIFT_LOW`): its median change over one usual step, and across
+    a longer time anything from that (the level paused: a counter while its machine is off)
+    to that plus its drift over the further steps (it kept moving: a totaliser counting on)."""
+    steps = pl.col(_STEPS)
+    one = pl.col(_MEDIAN) * pl.min_horizontal(steps, pl.lit(1.0))
+    moved = one + pl.col(_DRIFT) * pl.max_horizontal(steps - 1.0, pl.lit(0.0))
+    low, high = pl.min_horizontal(one, moved), pl.max_horizontal(one, moved)
+    return pl.max_horizontal(low - pl.col(_D), pl.col(_D) - high, pl.lit(0.0))
 
 
 def _gap_widening() -> pl.Expr:

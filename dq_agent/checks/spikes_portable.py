@@ -53,6 +53,8 @@ from dq_agent.checks.spikes_report import (
     CHANGE,
     CHANGES_STEP,
     COVERED,
+    DRIFT_HIGH,
+    DRIFT_LOW,
     FALLS,
     HIGH,
     JUMP,
@@ -93,6 +95,10 @@ _STEP = "__step"
 _READINGS = "__readings"
 _N = "__n"
 _MEDIAN = "__median"
+_Q_LOW = "__q_low"
+_Q_HIGH = "__q_high"
+_INNER = "__inner"
+_DRIFT = "__drift"
 _ROUNDING = "__rounding"
 _USUAL = "__usual"
 _DEV = "__dev"
@@ -311,28 +317,38 @@ def _entity_text() -> nw.Expr:
     return nw.when(nw.col(KEY) != _NULL_KEY).then(nw.col(KEY))
 
 
-def _medians(
-    engine: Engine, frame: Frame, medians: dict[str, str]
+def _quantiles(
+    engine: Engine, frame: Frame, quantiles: dict[str, tuple[str, float]]
 ) -> tuple[list[nw.Expr], list[Frame]]:
-    """Per series (KEY) the median of each column of `medians` (values to names; nulls left
-    out): the engine's median aggregates, for the caller's own aggregation; out of core frames
-    of them (a series without a value has no row) from the counts of each series' distinct
-    values (`quantile_counts`: a hash aggregate and a sort of the distinct values, where the
-    engine's median holds a series' every value in memory and ranks sort every row on disk)."""
+    """Per series (KEY) each quantile of `quantiles` (names to a column and its quantile; nulls
+    left out, linear between ranks): the engine's quantile aggregates, for the caller's own
+    aggregation; out of core frames of them (a series without a value has no row) from the
+    counts of each series' distinct values (`quantile_counts`: a hash aggregate and a sort of
+    the distinct values, where the engine's quantile holds a series' every value in memory and
+    ranks sort every row on disk)."""
     if not engine.out_of_core:
-        return [nw.col(value).median().alias(name) for value, name in medians.items()], []
+        return [
+            (
+                nw.col(value).median()
+                if q == 0.5
+                else nw.col(value).quantile(q, interpolation="linear")
+            ).alias(name)
+            for name, (value, q) in quantiles.items()
+        ], []
     return [], [
-        quantile_by_counts(frame.select(KEY, value), value, [KEY], 0.5, name)
-        for value, name in medians.items()
+        quantile_by_counts(frame.select(KEY, value), value, [KEY], q, name)
+        for name, (value, q) in quantiles.items()
     ]
 
 
-def _aggregated(engine: Engine, frame: Frame, medians: dict[str, str], *others: nw.Expr) -> Frame:
-    """`frame`'s aggregates per series: `others` and the medians (`_medians`)."""
-    aggregates, frames = _medians(engine, frame, medians)
+def _aggregated(
+    engine: Engine, frame: Frame, quantiles: dict[str, tuple[str, float]], *others: nw.Expr
+) -> Frame:
+    """`frame`'s aggregates per series: `others` and the quantiles (`_quantiles`)."""
+    aggregates, frames = _quantiles(engine, frame, quantiles)
     out = frame.group_by(KEY).agg(*others, *aggregates)
-    for median in frames:
-        out = out.join(median, on=KEY, how="left")
+    for quantile in frames:
+        out = out.join(quantile, on=KEY, how="left")
     return out
 
 
@@ -341,7 +357,12 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
     its usual step in seconds (with a timestamp), the median deviation of its changes from
     their median (`_MAD`) and the smallest deviation beyond rounding (`_FLOOR`)."""
     ts = dataset.roles.timestamp
-    medians = {CHANGE: _MEDIAN, **({_STEP: _USUAL} if ts is not None else {})}
+    quantiles = {
+        _MEDIAN: (CHANGE, 0.5),
+        _Q_LOW: (CHANGE, DRIFT_LOW),
+        _Q_HIGH: (CHANGE, DRIFT_HIGH),
+        **({_USUAL: (_STEP, 0.5)} if ts is not None else {}),
+    }
     if ts is not None:
         # `spikes._jumps`: readings at one time are no step.
         step = nw.when(nw.col(_SECONDS) > 0).then(nw.col(_SECONDS))
@@ -349,7 +370,7 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
     series = _aggregated(
         engine,
         readings,
-        medians,
+        quantiles,
         nw.len().cast(nw.Int64).alias(_READINGS),
         nw.col(CHANGE).count().cast(nw.Int64).alias(_N),
         count(nw.col(CHANGE) > 0).alias(RISES),
@@ -359,12 +380,20 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
         (nw.col(X).abs().max() * rounding(dataset, column)).alias(_ROUNDING),
     )
     deviations = readings.select(KEY, POSITION, CHANGE).join(
-        series.select(KEY, _MEDIAN, _ROUNDING), on=KEY, how="left"
+        series.select(KEY, _MEDIAN, _ROUNDING, _Q_LOW, _Q_HIGH), on=KEY, how="left"
     )
-    deviations = deviations.with_columns((nw.col(CHANGE) - nw.col(_MEDIAN)).abs().alias(_DEV))
+    change = nw.col(CHANGE)
+    deviations = deviations.with_columns(
+        (change - nw.col(_MEDIAN)).abs().alias(_DEV),
+        nw.when((change >= nw.col(_Q_LOW)) & (change <= nw.col(_Q_HIGH)))
+        .then(change)
+        .alias(_INNER),
+    )
     floor = nw.when(nw.col(_DEV) > nw.col(_ROUNDING)).then(nw.col(_DEV)).min().alias(_FLOOR)
+    # The drift: the mean of the changes between their quartiles (`spikes_report.DRIFT_LOW`).
+    drift = nw.col(_INNER).mean().alias(_DRIFT)
     spread = nw.max_horizontal(MAD_TO_SIGMA * nw.col(_MAD), nw.col(_FLOOR))
-    spreads = _aggregated(engine, deviations, {_DEV: _MAD}, floor)
+    spreads = _aggregated(engine, deviations, {_MAD: (_DEV, 0.5)}, floor, drift)
     return series.join(spreads, on=KEY, how="left").with_columns(spread.alias(SCALE))
 
 
@@ -419,10 +448,20 @@ def _judged(
     (`_JUMPED`: beyond the device's spread, or faster than `max_rate`)."""
     ts = dataset.roles.timestamp
     figures = series.select(
-        KEY, _N, _MEDIAN, SCALE, _MULTIPLE, RISES, FALLS, LOW, HIGH, *([_USUAL] if ts else [])
+        KEY,
+        _N,
+        _MEDIAN,
+        _DRIFT,
+        SCALE,
+        _MULTIPLE,
+        RISES,
+        FALLS,
+        LOW,
+        HIGH,
+        *([_USUAL] if ts else []),
     )
     steps = _steps_between(ts is not None)
-    off_course = (nw.col(CHANGE) - nw.col(_MEDIAN) * steps).abs()
+    off_course = _off_course(steps)
     widening = nw.max_horizontal(nw.lit(1.0), steps) ** 0.5
     robust = (
         (nw.col(_N) >= settings.min_series_readings - 1)
@@ -431,6 +470,16 @@ def _judged(
     )
     jump = robust.fill_null(False) | _too_fast(dataset, column, settings)
     return readings.join(figures, on=KEY, how="left").with_columns(jump.alias(_JUMPED))
+
+
+def _off_course(steps: nw.Expr) -> nw.Expr:
+    """`spikes._off_course`: how far a change lies outside the span from the median change over
+    one usual step (the level paused) to that plus the drift over the further steps."""
+    one = nw.col(_MEDIAN) * nw.min_horizontal(steps, nw.lit(1.0))
+    moved = one + nw.col(_DRIFT).fill_null(0.0) * nw.max_horizontal(steps - 1.0, nw.lit(0.0))
+    low, high = nw.min_horizontal(one, moved), nw.max_horizontal(one, moved)
+    change = nw.col(CHANGE)
+    return nw.max_horizontal(low - change, change - high, nw.lit(0.0))
 
 
 def _steps_between(has_time: bool) -> nw.Expr:

@@ -68,6 +68,11 @@ HIGH = "__high"
 # slowly and emptied at once): a step back is its reset, normal operation, not a fault. A
 # daily reset of minute readings is 1 move back in 1,440; noise moves either way about as often.
 SAWTOOTH_MOVES = 50
+# A device's drift per usual step is the mean of its changes between their quartiles (the
+# midmean): a steady ramp's or a counter's increment, about 0 where changes go either way as
+# often. The median is no drift: whole-degree readings reported on change move +1 or -1, and
+# a one-reading majority of -1 made 2 hours without a reading a fall of 1,200 degrees expected.
+DRIFT_LOW, DRIFT_HIGH = 0.25, 0.75
 # A reset lands within this share of the series' range from its start (its lowest reading for
 # a counter up): a trend that drops part of the way and stays (a sensor's offset) is a step.
 RESET_REACH = 0.1
