@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import ROW
+from dq_agent.checks.base import ROW, Scope
 from dq_agent.checks.evidence import FAR, MAD_EFFICIENCY, MAD_TO_SIGMA
 from dq_agent.checks.outliers_report import (
     CONSTANT,
@@ -376,8 +376,9 @@ def _robust_spread(i: int, mad: nw.Expr) -> nw.Expr:
 
 
 def _resolution(x: nw.Expr, dtype: pl.DataType) -> nw.Expr:
-    """`outliers_polars._resolution`: the coarsest step of 1 .. 0.000001 every value is a
-    whole multiple of (0 when none is)."""
+    """The coarsest step of 1, 0.1, ... 0.000001 that every value is a whole multiple of (0 when
+    none is): readings in tenths have resolution 0.1. Float32 holds about 7 digits, so its values
+    are compared more loosely."""
     relative = 1e-6 if dtype == pl.Float32 else 1e-12
     out: nw.Expr = nw.lit(0.0)
     for decimals in reversed(range(_MAX_DECIMALS + 1)):
@@ -390,18 +391,26 @@ def _resolution(x: nw.Expr, dtype: pl.DataType) -> nw.Expr:
 
 
 def resolutions(
-    engine: Engine, dataset: Dataset, values: Frame, dtypes: Sequence[pl.DataType]
+    engine: Engine,
+    dataset: Dataset,
+    scope: Scope,
+    columns: Sequence[str],
+    dtypes: Sequence[pl.DataType],
 ) -> Frame:
-    """One row: per column its resolution (`_resolution`) from the first values in series
-    order, computed once (the group table and the column's figures read it)."""
-    order = [POSITION, KEY] if engine.stores_series_order(dataset) else [KEY, POSITION]
-    first = values.sort(*order).head(_RESOLUTION_SAMPLE)
-    return engine.materialised(
-        first.select(
-            _resolution(nw.col(value_col(i)), dtype).alias(stat("resolution", i))
-            for i, dtype in enumerate(dtypes)
-        )
-    )
+    """One row: per column (`stat("resolution", i)` for the i-th of `columns`) its resolution
+    (`_resolution`), a floor for its spread, from its first `_RESOLUTION_SAMPLE` rows in file
+    order within the scope (missing and non-finite values aside); the first values tell it as
+    well as all, which cost about 1 s per column at 10M rows. The same rows on every engine and
+    out of core: the first values in series order were not, as the series come in no set order
+    and a long layout's tags are read to different decimals (0.001 in memory, 0.01 out of core,
+    on one historian export)."""
+    first = engine.rows(dataset, scope, index=True).sort(ROW).head(_RESOLUTION_SAMPLE)
+    figures = []
+    for i, (name, dtype) in enumerate(zip(columns, dtypes, strict=True)):
+        x = nw.col(name).cast(nw.Float64)
+        finite = nw.when(x.is_finite()).then(x)
+        figures.append(_resolution(finite, dtype).alias(stat("resolution", i)))
+    return engine.materialised(first.select(figures))
 
 
 def _any_coarse(

@@ -17,6 +17,7 @@ from dq_agent.checks.base import ROW, SERIES, CheckPlan, Scope, unshared
 from dq_agent.checks.events import ENTITY as EVENT_ENTITY
 from dq_agent.checks.events import START, bounded, grain, point_events, with_table
 from dq_agent.checks.evidence import FAR, MAD_EFFICIENCY, MAD_TO_SIGMA
+from dq_agent.checks.outliers_groups import resolutions
 from dq_agent.checks.outliers_report import (
     CONSTANT,
     FLEET,
@@ -62,16 +63,13 @@ from dq_agent.checks.series_values import (
     series_columns,
 )
 from dq_agent.checks.value_flags import flagging_checks
+from dq_agent.engines import POLARS
 from dq_agent.load import Dataset
 from dq_agent.result import CheckResult
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
 
-# Decimal places tried when working out a column's resolution (1 down to 0.000001), on the
-# first values of the column.
-_MAX_DECIMALS = 6
-_RESOLUTION_SAMPLE = 10_000
 _GROUP = "__group"
 # The checks that read the shared series table besides this one (`series_values`).
 _TABLE_READERS = frozenset({ranges.TOOL, flatline.TOOL, spikes.TOOL})
@@ -543,33 +541,9 @@ def _rho(i: int) -> pl.Expr:
     return pl.when(mad > 0).then(phi.clip(0.0, 0.99)).otherwise(0.0)
 
 
-def _resolution(x: pl.Expr, dtype: pl.DataType) -> pl.Expr:
-    """The coarsest step of 1, 0.1, ... 0.000001 that every value is a whole multiple of (0 when
-    none is): readings in tenths have resolution 0.1. Float32 holds about 7 digits, so its values
-    are compared more loosely."""
-    relative = 1e-6 if dtype == pl.Float32 else 1e-12
-    steps = []
-    for decimals in range(_MAX_DECIMALS + 1):
-        scaled = x * 10.0**decimals
-        whole = (
-            (scaled - scaled.round()).abs() <= relative * pl.max_horizontal(scaled.abs(), 1.0)
-        ).all()
-        steps.append(pl.when(whole).then(pl.lit(10.0**-decimals)))
-    return pl.coalesce(*steps, pl.lit(0.0))
-
-
 def _unbiased(n: pl.Expr) -> pl.Expr:
     """The factor that makes a group's deviations from its own median estimate the spread."""
     return 1.0 / (1.0 - SMALL_SAMPLE_BIAS / n.cast(pl.Float64).clip(lower_bound=MIN_FLEET_GROUP))
-
-
-def _resolutions(values: pl.LazyFrame, schema: pl.Schema, columns: Sequence[str]) -> pl.LazyFrame:
-    """One row: each column's resolution (`_resolution`), a floor for its spread; the first
-    values tell it as well as all."""
-    return values.head(_RESOLUTION_SAMPLE).select(
-        _resolution(pl.col(value_col(i)), schema[name]).alias(stat("resolution", i))
-        for i, name in enumerate(columns)
-    )
 
 
 def _column_stats(stats: pl.LazyFrame, resolution: pl.LazyFrame, count: int) -> pl.LazyFrame:
@@ -835,9 +809,13 @@ def polars_plan(
     # Asked for now: a shared node, computed once for the run while the checks are planned.
     kinds = series_table(dataset, [])
 
+    # The columns' resolutions from their first rows in file order, as on every engine.
+    resolutions_query: pl.LazyFrame = resolutions(
+        POLARS, dataset, scope, columns, [schema[c] for c in columns]
+    ).to_native()
+
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
-        table = frames[0]
-        resolution = _resolutions(table.lazy(), schema, columns).collect()
+        table, resolution = frames[0], frames[1]
         stats = _group_stats(table, count, flagged, resolution, settings)
         stats = _with_states(stats.lazy(), kinds, count).collect()
         per_column = _column_stats(stats.lazy(), resolution.lazy(), count).collect()
@@ -847,12 +825,15 @@ def polars_plan(
         if grains is None:
             return checked
         # The outlier rows are already collected, all of them: no second pass over the values.
-        return with_table(checked, _events(rows, frames[1].lazy(), columns).collect())
+        return with_table(checked, _events(rows, frames[2].lazy(), columns).collect())
 
     # The series order is a window with gathers: in memory, not copied into a stream.
+    queries = [values, resolutions_query]
     if grains is None:
-        return CheckPlan(TOOL, [values], finish, engine="in-memory")
-    return CheckPlan(TOOL, [values, grains], finish, engine=("in-memory", "streaming"))
+        return CheckPlan(TOOL, queries, finish, engine="in-memory")
+    return CheckPlan(
+        TOOL, [*queries, grains], finish, engine=("in-memory", "in-memory", "streaming")
+    )
 
 
 def _events(rows: pl.DataFrame, grains: pl.LazyFrame, columns: Sequence[str]) -> pl.LazyFrame:

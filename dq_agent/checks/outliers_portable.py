@@ -118,7 +118,7 @@ def generic_plan(
     # The means and deviations only the "sigma" method reads.
     moments = settings.method == "sigma"
     dtypes = [schema[c] for c in columns]
-    resolution = resolutions(engine, dataset, values, dtypes)
+    resolution = resolutions(engine, dataset, scope, columns, dtypes)
     # Each group's scale (`outliers_rescaled`); the rows on it only where a group is off raw.
     scaled = scales(engine, dataset, values, KEY, POSITION, count, resolution, settings)
     table, off = scaled if scaled is not None else (None, [])
