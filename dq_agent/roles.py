@@ -25,7 +25,7 @@ from dq_agent.loading.timestamp import (
     find_timestamp,
     unreadable_time_columns,
 )
-from dq_agent.loading.values import find_values
+from dq_agent.loading.values import find_values, recount_codes
 from dq_agent.timeparse import (
     DAY_FIRST,
     MONTH_FIRST,
@@ -176,9 +176,12 @@ def detect_roles(
             )
 
     # Behaviour is judged on the first 250,000 rows: enough to see every pattern a role has,
-    # and a bounded cost on a 10M-row scan (the checks read everything anyway).
+    # and a bounded cost on a 10M-row scan (the checks read everything anyway). An integer
+    # column that looks like a code there is counted again over every row (`recount_codes`).
+    every_row = raw
     raw = raw.head(ROLE_ROWS)
     stats = column_stats(raw, schema, [n for n in names if n != ingest])
+    stats = recount_codes(every_row, stats, ROLE_ROWS)
     timestamp, combined, how = (columns.timestamp, None, "")
     if timestamp is None:
         timestamp, combined, how = find_timestamp(sample, schema, names, ingest, stats, tz)

@@ -544,3 +544,27 @@ def test_a_reading_does_not_join_the_entity_to_explain_duplicates_away(
     )
     result = run_check(plan_duplicate_check, path)
     assert result.metrics["duplicate_key_rows"] == 400
+
+
+def test_an_integer_reading_idle_through_the_first_rows_is_still_a_value(tmp_path: Path) -> None:
+    """Roles are judged on the first 250,000 rows (`roles.ROLE_ROWS`); an integer column that
+    looks like a code there is counted again over every row (`loading.values.recount_codes`):
+    a machine off for the first hours reads rpm 0 throughout them, and rpm is a reading."""
+    rows = 300_000
+    idle = 260_000
+    frame = pl.DataFrame(
+        {
+            "t": pl.datetime_range(
+                START, START + timedelta(seconds=rows - 1), "1s", eager=True, time_zone="UTC"
+            ),
+            "rpm": pl.Series([0] * idle + [(i * 7) % 1800 for i in range(rows - idle)]),
+            "state": pl.Series([i % 3 for i in range(rows)]),
+            "accel": pl.Series([0.01 * ((i * 13) % 17) for i in range(rows)]),
+        }
+    )
+    path = tmp_path / "machine.parquet"
+    frame.write_parquet(path)
+    dataset = load(str(path), Config())
+    assert dataset.roles.values == ["rpm", "accel"]
+    left_out = next(i for i in dataset.inferred if i.role == "not values")
+    assert left_out.value == "state"

@@ -25,6 +25,43 @@ MAX_CODE_VALUES = 10
 _CODE_NAME = re.compile(r"(status|state|alarm|flag|mode|code|fault|error|event|quality)", re.I)
 
 
+def recount_codes(
+    raw: pl.LazyFrame, stats: dict[str, dict[str, Any]], sampled_rows: int
+) -> dict[str, dict[str, Any]]:
+    """`stats` (`loading.timestamp.column_stats` of the first `sampled_rows` rows) with the
+    integer columns that look like codes there counted again over every row: a machine off
+    for the first hours reads rpm 0 throughout them, and rpm was left out of the values as a
+    code (1 distinct value in 250,000 rows, 1,808 in the file). Only those columns are read
+    again, and only when the sample did not hold every row."""
+    suspects = [
+        name
+        for name, figures in stats.items()
+        if figures["distinct"] is not None
+        and figures["distinct"] <= MAX_CODE_VALUES
+        and figures["rows"] >= sampled_rows
+    ]
+    if not suspects:
+        return stats
+    exprs: list[pl.Expr] = [pl.len().alias("rows")]
+    for i, name in enumerate(suspects):
+        column = pl.col(name)
+        exprs += [
+            column.min().cast(pl.Float64).alias(f"min{i}"),
+            column.max().cast(pl.Float64).alias(f"max{i}"),
+            column.drop_nulls().n_unique().alias(f"n{i}"),
+        ]
+    row = raw.select(exprs).collect().row(0, named=True)
+    recounted = dict(stats)
+    for i, name in enumerate(suspects):
+        recounted[name] = {
+            "min": row[f"min{i}"],
+            "max": row[f"max{i}"],
+            "distinct": row[f"n{i}"],
+            "rows": row["rows"],
+        }
+    return recounted
+
+
 def find_values(
     sample: pl.DataFrame,
     schema: pl.Schema,
