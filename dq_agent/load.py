@@ -120,6 +120,10 @@ class Dataset:
     """The text formats the timestamp column is read with (slash dates in the order found)."""
     time_parts: list[str] = field(default_factory=list)
     """A date and a time column read together as the timestamp column (`roles.timestamp`)."""
+    values_configured: bool = False
+    """The value columns were named in the config (`columns.values`), not inferred: in the
+    wide layout each is a measurement, whatever its readings look like
+    (`checks.series_kinds.judges_states`)."""
     excusal: Excusal | None = None
     """The maintenance windows, once the inspection has computed their mask into the in-memory
     `frame` (`maintenance.materialise`); None before, and without windows."""
@@ -364,6 +368,7 @@ def _dataset(
         load_notes=[*read.notes, *detection.notes],
         timestamp_formats=detection.timestamp_formats,
         time_parts=list(detection.combined or ()),
+        values_configured=config.columns.values is not None,
         file_order=bool(files),
         order_column=config.columns.order_by,
     )

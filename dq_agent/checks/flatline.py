@@ -109,6 +109,7 @@ from dq_agent.checks.series_kinds import (
     GROUP,
     KEY,
     is_state,
+    judges_states,
     series_matches,
     series_table,
     whole,
@@ -264,7 +265,10 @@ def series_stats(dataset: Dataset, scope: Scope, column: str, config: Config) ->
     settings = config.section(FlatlineCheckConfig)
     key = ("series stats", *_key(dataset, scope, column, config), tuple(settings.excluded))
     kinds = series_table(dataset, settings.excluded)
-    return shared(dataset, key, lambda: _series(_repeats(dataset, scope, column, config), kinds))
+    states = judges_states(dataset)
+    return shared(
+        dataset, key, lambda: _series(_repeats(dataset, scope, column, config), kinds, states)
+    )
 
 
 def _key(dataset: Dataset, scope: Scope, column: str, config: Config) -> tuple[Any, ...]:
@@ -334,7 +338,7 @@ def _with_next(dataset: Dataset, scope: Scope, column: str, config: Config) -> p
     )
 
 
-def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
+def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None, states: bool) -> pl.LazyFrame:
     """Per series of `_repeats`: its repeats, runs, value range, and its group's totals."""
     starts = ~pl.col(SAME)
     # A run repeats when the reading after its first repeats it (the same series then).
@@ -362,12 +366,16 @@ def _series(repeats: pl.LazyFrame, kinds: pl.LazyFrame | None) -> pl.LazyFrame:
         )
     group = pl.col(GROUP_KEY)
     named = pl.col(EXCLUDED)
-    state = is_state(
-        group,
-        pl.col(WHOLE).filter(~named),
-        pl.col(LOW).filter(~named),
-        pl.col(HIGH).filter(~named),
-        (pl.col(PAIRS_N) + 1).filter(~named),
+    state = (
+        is_state(
+            group,
+            pl.col(WHOLE).filter(~named),
+            pl.col(LOW).filter(~named),
+            pl.col(HIGH).filter(~named),
+            (pl.col(PAIRS_N) + 1).filter(~named),
+        )
+        if states
+        else pl.lit(False)
     )
     kept = ~pl.col(STATE) & ~named
 

@@ -94,7 +94,13 @@ from dq_agent.checks.portable import (
 )
 from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.range_limits import ColumnRange, resolve, series_key
-from dq_agent.checks.series_kinds import EXCLUDED, series_matches, series_table, variable_keys
+from dq_agent.checks.series_kinds import (
+    EXCLUDED,
+    judges_states,
+    series_matches,
+    series_table,
+    variable_keys,
+)
 from dq_agent.checks.series_kinds import KEY as NAME
 from dq_agent.checks.series_values import AT_ROW, ENTITY, TIME, X
 from dq_agent.engines import Engine
@@ -424,7 +430,7 @@ def _series(dataset: Dataset, readings: Frame, excluded: Sequence[str]) -> Frame
         & (high <= MAX_CODE_VALUES)
         & (high > low)
         & (nw.col(_G_COUNT) >= 5 * (high - low + 1))
-    ).fill_null(False)
+    ).fill_null(False) & nw.lit(judges_states(dataset))
     per_series = per_series.join(kinds, on=GROUP_KEY, how="left").with_columns(
         (state & mine).alias(STATE)
     )

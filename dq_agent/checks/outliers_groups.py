@@ -43,7 +43,7 @@ from dq_agent.checks.outliers_report import (
 )
 from dq_agent.checks.outliers_scale import RAW, on_scale_nw
 from dq_agent.checks.portable import count, quantile_by_rank, ranked
-from dq_agent.checks.series_kinds import variable_keys
+from dq_agent.checks.series_kinds import judges_states, variable_keys
 from dq_agent.checks.series_values import ENTITY, TIME
 from dq_agent.engines import Engine
 from dq_agent.engines.base import Frame, entity_key_expr, grouped
@@ -329,7 +329,7 @@ def _with_states(dataset: Dataset, stats: Frame, count_: int) -> Frame:
             & (high <= MAX_CODE_VALUES)
             & (high > low)
             & (nw.col(f"__g_n{i}") >= 5 * (high - low + 1))
-        ).fill_null(False)
+        ).fill_null(False) & nw.lit(judges_states(dataset))
 
     kept = [c for c in kinds.collect_schema().names() if c != _GROUP_KEY]
     return (

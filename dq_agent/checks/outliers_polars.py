@@ -53,7 +53,14 @@ from dq_agent.checks.outliers_scale import (
     on_scale_pl,
     with_scale,
 )
-from dq_agent.checks.series_kinds import GROUP, KEY, is_state, series_table, whole
+from dq_agent.checks.series_kinds import (
+    GROUP,
+    KEY,
+    is_state,
+    judges_states,
+    series_table,
+    whole,
+)
 from dq_agent.checks.series_values import (
     AT_ROW,
     ENTITY,
@@ -458,7 +465,9 @@ def _shape(
     return _by_series(chosen.drop(low, high, lowest, n))
 
 
-def _with_states(stats: pl.LazyFrame, kinds: pl.LazyFrame | None, count: int) -> pl.LazyFrame:
+def _with_states(
+    stats: pl.LazyFrame, kinds: pl.LazyFrame | None, count: int, states: bool
+) -> pl.LazyFrame:
     """The group table with `state` per column: the series holds states (integer codes), as
     the wide layout's integer state columns, which are no values (`series_kinds.is_state`,
     decided over the quantity: a long layout's variable or tag, else the column; `kinds`:
@@ -474,12 +483,16 @@ def _with_states(stats: pl.LazyFrame, kinds: pl.LazyFrame | None, count: int) ->
         )
     group = pl.col(_GROUP).fill_null("")
     return stats.with_columns(
-        is_state(
-            group,
-            pl.col(stat("whole", i)).filter(pl.col(stat("n", i)) > 0),
-            pl.col(stat("min", i)),
-            pl.col(stat("max", i)),
-            pl.col(stat("n", i)),
+        (
+            is_state(
+                group,
+                pl.col(stat("whole", i)).filter(pl.col(stat("n", i)) > 0),
+                pl.col(stat("min", i)),
+                pl.col(stat("max", i)),
+                pl.col(stat("n", i)),
+            )
+            if states
+            else pl.lit(False)
         ).alias(stat("state", i))
         for i in range(count)
     ).drop(_GROUP)
@@ -808,6 +821,7 @@ def polars_plan(
     grains = grain(dataset)
     # Asked for now: a shared node, computed once for the run while the checks are planned.
     kinds = series_table(dataset, [])
+    states = judges_states(dataset)
 
     # The columns' resolutions from their first rows in file order, as on every engine.
     resolutions_query: pl.LazyFrame = resolutions(
@@ -817,7 +831,7 @@ def polars_plan(
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         table, resolution = frames[0], frames[1]
         stats = _group_stats(table, count, flagged, resolution, settings)
-        stats = _with_states(stats.lazy(), kinds, count).collect()
+        stats = _with_states(stats.lazy(), kinds, count, states).collect()
         per_column = _column_stats(stats.lazy(), resolution.lazy(), count).collect()
         groups = _judged_groups(stats.lazy(), per_column.lazy(), count, settings).collect()
         rows = _outlier_rows(table, groups, count, settings, levels)

@@ -109,6 +109,15 @@ def _named(patterns: tuple[str, ...], keys: int) -> pl.Expr:
     ).fill_null(False)
 
 
+def judges_states(dataset: Dataset) -> bool:
+    """Whether a group of series may be judged to hold states (`is_state`): not in the wide
+    layout when the value columns were named in the config (`columns.values`), where each is a
+    measurement as configured (gas detectors reading whole ppm from 0 to 3 were left out of
+    flatline_check and outlier_check as states, and a stuck detector passed). In a long layout
+    the config names the value column, not its tags: a state tag is still told apart."""
+    return not (dataset.values_configured and not variable_keys(dataset))
+
+
 def whole(x: pl.Expr) -> pl.Expr:
     """An aggregation over a series' readings: all whole numbers (true for none)."""
     return ((x % 1) == 0).all()
