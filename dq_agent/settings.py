@@ -131,6 +131,9 @@ class InputConfig:
     decimal_comma: bool | None = None
     encoding: str = setting("utf-8", rule=text_encoding)
     """The CSV files' text encoding; another than UTF-8 is converted first (`loading.transcode`)."""
+    units_row: bool | None = None
+    """A row of units under the header: None detects it (`loading.unitsrow`), true skips the
+    first row after the header, false reads it as data."""
 
 
 @dataclass

@@ -12,7 +12,7 @@ import csv
 import gzip
 import io
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +27,7 @@ from dq_agent.loading.blanklines import (
     without_blank_lines,
 )
 from dq_agent.loading.separator import guess_separator
+from dq_agent.loading.unitsrow import units_row
 
 if TYPE_CHECKING:
     from dq_agent.config import Config
@@ -70,6 +71,9 @@ class CsvLayout:
     """Every sampled data line ends with the separator (and so does the header, or the header
     has one field fewer than the lines: `data_only_trailing`)."""
     data_only_trailing: bool = False
+    units: list[str] | None = None
+    """The fields of a row of units under the header, skipped (`loading.unitsrow`); None when
+    there is none."""
 
 
 def read_head(file: Path, stdin: bytes | None = None) -> bytes:
@@ -161,7 +165,27 @@ def _comment_lines(lines: list[str]) -> int:
     return count
 
 
-def csv_layout(file: Path, separator: str, stdin: bytes | None = None) -> CsvLayout:
+def csv_layout(
+    file: Path, separator: str, stdin: bytes | None = None, units_setting: bool | None = None
+) -> CsvLayout:
+    """What precedes and trails the data in `file`, with a row of units under the header
+    (`units_setting`: `input.units_row`)."""
+    layout = _layout(file, separator, stdin)
+    head = read_head(file, stdin)
+    body = _lines(head)[layout.comment_lines :]
+    # The data lines without a separator at their end, field for field with the header.
+    width = len(layout.header_names)
+    data = [
+        line.rstrip("\r")[: -len(separator)]
+        if layout.trailing_separator and line.rstrip("\r").endswith(separator)
+        else line
+        for line in body[1:]
+    ]
+    units = units_row(layout.header_names, data, separator, units_setting)
+    return replace(layout, units=units[:width] if units is not None else None)
+
+
+def _layout(file: Path, separator: str, stdin: bytes | None = None) -> CsvLayout:
     head = read_head(file, stdin)
     has_bom = head.startswith(_BOM)
     lines = _lines(head)
@@ -335,7 +359,8 @@ def header_options(source: Path | bytes, dialect: CsvDialect, layout: CsvLayout)
     """Where the header is and what the columns are called: comment lines skipped, and a
     trailing separator only the data lines have given a column of its own."""
     quoted = any('"' in name for name in layout.header_names)
-    if not layout.data_only_trailing and not quoted:
+    units = 0 if layout.units is None else 1
+    if not layout.data_only_trailing and not quoted and not units:
         return {"skip_lines": layout.comment_lines}
     # The header names as Polars reads them (repeats renamed).
     named = pl.scan_csv(
@@ -349,7 +374,8 @@ def header_options(source: Path | bytes, dialect: CsvDialect, layout: CsvLayout)
     # names, which Polars would compare with the header's own.
     return {
         "has_header": False,
-        "skip_lines": layout.comment_lines + 1,
+        # The header and a row of units under it (`loading.unitsrow`) skipped as lines.
+        "skip_lines": layout.comment_lines + 1 + units,
         "new_columns": [*names, *trailing],
     }
 

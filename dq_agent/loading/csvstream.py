@@ -118,7 +118,7 @@ def stream_csv(file: Path, config: Config, dialect: CsvDialect, layout: CsvLayou
     first = header_options(file, dialect, layout)
     # The comment lines, the header and a line of data: a header alone would be no data where
     # the header is skipped as a line (`header_options`).
-    blocks = _Blocks(layout.comment_lines + 2)
+    blocks = _Blocks(layout.comment_lines + 2 + (0 if layout.units is None else 1))
     columns = _infer(file, blocks, options, first)
     schema = {name: _finish(column.classes) for name, column in columns.items()}
     names = list(schema)

@@ -161,6 +161,17 @@ def read_csv_files(inputs: Inputs, config: Config, streamed: bool = False) -> Fi
         inferred.append(
             Inference("decimal comma", "yes", dialect.decimal_comma_seen, "input.decimal_comma")
         )
+    units = read.first_layout.units
+    if units is not None and config.input.units_row is None:
+        named = ", ".join(u for u in units if u)
+        inferred.append(
+            Inference(
+                "units row",
+                f"skipped: {named}",
+                "the row under the header is text where the lines below hold numbers",
+                "input.units_row",
+            )
+        )
     return FilesRead(
         raw=read.raw,
         file_rows=read.rows,
@@ -205,7 +216,7 @@ def _read_all(
     first_layout = None
     hint = None
     for file, source in zip(originals, files, strict=True):
-        layout = csv_layout(source, dialect.separator, stdin)
+        layout = csv_layout(source, dialect.separator, stdin, config.input.units_row)
         first_layout = first_layout or layout
         if hint is None and canonical(config.input.encoding) == UTF8:
             hint = legacy_hint(read_head(source, stdin))
