@@ -1,6 +1,7 @@
 """What a level may do across a time without readings (`spikes._off_course`): anything from
-pausing to drifting on at its midmean change per step (`spikes_report.DRIFT_LOW`), the same on
-every engine and out of core.
+pausing to drifting on at its midmean change per step (`spikes_report.DRIFT_LOW`); and the
+spread of a value held between updates (`spikes_report.held_spread`): the same on every engine
+and out of core.
 
 Before, the drift was the median change: whole-degree readings reported on change move +1 or -1,
 a one-reading majority of -1 made two silent hours an expected fall of 1,200 degrees and the
@@ -114,10 +115,59 @@ def _cli_report(path: Path, *args: str) -> dict[str, Any]:
 
 
 def test_out_of_core_the_same(tmp_path: Path) -> None:
-    for path in (_report_on_change(tmp_path), _meters(tmp_path)):
+    for path in (_report_on_change(tmp_path), _meters(tmp_path), _held(tmp_path)):
         in_memory = _cli_report(path, "--checks", "spike_check")
         out_of_core = _cli_report(path, "--checks", "spike_check", "--max-memory", "380M")
         assert out_of_core["dataset"]["engine"] == "duckdb"
         same, other = in_memory["checks"]["spike_check"], out_of_core["checks"]["spike_check"]
         for key in ("status", "summary", "metrics", "findings"):
             assert other[key] == same[key], key
+
+
+def _held(tmp_path: Path, *, glitch: bool = False) -> Path:
+    """A wide historian export every 10 s for 3 days with values held between updates: a lab
+    viscosity every 4 hours, a CO analyser every 15 minutes (whole ppm), a setpoint moved a few
+    times; and a fast temperature. With `glitch`, the analyser reads 400 ppm for one update."""
+    rng = np.random.default_rng(61)
+    n = 3 * 8640
+
+    def held(every: int, mean: float, sd: float, decimals: int) -> np.ndarray:
+        update = np.arange(n) // every
+        values = np.round(mean + rng.normal(0, sd, update.max() + 1), decimals)
+        return values[update]
+
+    co = held(90, 40, 6, 0)
+    if glitch:
+        co[9000:9090] = 400.0
+    setpoint = np.full(n, 180.0)
+    for at in sorted(rng.choice(n, 8, replace=False)):
+        setpoint[at:] = rng.choice([175.0, 180.0, 185.0, 190.0])
+    frame = pl.DataFrame(
+        {
+            "t": [START + timedelta(seconds=10 * i) for i in range(n)],
+            "TT201": np.round(70 + 3 * np.sin(np.arange(n) / 1500) + rng.normal(0, 0.1, n), 2),
+            "LAB_VISC": held(1440, 350, 8, 1),
+            "AI_CO": co,
+            "TIC201_SP": setpoint,
+        }
+    )
+    path = tmp_path / "held.parquet"
+    frame.write_parquet(path)
+    return path
+
+
+def test_values_held_between_updates_make_no_steps(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, _held(tmp_path))
+    assert (result.metrics["spike_count"], result.metrics["step_count"]) == (0, 0)
+    assert result.status is Status.PASS
+
+
+def test_a_held_value_far_beyond_its_usual_updates_is_still_found(
+    local_engine: Engine, tmp_path: Path
+) -> None:
+    result = _run(local_engine, _held(tmp_path, glitch=True))
+    co = result.metrics["columns"]["AI_CO"]
+    # Held for 90 readings, longer than `excursion_within`: a step out and a step back.
+    assert (co["spike_count"], co["step_count"]) == (0, 2)
+    assert [f.column for f in result.findings] == ["AI_CO", "AI_CO"]
+    assert result.status is Status.WARN

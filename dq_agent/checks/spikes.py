@@ -139,6 +139,7 @@ _USUAL = "__usual"
 _STEPS = "__steps"
 _MAD = "__mad"
 _FLOOR = "__floor"
+_HELD = "__held"
 _MULTIPLE = "__multiple"
 _JUMPED = "__jumped"
 _LANDED = "__landed"
@@ -241,8 +242,11 @@ def _jumps(
     spreads = [
         pl.col(_DEV).median().over(SERIES).alias(_MAD),
         pl.col(_ABOVE).min().over(SERIES).alias(_FLOOR),
+        pl.col(_ABOVE).median().over(SERIES).alias(_HELD),
     ]
-    spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR))
+    # A held series (`spikes_report.held_spread`): its usual change when it changes.
+    held = pl.when((pl.col(_MAD) == 0) & (pl.col(_MEDIAN) == 0)).then(pl.col(_HELD))
+    spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR), held)
     multiple = pl.col(_MULTIPLE)
     robust = (
         (pl.col(_N) >= settings.min_series_readings - 1)
@@ -307,7 +311,7 @@ def _jumps(
         # The steps between readings as a column of their own: read twice by the jump test,
         # an expression there was computed twice (0.54 s against 0.19 s per 10M readings).
         .with_columns(spread.alias(_SCALE), _steps_between(dataset).alias(_STEPS))
-        .drop(_MAD, _FLOOR, _ROUNDING, _USUAL, strict=False)
+        .drop(_MAD, _FLOOR, _HELD, _ROUNDING, _USUAL, strict=False)
         .with_columns(jump.fill_null(False).alias(_JUMPED))
         .drop(_MEDIAN, _DRIFT, _N, _MULTIPLE, _STEPS, _SECONDS, strict=False)
     )

@@ -104,6 +104,8 @@ _USUAL = "__usual"
 _DEV = "__dev"
 _MAD = "__mad"
 _FLOOR = "__floor"
+_ABOVE = "__above"
+_HELD = "__held"
 _MULTIPLE = "__multiple"
 _JUMPED = "__jumped"
 _BACK = "__back"
@@ -388,12 +390,16 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
         nw.when((change >= nw.col(_Q_LOW)) & (change <= nw.col(_Q_HIGH)))
         .then(change)
         .alias(_INNER),
-    )
-    floor = nw.when(nw.col(_DEV) > nw.col(_ROUNDING)).then(nw.col(_DEV)).min().alias(_FLOOR)
+    ).with_columns(nw.when(nw.col(_DEV) > nw.col(_ROUNDING)).then(nw.col(_DEV)).alias(_ABOVE))
+    floor = nw.col(_ABOVE).min().alias(_FLOOR)
     # The drift: the mean of the changes between their quartiles (`spikes_report.DRIFT_LOW`).
     drift = nw.col(_INNER).mean().alias(_DRIFT)
-    spread = nw.max_horizontal(MAD_TO_SIGMA * nw.col(_MAD), nw.col(_FLOOR))
-    spreads = _aggregated(engine, deviations, {_MAD: (_DEV, 0.5)}, floor, drift)
+    # A held series (`spikes_report.held_spread`): its usual change when it changes.
+    held = nw.when((nw.col(_MAD) == 0) & (nw.col(_MEDIAN) == 0)).then(nw.col(_HELD))
+    spread = nw.max_horizontal(MAD_TO_SIGMA * nw.col(_MAD), nw.col(_FLOOR), held)
+    spreads = _aggregated(
+        engine, deviations, {_MAD: (_DEV, 0.5), _HELD: (_ABOVE, 0.5)}, floor, drift
+    )
     return series.join(spreads, on=KEY, how="left").with_columns(spread.alias(SCALE))
 
 

@@ -73,6 +73,12 @@ SAWTOOTH_MOVES = 50
 # often. The median is no drift: whole-degree readings reported on change move +1 or -1, and
 # a one-reading majority of -1 made 2 hours without a reading a fall of 1,200 degrees expected.
 DRIFT_LOW, DRIFT_HIGH = 0.25, 0.75
+# held_spread: a series that repeats its reading for most of its changes (a historian's value
+# held between updates: a lab result every 4 hours, an analyser every 15 minutes, a setpoint)
+# has a median change and a MAD of 0, and the smallest change beyond rounding made every update
+# a "step" (179 on a clean export). Its spread is then at least the median of its changes
+# beyond rounding: its usual change when it changes. Readings in whole degrees keep their
+# spread of one step; a series whose usual change is not 0 (a counter, a ramp) is not held.
 # A reset lands within this share of the series' range from its start (its lowest reading for
 # a counter up): a trend that drops part of the way and stays (a sensor's offset) is a step.
 RESET_REACH = 0.1
