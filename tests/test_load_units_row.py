@@ -4,15 +4,11 @@ numeric column" finding per column, and a phantom device."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
-from typer.testing import CliRunner
-
-from dq_agent.cli import app
 from dq_agent.config import Config
 from dq_agent.load import load
+from tests.cli_json import inspect_json
 
 HEADER = "Timestamp,Compressor,Discharge Pressure,Oil Temperature,Quality"
 
@@ -28,17 +24,6 @@ def _export(tmp_path: Path, second_line: str, *, name: str = "plant.csv") -> Pat
     return path
 
 
-def _report(path: Path, *args: str) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        app,
-        ["inspect", str(path), "--no-agent", "--no-history", "-f", "json", *args],
-        catch_exceptions=False,
-    )
-    assert result.exit_code in (0, 1), result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
-
-
 def test_a_units_row_is_skipped_and_said(tmp_path: Path) -> None:
     dataset = load(str(_export(tmp_path, ",,bar(g),degC,")), Config())
     frame = dataset.frame.collect()
@@ -48,7 +33,7 @@ def test_a_units_row_is_skipped_and_said(tmp_path: Path) -> None:
     assert dataset.roles.values == ["Discharge Pressure", "Oil Temperature"]
     (units,) = [i for i in dataset.inferred if i.role == "units row"]
     assert (units.value, units.setting) == ("skipped: bar(g), degC", "input.units_row")
-    report = _report(_export(tmp_path, ",,bar(g),degC,"))
+    report = inspect_json(_export(tmp_path, ",,bar(g),degC,"))
     assert report["checks"]["null_check"]["status"] == "pass"
     assert report["checks"]["structure_check"]["status"] == "pass"
     assert report["dataset"]["rows"] == 600
@@ -86,8 +71,8 @@ def test_a_first_reading_with_bad_values_is_data(tmp_path: Path) -> None:
 def test_streamed_out_of_core_the_same(tmp_path: Path) -> None:
     path = _export(tmp_path, ",,bar(g),degC,")
     as_of = ("--as-of", "2026-12-01T00:00:00")
-    in_memory = _report(path, *as_of)
-    streamed = _report(path, *as_of, "--max-memory", "380M")
+    in_memory = inspect_json(path, *as_of)
+    streamed = inspect_json(path, *as_of, "--max-memory", "380M")
     assert streamed["dataset"]["engine"] == "duckdb"
     for name, check in in_memory["checks"].items():
         if check["status"] == "skipped":

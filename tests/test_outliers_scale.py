@@ -6,26 +6,23 @@ strategy against the generic path on each engine)."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from datetime import timedelta
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any
 
 import narwhals as nw
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
 from dq_agent.checks.outliers import build_outlier_check, plan_outlier_check
 from dq_agent.checks.outliers_scale import RAW, scale_name, with_scale
-from dq_agent.cli import app
 from dq_agent.config import resolve
 from dq_agent.engines import Engine
 from dq_agent.errors import ConfigError
 from dq_agent.result import CheckResult, Status
+from tests.cli_json import inspect_json
 from tests.fixtures_checks import T0, write_parquet
 from tests.test_checks_outliers import alone
 from tests.test_conformance import engines as engines
@@ -260,20 +257,12 @@ def test_a_lognormal_fault_on_spark(spark_engine: Engine, tmp_path: Path) -> Non
     assert [(f.entity, f.count) for f in result.findings] == [("d2", 6)]
 
 
-def _cli_report(path: Path, *args: str) -> dict[str, Any]:
-    env = {"COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb", "DQ_AGENT_HISTORY": "false"}
-    command = ["inspect", str(path), "--no-agent", "-f", "json", "--checks", "outlier_check"]
-    result = CliRunner().invoke(app, [*command, *args], env=env, catch_exceptions=False)
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
-
-
 def test_out_of_core_the_scales_come_from_ranks_alike(tmp_path: Path) -> None:
     """Over a memory budget (`--max-memory`, as tests/test_out_of_core.py) the quantiles that
     choose the scale come from ranks: the same outlier_check as in memory."""
     path = _lognormal(tmp_path, 12.0)
-    in_memory = _cli_report(path)
-    out_of_core = _cli_report(path, "--max-memory", "380M")
+    in_memory = inspect_json(path, "--checks", "outlier_check")
+    out_of_core = inspect_json(path, "--checks", "outlier_check", "--max-memory", "380M")
     assert out_of_core["dataset"]["engine"] == "duckdb"
     same, other = in_memory["checks"]["outlier_check"], out_of_core["checks"]["outlier_check"]
     for key in ("status", "summary", "metrics", "findings"):

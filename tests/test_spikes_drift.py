@@ -11,19 +11,16 @@ at its next reading, as if it had to have counted on.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
-from typer.testing import CliRunner
 
 from dq_agent.checks.spikes import build_spike_check, plan_spike_check
-from dq_agent.cli import app
 from dq_agent.engines import Engine
 from dq_agent.result import Status
+from tests.cli_json import inspect_json
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
 from tests.test_conformance import local_engine as local_engine
@@ -103,21 +100,10 @@ def test_a_counter_may_pause_or_count_on_across_a_gap_but_not_beyond(
     assert finding.start == "2024-06-01T13:00:00+00:00"
 
 
-def _cli_report(path: Path, *args: str) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        app,
-        ["inspect", str(path), "--no-agent", "--no-history", "-f", "json", *args],
-        catch_exceptions=False,
-    )
-    assert result.exit_code in (0, 1), result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
-    return report
-
-
 def test_out_of_core_the_same(tmp_path: Path) -> None:
     for path in (_report_on_change(tmp_path), _meters(tmp_path), _held(tmp_path)):
-        in_memory = _cli_report(path, "--checks", "spike_check")
-        out_of_core = _cli_report(path, "--checks", "spike_check", "--max-memory", "380M")
+        in_memory = inspect_json(path, "--checks", "spike_check")
+        out_of_core = inspect_json(path, "--checks", "spike_check", "--max-memory", "380M")
         assert out_of_core["dataset"]["engine"] == "duckdb"
         same, other = in_memory["checks"]["spike_check"], out_of_core["checks"]["spike_check"]
         for key in ("status", "summary", "metrics", "findings"):
