@@ -32,6 +32,7 @@ from dq_agent.limits import (
     parse_size,
 )
 from dq_agent.loading import files as file_inputs
+from dq_agent.loading.csvfile import TRAILING_COLUMN
 from dq_agent.loading.csvstream import asked_in_memory, few_distinct, streams
 from dq_agent.loading.duckdb_source import is_duckdb_source, parse_source, read_table
 from dq_agent.loading.files import resolve_inputs
@@ -201,6 +202,10 @@ def resolve_files(path: str) -> tuple[list[Path], str]:
     return file_inputs.resolve_files(path)
 
 
+RESERVED = "__"
+"""The prefix of the checks' working columns: no data column may start with it."""
+
+
 def load(path: str, config: Config) -> Dataset:
     """Open `path` and detect column roles. Raises InputError for anything unreadable, and for
     CSV estimated to need more memory than `limits.max_memory` when the run asked for Polars
@@ -293,6 +298,14 @@ def _dataset(
         raise InputError(f"cannot read {path} as {read_as}: {describe_read_error(exc)}") from exc
     if len(schema) == 0:
         raise InputError(f"{path} has no columns: nothing to check")
+    reserved = [n for n in schema.names() if n.startswith(RESERVED) and n != TRAILING_COLUMN]
+    if reserved:
+        # The checks' working columns are named so: a data column of such a name was taken
+        # for one (a column `__series_id` made delay_check fail).
+        raise InputError(
+            f"{path}: column {reserved[0]!r} starts with {RESERVED!r}, which dq-agent keeps for "
+            "its working columns; rename it (for example without the leading underscores)"
+        )
     try:
         detection = detect_roles(parts_frame, schema, sample, config, read.decimal_comma)
     except READ_FAILURES as exc:
