@@ -242,11 +242,13 @@ def _jumps(
     spreads = [
         pl.col(_DEV).median().over(SERIES).alias(_MAD),
         pl.col(_ABOVE).min().over(SERIES).alias(_FLOOR),
-        pl.col(_ABOVE).median().over(SERIES).alias(_HELD),
     ]
-    # A held series (`spikes_report.held_spread`): its usual change when it changes.
-    held = pl.when((pl.col(_MAD) == 0) & (pl.col(_MEDIAN) == 0)).then(pl.col(_HELD))
-    spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR), held)
+    # A held series (`spikes_report.held_spread`): its usual change when it changes. Its
+    # changes only, a column first: the median of every series' took 0.3 s per 10M readings.
+    is_held = (pl.col(_MAD) == 0) & (pl.col(_MEDIAN) == 0)
+    held_changes = pl.when(is_held).then(pl.col(_ABOVE)).alias(_HELD)
+    held = pl.col(_HELD).median().over(SERIES).alias(_HELD)
+    spread = pl.max_horizontal(MAD_TO_SIGMA * pl.col(_MAD), pl.col(_FLOOR), pl.col(_HELD))
     multiple = pl.col(_MULTIPLE)
     robust = (
         (pl.col(_N) >= settings.min_series_readings - 1)
@@ -307,6 +309,8 @@ def _jumps(
         .with_columns(dev.alias(_DEV), _multiple(settings).alias(_MULTIPLE))
         .with_columns(above)
         .with_columns(spreads)
+        .with_columns(held_changes)
+        .with_columns(held)
         .drop(_DEV, _ABOVE)
         # The steps between readings as a column of their own: read twice by the jump test,
         # an expression there was computed twice (0.54 s against 0.19 s per 10M readings).
