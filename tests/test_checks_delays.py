@@ -83,7 +83,8 @@ def test_gaps_only_on_the_device_that_has_them(tmp_path: Path) -> None:
 
 
 def test_each_entity_has_its_own_expected_interval(tmp_path: Path) -> None:
-    m = run_check(plan_delay_check, intervals_csv(tmp_path), _config()).metrics
+    result = run_check(plan_delay_check, intervals_csv(tmp_path), _config())
+    m = result.metrics
     assert m["expected_interval_source"] == "median step"
     # a: 5 min, b: 1 h, c: 1 min.
     assert (
@@ -91,6 +92,8 @@ def test_each_entity_has_its_own_expected_interval(tmp_path: Path) -> None:
         m["expected_interval_min_seconds"],
         m["expected_interval_max_seconds"],
     ) == (300.0, 60.0, 3600.0)
+    # Not one figure that is wrong for two of the three devices.
+    assert "expected interval 1m to 1h by entity (median 5m)" in result.summary
 
 
 def test_a_step_of_exactly_the_factor_is_not_a_gap_but_a_smaller_factor_finds_it(
@@ -110,6 +113,10 @@ def test_a_configured_interval_applies_to_every_entity(tmp_path: Path) -> None:
     assert m["entities_with_gaps"] == 2
     assert m["expected_interval_source"] == "configured"
     assert m["expected_interval_seconds"] == 300.0
+    assert (
+        "expected interval 5m,"
+        in run_check(plan_delay_check, intervals_csv(tmp_path), config).summary
+    )
 
 
 def test_status_follows_the_thresholds_against_rows(tmp_path: Path) -> None:

@@ -578,9 +578,7 @@ class DelayFinisher:
         if metrics["late_rows"] is not None:
             p95 = metrics["latency_p95_seconds"]
             parts.append(f"{metrics['late_rows']} late (p95 latency {human_duration(p95 or 0.0)})")
-        interval = metrics["expected_interval_seconds"]
-        if interval is not None:
-            parts.append(f"expected interval {human_duration(interval)}")
+        parts += _interval_words(metrics)
         if metrics["newest_timestamp"] is not None:
             seconds = metrics["freshness_age_seconds"]
             stale = ", STALE" if metrics["stale"] else ""
@@ -603,6 +601,19 @@ class DelayFinisher:
         if metrics["null_timestamps"]:
             parts.append(f"{metrics['null_timestamps']:,} rows without timestamp skipped")
         return f"{metrics['timed_rows']:,} timed rows: " + ", ".join(parts)
+
+
+def _interval_words(metrics: dict[str, Any]) -> list[str]:
+    """The expected interval; a fleet of devices read at different rates (1 s and 1 min) gets
+    its range, not one figure that is wrong for some of them."""
+    interval = metrics["expected_interval_seconds"]
+    if interval is None:
+        return []
+    low = human_duration(metrics["expected_interval_min_seconds"])
+    high = human_duration(metrics["expected_interval_max_seconds"])
+    if low == high:
+        return [f"expected interval {human_duration(interval)}"]
+    return [f"expected interval {low} to {high} by entity (median {human_duration(interval)})"]
 
 
 def _in_one_file(examples: list[dict[str, Any]]) -> str:
