@@ -93,3 +93,69 @@ def test_a_drop_part_way_down_a_clean_trend_is_a_step(local_engine: Engine, tmp_
     temp_metrics = result.metrics["columns"]["temp"]
     assert (temp_metrics["step_count"], temp_metrics["reset_count"]) == (1, 0)
     assert result.status is Status.WARN
+
+
+def _batteries(tmp_path: Path, *, cycles: int = 3, drop: bool = False) -> Path:
+    """Battery voltage per tracker, every 5 minutes: a slow discharge of 0.9 V whose noise
+    (5 mV) moves it up about as often as down, recharged at once `cycles` times."""
+    rng = np.random.default_rng(5)
+    n = 2016
+    frames = []
+    for unit in ("t1", "t2", "t3"):
+        period = n // cycles + 1
+        phase = int(rng.integers(0, period))
+        volts = 4.15 - 0.9 * ((np.arange(n) + phase) % period) / period
+        volts += rng.normal(0, 0.005, n)
+        if drop and unit == "t2":
+            # A cell failing: 0.3 V lost at once, the discharge going on from there.
+            volts[1500:] -= 0.3
+        times = [datetime(2026, 11, 1) + timedelta(minutes=5 * i) for i in range(n)]
+        frames.append(pl.DataFrame({"unit": unit, "ts": times, "battery_v": volts}))
+    path = tmp_path / "batteries.parquet"
+    pl.concat(frames).write_parquet(path)
+    return path
+
+
+def test_recharges_of_a_noisy_battery_are_resets(engine: Engine, tmp_path: Path) -> None:
+    """Too noisy for the count of moves (rises and falls about as many), but the steps up add
+    up to more than the range, which only the discharge in between can bring back."""
+    result = _run(engine, _batteries(tmp_path))
+    volts = result.metrics["columns"]["battery_v"]
+    # Three charge cycles per tracker: two recharges (or three, as the phase falls).
+    assert volts["step_count"] == 0
+    assert volts["reset_count"] == result.metrics["reset_count"] >= 6
+    assert result.status is Status.PASS
+    assert "a battery recharged" in result.summary
+
+
+def test_one_recharge_is_still_a_step(local_engine: Engine, tmp_path: Path) -> None:
+    """A single step lies within the range: nothing tells a recharge from a fault."""
+    result = _run(local_engine, _batteries(tmp_path, cycles=1))
+    volts = result.metrics["columns"]["battery_v"]
+    assert (volts["reset_count"], volts["step_count"]) == (0, 3)
+
+
+def test_a_drop_in_a_recharged_battery_is_still_a_step(
+    local_engine: Engine, tmp_path: Path
+) -> None:
+    result = _run(local_engine, _batteries(tmp_path, drop=True))
+    volts = result.metrics["columns"]["battery_v"]
+    assert volts["step_count"] == 1
+    assert result.status is Status.WARN
+    (finding,) = result.findings
+    assert finding.entity == "t2"
+
+
+def test_a_level_switching_up_and_down_is_not_a_sawtooth(
+    local_engine: Engine, tmp_path: Path
+) -> None:
+    """A pump's pressure switching between 0.2 and 3.1 bar: steps both ways, no resets."""
+    rng = np.random.default_rng(8)
+    n = 2000
+    on = (np.arange(n) // 250) % 2 == 1
+    pressure = np.where(on, 3.1, 0.2) + rng.normal(0, 0.01, n)
+    times = [datetime(2026, 1, 1) + timedelta(minutes=i) for i in range(n)]
+    path = tmp_path / "pump.parquet"
+    pl.DataFrame({"ts": times, "pressure": pressure}).write_parquet(path)
+    result = _run(local_engine, path)
+    assert result.metrics["columns"]["pressure"]["reset_count"] == 0

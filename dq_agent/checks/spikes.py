@@ -99,6 +99,7 @@ from dq_agent.checks.spikes_report import (
     rated,
     result,
     rounding,
+    step_totals,
 )
 from dq_agent.engines import POLARS, Engine, PolarsEngine
 from dq_agent.engines.base import Frame
@@ -350,10 +351,11 @@ def _jumps(
             (pl.col(_JUMPED) | pl.col(_EXCURSION).is_not_null()).alias(JUMP),
             width.alias(WIDTH),
         )
+        .with_columns(covered.alias(COVERED))
         # A counter's reset is no step: no JUMP, counted apart (RESET).
+        .with_columns(step_totals(pl, SERIES))
         .with_columns(is_reset(pl.col).alias(RESET))
         .with_columns((pl.col(JUMP) & ~pl.col(RESET)).alias(JUMP))
-        .with_columns(covered.alias(COVERED))
         # What the readers use: the statistics behind the decision stay out of the shared node.
         .select(
             SERIES,

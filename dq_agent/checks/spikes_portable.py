@@ -76,6 +76,7 @@ from dq_agent.checks.spikes_report import (
     rated,
     result,
     rounding,
+    step_totals,
 )
 from dq_agent.engines import Engine
 from dq_agent.engines.base import Frame, entity_key_expr
@@ -558,34 +559,35 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
         ]
     )
     width = nw.max_horizontal(nw.when(jumped).then(nw.col(_BACK)), excursion)
-    widths = (
-        with_landed.with_columns(
-            (jumped | ~excursion.is_null()).alias(JUMP), width.cast(nw.Int32).alias(WIDTH)
-        )
-        # A counter's reset is no step: no JUMP, counted apart (RESET).
-        .with_columns(is_reset(nw.col).alias(RESET))
-        .with_columns((nw.col(JUMP) & ~nw.col(RESET)).alias(JUMP))
-        .with_columns(shifts([WIDTH], range(1, widest + 1)))
-    )
+    widths = with_landed.with_columns(
+        (jumped | ~excursion.is_null()).alias(JUMP), width.cast(nw.Int32).alias(WIDTH)
+    ).with_columns(shifts([WIDTH], range(1, widest + 1)))
     covered: nw.Expr = nw.lit(False)
     for j in range(1, widest + 1):
         earlier = nw.col(shifted(WIDTH, j))
         inside = (earlier > j) | ((earlier == j) & nw.col(WIDTH).is_null())
         covered = covered | (inside & beside(j)).fill_null(False)
-    return widths.with_columns(covered.alias(COVERED), _entity_text().alias(ENTITY)).select(
-        KEY,
-        ENTITY,
-        *([TIME] if has_time else []),
-        AT_ROW,
-        POSITION,
-        X,
-        PREVIOUS,
-        CHANGE,
-        SCALE,
-        JUMP,
-        WIDTH,
-        COVERED,
-        RESET,
+    return (
+        widths.with_columns(covered.alias(COVERED), _entity_text().alias(ENTITY))
+        # A counter's reset is no step: no JUMP, counted apart (RESET).
+        .with_columns(step_totals(nw, KEY))
+        .with_columns(is_reset(nw.col).alias(RESET))
+        .with_columns((nw.col(JUMP) & ~nw.col(RESET)).alias(JUMP))
+        .select(
+            KEY,
+            ENTITY,
+            *([TIME] if has_time else []),
+            AT_ROW,
+            POSITION,
+            X,
+            PREVIOUS,
+            CHANGE,
+            SCALE,
+            JUMP,
+            WIDTH,
+            COVERED,
+            RESET,
+        )
     )
 
 

@@ -63,11 +63,21 @@ LOW = "__low"
 """The series' lowest reading."""
 HIGH = "__high"
 """The series' highest reading."""
+STEPS_UP = "__steps_up"
+"""The sizes of the series' steps up, added up (`step_totals`)."""
+STEPS_DOWN = "__steps_down"
+"""The sizes of the series' steps down, added up."""
 # A series that moves one way at least this many times for each move back is a counter or a
 # sawtooth (an energy meter reset at midnight, a totaliser wrapping, a batch tank filled
 # slowly and emptied at once): a step back is its reset, normal operation, not a fault. A
 # daily reset of minute readings is 1 move back in 1,440; noise moves either way about as often.
 SAWTOOTH_MOVES = 50
+# Or its steps one way add up to at least this many times its range while those the other way
+# add up to less than SAWTOOTH_BACK of it: its other changes bring it back, however noisy. One
+# step lies within the range, so no single step is a reset by this rule; two resets of a
+# battery's whole swing add up to about twice its range, less what noise adds to the range.
+SAWTOOTH_SPANS = 1.5
+SAWTOOTH_BACK = 0.5
 # A device's drift per usual step is the mean of its changes between their quartiles (the
 # midmean): a steady ramp's or a counter's increment, about 0 where changes go either way as
 # often. The median is no drift: whole-degree readings reported on change move +1 or -1, and
@@ -84,22 +94,48 @@ DRIFT_LOW, DRIFT_HIGH = 0.25, 0.75
 RESET_REACH = 0.1
 
 
+def step_totals(lib: Any, series: str) -> list[Any]:
+    """Over a frame with JUMP (before `is_reset`), WIDTH, COVERED and CHANGE: per series (a window over
+    `series`), the sizes of its steps up (STEPS_UP) and down (STEPS_DOWN) added up, which
+    `is_reset` reads. `lib` is `polars` or `narwhals`: one rule for every engine."""
+    col = lib.col
+    step = col(JUMP) & col(WIDTH).is_null() & ~col(COVERED)
+    change = col(CHANGE)
+    up = lib.when(step & (change > 0)).then(change).otherwise(lib.lit(0.0))
+    down = lib.when(step & (change < 0)).then(-change).otherwise(lib.lit(0.0))
+    return [
+        up.sum().over(series).alias(STEPS_UP),
+        down.sum().over(series).alias(STEPS_DOWN),
+    ]
+
+
 def is_reset(col: Callable[[str], Any]) -> Any:
-    """Over a frame with JUMP (the jump before this rule), WIDTH, X, CHANGE, RISES, FALLS, LOW
-    and HIGH: a step (a jump that does not come back) against the usual direction of a series
-    that moves its usual way at least SAWTOOTH_MOVES times per move back, landing near where the
-    series starts over (RESET_REACH). `col` is `pl.col` or `nw.col`: one rule for every
-    engine."""
-    step = col(JUMP) & col(WIDTH).is_null()
-    reach = RESET_REACH * (col(HIGH) - col(LOW))
+    """Over a frame with JUMP (the jump before this rule), WIDTH, COVERED, X, CHANGE, RISES,
+    FALLS, LOW, HIGH, STEPS_UP and STEPS_DOWN (`step_totals`): a step (a jump that does not
+    come back, nor returns from a spike)
+    against the usual direction of a series, landing near where the series starts over
+    (RESET_REACH). The usual direction is the one the series moves at least SAWTOOTH_MOVES times
+    per move back (a counter), or the one its other moves carry it across its range
+    SAWTOOTH_SPANS times while its steps carry it back (a noisy sawtooth: a battery discharging
+    slowly with noise either way, recharged at once). `col` is `pl.col` or `nw.col`: one rule
+    for every engine."""
+    step = col(JUMP) & col(WIDTH).is_null() & ~col(COVERED)
+    span = col(HIGH) - col(LOW)
+    reach = RESET_REACH * span
+    # Steps one way adding up to more than the range: something else brought the level back
+    # between them. One step never does (it lies within the range).
+    carried_up = (col(STEPS_DOWN) >= SAWTOOTH_SPANS * span) & (col(STEPS_UP) < SAWTOOTH_BACK * span)
+    carried_down = (col(STEPS_UP) >= SAWTOOTH_SPANS * span) & (
+        col(STEPS_DOWN) < SAWTOOTH_BACK * span
+    )
     down = (
         (col(CHANGE) < 0)
-        & (col(FALLS) * SAWTOOTH_MOVES <= col(RISES))
+        & ((col(FALLS) * SAWTOOTH_MOVES <= col(RISES)) | carried_up)
         & (col(X) <= col(LOW) + reach)
     )
     up = (
         (col(CHANGE) > 0)
-        & (col(RISES) * SAWTOOTH_MOVES <= col(FALLS))
+        & ((col(RISES) * SAWTOOTH_MOVES <= col(FALLS)) | carried_down)
         & (col(X) >= col(HIGH) - reach)
     )
     return (step & (down | up)).fill_null(False)
@@ -364,8 +400,10 @@ def _summary(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
         counters = ", ".join(c for c, m in metrics["columns"].items() if m["reset_count"])
         note += (
             f"; {plural(resets, 'counter reset')} not counted as steps ({counters}: a series "
-            f"that moves one way at least {SAWTOOTH_MOVES} times per move back, such as a "
-            "meter reset at midnight or a tank filled slowly and emptied at once)"
+            f"that moves one way at least {SAWTOOTH_MOVES} times per move back, or that its "
+            "other changes carry across its range again and again between steps back, such as "
+            "a meter reset at midnight, a tank filled slowly and emptied at once or a battery "
+            "recharged)"
         )
     if not metrics["spike_count"] and not metrics["step_count"]:
         return f"no spikes or steps in {plural(len(metrics['columns']), 'column')}" + note
