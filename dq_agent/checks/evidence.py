@@ -179,6 +179,20 @@ FAR = 5 / 3
 TESTS_PER_GROUP = 3
 
 
+# The largest lag-1 autocorrelation a group's count of outliers is judged with
+# (`group_p_value`'s rho). A process that moves by one step of its resolution every few
+# hundred readings (a pressure read every second in tenths of a bar, wandering over the hours)
+# has neighbours almost always equal: its estimate reaches 1. At 0.99 such a group still
+# counted as 108 independent values in 21,600, and one slow wander below its median (3,162
+# readings, |z| at most 4.2) came out "beyond chance" (2e-07) on clean data; at 0.999 it is 11.
+MAX_RHO = 0.999
+# The largest the spread's information is shrunk by (`group_p_value`): the spread of a slow
+# process holds less information than as many independent values, but shrunk as far as the
+# count, a reading 11 spreads out (NAB's machine cooling to 2 degrees in a labelled system
+# failure) passed as chance.
+SPREAD_MAX_RHO = 0.99
+
+
 def group_p_value(
     n: int,
     flagged: int,
@@ -214,7 +228,10 @@ def group_p_value(
     effective_k = max(1, math.ceil(flagged * share)) if flagged else 0
     effective_far = max(1, math.ceil(far_flagged * share)) if far_flagged else 0
     # A spread from autocorrelated values holds less information: (1 - rho^2) / (1 + rho^2).
-    spread_share = 1.0 if rho <= 0 else max((1 - rho * rho) / (1 + rho * rho), 1 / max(n, 1))
+    spread_rho = min(rho, SPREAD_MAX_RHO)
+    spread_share = (
+        1.0 if spread_rho <= 0 else max((1 - spread_rho**2) / (1 + spread_rho**2), 1 / max(n, 1))
+    )
     values = n if spread_values is None else spread_values
     information = MAD_EFFICIENCY * values * spread_share
     scale = ROBUST_T_SCALE if robust else STD_T_SCALE

@@ -17,7 +17,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks.base import ROW, Scope
-from dq_agent.checks.evidence import FAR, MAD_EFFICIENCY, MAD_TO_SIGMA
+from dq_agent.checks.evidence import FAR, MAD_EFFICIENCY, MAD_TO_SIGMA, MAX_RHO
 from dq_agent.checks.outliers_report import (
     CONSTANT,
     FLEET,
@@ -344,7 +344,7 @@ def _rho(i: int) -> nw.Expr:
     mad, local = nw.col(stat("mad", i)), nw.col(stat("local_mad", i))
     ratio = (local / mad) ** 2
     phi = ((0.25 + 4 * (1.5 - ratio)).clip(lower_bound=0.25).sqrt() - 0.5) / 2
-    return nw.when(mad > 0).then(phi.clip(0.0, 0.99)).otherwise(nw.lit(0.0))
+    return nw.when(mad > 0).then(phi.clip(0.0, MAX_RHO)).otherwise(nw.lit(0.0))
 
 
 def _mad(i: int, resolution: nw.Expr) -> nw.Expr:

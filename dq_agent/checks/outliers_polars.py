@@ -16,7 +16,7 @@ from dq_agent.checks import flatline, ranges, spikes
 from dq_agent.checks.base import ROW, SERIES, CheckPlan, Scope, unshared
 from dq_agent.checks.events import ENTITY as EVENT_ENTITY
 from dq_agent.checks.events import START, bounded, grain, point_events, with_table
-from dq_agent.checks.evidence import FAR, MAD_EFFICIENCY, MAD_TO_SIGMA
+from dq_agent.checks.evidence import FAR, MAD_EFFICIENCY, MAD_TO_SIGMA, MAX_RHO
 from dq_agent.checks.outliers_groups import resolutions
 from dq_agent.checks.outliers_report import (
     CONSTANT,
@@ -551,7 +551,7 @@ def _rho(i: int) -> pl.Expr:
     mad, local = pl.col(stat("mad", i)), pl.col(stat("local_mad", i))
     ratio = (local / mad) ** 2
     phi = ((0.25 + 4 * (1.5 - ratio)).clip(lower_bound=0.25).sqrt() - 0.5) / 2
-    return pl.when(mad > 0).then(phi.clip(0.0, 0.99)).otherwise(0.0)
+    return pl.when(mad > 0).then(phi.clip(0.0, MAX_RHO)).otherwise(0.0)
 
 
 def _unbiased(n: pl.Expr) -> pl.Expr:
