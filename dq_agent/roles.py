@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.errors import ConfigError
-from dq_agent.loading.entity import VARIABLE_NAME, EntityGuess, find_entity, is_candidate
+from dq_agent.loading.entity import (
+    DEVICE_WORDS,
+    VARIABLE_NAME,
+    EntityGuess,
+    find_entity,
+    is_candidate,
+)
 from dq_agent.loading.notes import Inference, LoadNote
 from dq_agent.loading.timecols import PARSE_SHARE_NAMED, combined_expr, is_time_like, slash_order
 from dq_agent.loading.timestamp import (
@@ -42,11 +48,7 @@ _INGEST_NAME = re.compile(
     r"_?(time|ts|at|timestamp)?$",
     re.I,
 )
-_ENTITY_NAME = re.compile(
-    r"^(device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
-    r"plant|well|turbine|pump|signal|channel|series|serial|ger(ä|ae)t)([_ -]?(id|name|key|code|no|nr))?$",
-    re.I,
-)
+_ENTITY_NAME = re.compile(rf"^({DEVICE_WORDS})([_ -]?(id|name|key|code|no|nr))?$", re.I)
 ROLE_ROWS = 250_000
 
 

@@ -377,6 +377,24 @@ def test_devices_reporting_at_their_own_times(tmp_path: Path) -> None:
     assert entity.reason.startswith("named like a device, with few values for its rows")
 
 
+@pytest.mark.parametrize("name", ["capteur", "Messstelle", "Fühler", "sensore", "Máquina"])
+def test_devices_at_their_own_times_named_in_other_languages(tmp_path: Path, name: str) -> None:
+    # No two rows share a timestamp: only the name can tell the entity, in any of the
+    # languages plant exports come in.
+    # Each sensor at irregular steps, so they do not interleave at clocks of their own either.
+    gaps = [7, 61, 13, 29, 3, 47, 11, 83, 5, 19, 41, 2]
+    lines = [f"horodatage,{name},valeur"]
+    seconds = 0
+    for i in range(60):
+        seconds += gaps[i % len(gaps)] + i % 5
+        t = START + timedelta(seconds=seconds)
+        lines.append(f"{t:%Y-%m-%d %H:%M:%S},C{(i * 7 // 3) % 3},{50 + i % 5}.5")
+    path = tmp_path / "capteurs.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    assert dataset.roles.entity == [name]
+
+
 def test_float_epoch_seconds_keep_their_fraction(tmp_path: Path) -> None:
     base = START.timestamp()
     frame = pl.DataFrame({"unix_time": [base + 0.25, base + 60.5, base + 120.75], "v": [1.0] * 3})

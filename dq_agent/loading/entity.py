@@ -41,10 +41,19 @@ _MAX_PAIR_CANDIDATES = 8
 # step, and most of them within 10% of that value's own median step.
 MIN_INTERLEAVE_RATIO = 2.0
 MIN_REGULAR_SHARE = 0.8
+# The words for a device or a measuring point, in English and in the German, French, Italian
+# and Spanish plant exports come in (a French `capteur` column of 4 sensors was left out: the
+# whole file one series). Words that also name a reading (a counter: Zähler, compteur) are not
+# among them. Regular expressions, matched case-insensitively.
+DEVICE_WORDS = (
+    "device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
+    "plant|well|turbine|pump|signal|channel|series|serial|ger(ä|ae)t|anlage|maschine|"
+    "messstelle|messpunkt|f(ü|ue)hler|capteur|sonde|appareil|(e|é)quipement|sensore|"
+    "dispositivo|macchina|apparecchio|stazione|equipo|m(á|a)quina|estaci(ó|o)n"
+)
+# A device word anywhere in the name, or a name that says it names or identifies something.
 ENTITY_NAME = re.compile(
-    r"(device|sensor|machine|asset|entity|station|tag|unit|meter|equipment|node|host|site|line|"
-    r"plant|well|turbine|pump|signal|channel|series|serial|ger(ä|ae)t|anlage|maschine|id$|"
-    r"name$|variable|metric|parameter|measurement)",
+    rf"({DEVICE_WORDS}|id$|name$|variable|metric|parameter|measurement)",
     re.I,
 )
 # A column that names what was measured in a melted (long) file.
