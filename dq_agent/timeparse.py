@@ -27,6 +27,11 @@ _COMMON_FORMATS: list[tuple[str, str]] = [
     ("day.month.year", "%d.%m.%Y %H:%M:%S%.f"),
     ("day.month.year", "%d.%m.%Y %H:%M"),
     ("day.month.year", "%d.%m.%Y"),
+    # OSIsoft PI (DataLink, SMT exports) and Oracle write the month's English abbreviation:
+    # 01-Nov-2026 00:00:00.
+    ("day-mon-year", "%d-%b-%Y %H:%M:%S%.f"),
+    ("day-mon-year", "%d-%b-%Y %H:%M"),
+    ("day-mon-year", "%d-%b-%Y"),
 ]
 # 24-hour clock, and the 12-hour clock with AM/PM that US exports write.
 _SLASH_TIMES = ("%H:%M:%S%.f", "%H:%M", "%I:%M:%S %p", "%I:%M %p")

@@ -114,6 +114,10 @@ def test_date_and_time_columns_are_one_timestamp(tmp_path: Path) -> None:
         ("2024-03-04 10:00:00.250Z", START + timedelta(milliseconds=250)),
         ("04.03.2024 10:00", START),
         ("04.03.2024 10:00:00", START),
+        # OSIsoft PI DataLink's export.
+        ("04-Mar-2024 10:00:00", START),
+        ("04-mar-2024 10:00:00.250", START + timedelta(milliseconds=250)),
+        ("04-Mar-2024 10:00", START),
     ],
 )
 def test_timestamp_text_formats(tmp_path: Path, text: str, expected: datetime) -> None:
