@@ -1,5 +1,5 @@
 """Channels logged each at its own clock into one file: every timestamp is distinct, so no key
-repeats to tell the channels by, and the channel column (named `Messstelle`, `Kanal`, `point`:
+repeats to tell the channels by, and the channel column (named `Messort`, `Kanal`, `point`:
 nothing a name list knows) is found by how its values' readings interleave in time."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _channels(path: Path, name: str, faults: bool) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["Messstelle", "Kanal", "point"])
+@pytest.mark.parametrize("name", ["Messort", "Kanal", "point"])
 def test_interleaved_channels_are_the_entity(tmp_path: Path, name: str) -> None:
     dataset = load(str(_channels(tmp_path / "ch.csv", name, faults=False)), Config())
     assert dataset.roles.entity == [name]
