@@ -94,12 +94,19 @@ DRIFT_LOW, DRIFT_HIGH = 0.25, 0.75
 RESET_REACH = 0.1
 
 
+def _step(col: Callable[[str], Any]) -> Any:
+    """A step: a jump (JUMP, before `is_reset`) that does not come back (no WIDTH) and does not
+    return from a spike (not COVERED)."""
+    return col(JUMP) & col(WIDTH).is_null() & ~col(COVERED)
+
+
 def step_totals(lib: Any, series: str) -> list[Any]:
-    """Over a frame with JUMP (before `is_reset`), WIDTH, COVERED and CHANGE: per series (a window over
-    `series`), the sizes of its steps up (STEPS_UP) and down (STEPS_DOWN) added up, which
-    `is_reset` reads. `lib` is `polars` or `narwhals`: one rule for every engine."""
+    """Over a frame with JUMP (before `is_reset`), WIDTH, COVERED and CHANGE: per series (a
+    window over `series`), the sizes of its steps (`_step`) up (STEPS_UP) and down (STEPS_DOWN)
+    added up, which `is_reset` reads. `lib` is `polars` or `narwhals`: one rule for every
+    engine."""
     col = lib.col
-    step = col(JUMP) & col(WIDTH).is_null() & ~col(COVERED)
+    step = _step(col)
     change = col(CHANGE)
     up = lib.when(step & (change > 0)).then(change).otherwise(lib.lit(0.0))
     down = lib.when(step & (change < 0)).then(-change).otherwise(lib.lit(0.0))
@@ -111,15 +118,13 @@ def step_totals(lib: Any, series: str) -> list[Any]:
 
 def is_reset(col: Callable[[str], Any]) -> Any:
     """Over a frame with JUMP (the jump before this rule), WIDTH, COVERED, X, CHANGE, RISES,
-    FALLS, LOW, HIGH, STEPS_UP and STEPS_DOWN (`step_totals`): a step (a jump that does not
-    come back, nor returns from a spike)
-    against the usual direction of a series, landing near where the series starts over
-    (RESET_REACH). The usual direction is the one the series moves at least SAWTOOTH_MOVES times
+    FALLS, LOW, HIGH, STEPS_UP and STEPS_DOWN (`step_totals`): a step (`_step`) against the
+    usual direction of a series, landing near where the series starts over (RESET_REACH). The usual direction is the one the series moves at least SAWTOOTH_MOVES times
     per move back (a counter), or the one its other moves carry it across its range
     SAWTOOTH_SPANS times while its steps carry it back (a noisy sawtooth: a battery discharging
     slowly with noise either way, recharged at once). `col` is `pl.col` or `nw.col`: one rule
     for every engine."""
-    step = col(JUMP) & col(WIDTH).is_null() & ~col(COVERED)
+    step = _step(col)
     span = col(HIGH) - col(LOW)
     reach = RESET_REACH * span
     # Steps one way adding up to more than the range: something else brought the level back
