@@ -76,6 +76,7 @@ from dq_agent.checks.spikes_report import (
     CHANGE,
     CHANGES_GRID,
     CHANGES_STEP,
+    COUNTER_TOP,
     COVERED,
     DRIFT_HIGH,
     DRIFT_LOW,
@@ -88,10 +89,13 @@ from dq_agent.checks.spikes_report import (
     RESET,
     RISES,
     SCALE,
+    STEPS_BETWEEN,
     TOOL,
+    TOP,
     WIDTH,
     SpikeCheckConfig,
     context,
+    is_counting,
     is_reset,
     least_readings,
     max_width,
@@ -137,7 +141,7 @@ _INNER = "__inner"
 _DRIFT = "__drift"
 _ROUNDING = "__rounding"
 _USUAL = "__usual"
-_STEPS = "__steps"
+_STEPS = STEPS_BETWEEN
 _MAD = "__mad"
 _FLOOR = "__floor"
 _HELD = "__held"
@@ -318,7 +322,7 @@ def _jumps(
         .with_columns(spread.alias(_SCALE), _steps_between(dataset).alias(_STEPS))
         .drop(_MAD, _FLOOR, _HELD, _ROUNDING, _USUAL, strict=False)
         .with_columns(jump.fill_null(False).alias(_JUMPED))
-        .drop(_MEDIAN, _DRIFT, _N, _MULTIPLE, _STEPS, _SECONDS, strict=False)
+        .drop(_MEDIAN, _DRIFT, _N, _MULTIPLE, _SECONDS, strict=False)
     )
     reach = context(settings)
     # Each series' moves up and down, for `is_reset`: a group-by joined to the few readings
@@ -330,6 +334,7 @@ def _jumps(
         (pl.col(_D) < 0).sum().alias(FALLS),
         pl.col(X).min().alias(LOW),
         pl.col(X).max().alias(HIGH),
+        pl.col(_D).abs().quantile(COUNTER_TOP, interpolation="linear").alias(TOP),
     )
     return (
         changes
@@ -355,7 +360,8 @@ def _jumps(
         # A counter's reset is no step: no JUMP, counted apart (RESET).
         .with_columns(step_totals(pl, SERIES))
         .with_columns(is_reset(pl.col).alias(RESET))
-        .with_columns((pl.col(JUMP) & ~pl.col(RESET)).alias(JUMP))
+        # A counter's use, however it varies, is no step either (`is_counting`).
+        .with_columns((pl.col(JUMP) & ~pl.col(RESET) & ~is_counting(pl)).alias(JUMP))
         # What the readers use: the statistics behind the decision stay out of the shared node.
         .select(
             SERIES,

@@ -52,6 +52,7 @@ from dq_agent.checks.series_values import settings_for as setting_for
 from dq_agent.checks.spikes_report import (
     CHANGE,
     CHANGES_STEP,
+    COUNTER_TOP,
     COVERED,
     DRIFT_HIGH,
     DRIFT_LOW,
@@ -64,11 +65,14 @@ from dq_agent.checks.spikes_report import (
     RESET,
     RISES,
     SCALE,
+    STEPS_BETWEEN,
     TOOL,
+    TOP,
     WIDTH,
     SpikeCheckConfig,
     bucket,
     context,
+    is_counting,
     is_reset,
     least_readings,
     max_width,
@@ -107,6 +111,7 @@ _MAD = "__mad"
 _FLOOR = "__floor"
 _ABOVE = "__above"
 _HELD = "__held"
+_SIZE = "__size"
 _MULTIPLE = "__multiple"
 _JUMPED = "__jumped"
 _BACK = "__back"
@@ -364,8 +369,10 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
         _MEDIAN: (CHANGE, 0.5),
         _Q_LOW: (CHANGE, DRIFT_LOW),
         _Q_HIGH: (CHANGE, DRIFT_HIGH),
+        TOP: (_SIZE, COUNTER_TOP),
         **({_USUAL: (_STEP, 0.5)} if ts is not None else {}),
     }
+    readings = readings.with_columns(nw.col(CHANGE).abs().alias(_SIZE))
     if ts is not None:
         # `spikes._jumps`: readings at one time are no step.
         step = nw.when(nw.col(_SECONDS) > 0).then(nw.col(_SECONDS))
@@ -465,6 +472,7 @@ def _judged(
         FALLS,
         LOW,
         HIGH,
+        TOP,
         *([_USUAL] if ts else []),
     )
     steps = _steps_between(ts is not None)
@@ -571,8 +579,9 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
         widths.with_columns(covered.alias(COVERED), _entity_text().alias(ENTITY))
         # A counter's reset is no step: no JUMP, counted apart (RESET).
         .with_columns(step_totals(nw, KEY))
-        .with_columns(is_reset(nw.col).alias(RESET))
-        .with_columns((nw.col(JUMP) & ~nw.col(RESET)).alias(JUMP))
+        .with_columns(is_reset(nw.col).alias(RESET), _steps_between(has_time).alias(STEPS_BETWEEN))
+        # A counter's use, however it varies, is no step either (`is_counting`).
+        .with_columns((nw.col(JUMP) & ~nw.col(RESET) & ~is_counting(nw)).alias(JUMP))
         .select(
             KEY,
             ENTITY,

@@ -67,6 +67,10 @@ STEPS_UP = "__steps_up"
 """The sizes of the series' steps up, added up (`step_totals`)."""
 STEPS_DOWN = "__steps_down"
 """The sizes of the series' steps down, added up."""
+TOP = "__top"
+"""The series' COUNTER_TOP quantile of its changes' sizes: a counter's highest usual rate."""
+STEPS_BETWEEN = "__steps_between"
+"""How many of the device's usual steps lie between a reading and the one before."""
 # A series that moves one way at least this many times for each move back is a counter or a
 # sawtooth (an energy meter reset at midnight, a totaliser wrapping, a batch tank filled
 # slowly and emptied at once): a step back is its reset, normal operation, not a fault. A
@@ -92,6 +96,16 @@ DRIFT_LOW, DRIFT_HIGH = 0.25, 0.75
 # A reset lands within this share of the series' range from its start (its lowest reading for
 # a counter up): a trend that drops part of the way and stays (a sensor's offset) is a step.
 RESET_REACH = 0.1
+# A counter's changes are its rate of use, which follows the plant: a building's energy meter
+# counts 0.3 kWh a quarter-hour at night and 5.5 by day, so by its usual change every
+# quarter-hour of the working day was a "step" (450 on a clean meter). A step the way a counter
+# counts (`is_counting`) is its use while it is no larger than COUNTER_HEADROOM times the
+# series' COUNTER_TOP change per usual step between: a meter counting faster than four times
+# its busiest hours (a reading added twice, a meter swapped with another's total) is a fault.
+# A counter that runs in fewer than 1% of its steps has its idle rate as its top and still
+# warns.
+COUNTER_TOP = 0.99
+COUNTER_HEADROOM = 4.0
 
 
 def _step(col: Callable[[str], Any]) -> Any:
@@ -144,6 +158,19 @@ def is_reset(col: Callable[[str], Any]) -> Any:
         & (col(X) >= col(HIGH) - reach)
     )
     return (step & (down | up)).fill_null(False)
+
+
+def is_counting(lib: Any) -> Any:
+    """Over a frame with JUMP, WIDTH, COVERED, CHANGE, RISES, FALLS, TOP and STEPS_BETWEEN: a
+    step (`_step`) the way its series counts (at least SAWTOOTH_MOVES moves that way per move
+    back) and within its rate (COUNTER_HEADROOM times TOP per usual step between). `lib` is
+    `polars` or `narwhals`: one rule for every engine."""
+    col = lib.col
+    change = col(CHANGE)
+    room = COUNTER_HEADROOM * col(TOP) * lib.max_horizontal(col(STEPS_BETWEEN), lib.lit(1.0))
+    up = (change > 0) & (col(FALLS) * SAWTOOTH_MOVES <= col(RISES))
+    down = (change < 0) & (col(RISES) * SAWTOOTH_MOVES <= col(FALLS))
+    return (_step(col) & (up | down) & (change.abs() <= room)).fill_null(False)
 
 
 @dataclass

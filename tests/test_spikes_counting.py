@@ -1,0 +1,84 @@
+"""A counter's use is no step (`spikes_report.is_counting`): a building's energy meters count
+slowly at night and fast by day, and each quarter-hour of the working day was a "step" of 19
+times the usual change (450 on one clean meter, a new user's export). A step the way a counter
+counts within four times its busiest rate now passes, across a gap too, while a jump beyond it
+(a meter swapped for another's total) is still a step, on every engine and out of core."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from dq_agent.checks.spikes import build_spike_check, plan_spike_check
+from dq_agent.engines import Engine
+from dq_agent.result import Status
+from tests.cli_json import inspect_json
+from tests.test_conformance import engine as engine
+from tests.test_conformance import engines as engines
+from tests.test_conformance import local_engine as local_engine
+from tests.test_conformance import runner
+from tests.test_conformance import spark_engine as spark_engine
+
+START = datetime(2026, 3, 2)
+QUARTERS = 21 * 96
+METERS = ("EM-01", "EM-02", "EM-03")
+
+_run = runner(plan_spike_check, build_spike_check)
+
+
+def _meters(tmp_path: Path, *, swapped: bool = False) -> Path:
+    """Per meter a kWh counter read every 15 minutes to 0.1 kWh: 0.3 kWh a quarter-hour at
+    night and at weekends, about 5.5 from 07:00 to 19:00 on working days, with a 6-hour gap on
+    EM-02 on a Wednesday while it kept counting. With `swapped`, EM-03 reads 2,000 kWh more
+    from its second Tuesday noon on."""
+    rng = np.random.default_rng(11)
+    times = [START + timedelta(minutes=15 * i) for i in range(QUARTERS)]
+    hour = np.array([t.hour for t in times])
+    working = np.array([t.weekday() < 5 for t in times]) & (hour >= 7) & (hour < 19)
+    frames = []
+    for meter in METERS:
+        rate = np.where(working, rng.normal(5.5, 0.8, QUARTERS), rng.normal(0.3, 0.05, QUARTERS))
+        energy = np.round(50_000 + np.cumsum(np.clip(rate, 0.0, None)), 1)
+        if swapped and meter == "EM-03":
+            energy[8 * 96 + 48 :] += 2_000
+        frame = pl.DataFrame({"meter": meter, "time": times, "kwh": energy})
+        if meter == "EM-02":
+            gap = (pl.col("time") >= datetime(2026, 3, 4, 9)) & (
+                pl.col("time") < datetime(2026, 3, 4, 15)
+            )
+            frame = frame.filter(~gap)
+        frames.append(frame)
+    path = tmp_path / "meters.parquet"
+    pl.concat(frames).write_parquet(path)
+    return path
+
+
+def test_a_counter_counting_faster_by_day_makes_no_steps(engine: Engine, tmp_path: Path) -> None:
+    result = _run(engine, _meters(tmp_path))
+    kwh = result.metrics["columns"]["kwh"]
+    assert (kwh["step_count"], kwh["spike_count"], kwh["reset_count"]) == (0, 0, 0)
+    assert result.status is Status.PASS
+    assert result.findings == []
+
+
+def test_a_counter_jumping_beyond_its_rate_is_a_step(local_engine: Engine, tmp_path: Path) -> None:
+    result = _run(local_engine, _meters(tmp_path, swapped=True))
+    kwh = result.metrics["columns"]["kwh"]
+    assert (kwh["step_count"], kwh["spike_count"]) == (1, 0)
+    (finding,) = result.findings
+    assert finding.entity == "EM-03"
+    assert finding.start == "2026-03-10T12:00:00+00:00"
+    assert result.status is Status.WARN
+
+
+def test_out_of_core_the_same(tmp_path: Path) -> None:
+    path = _meters(tmp_path, swapped=True)
+    in_memory = inspect_json(path, "--checks", "spike_check")
+    out_of_core = inspect_json(path, "--checks", "spike_check", "--max-memory", "380M")
+    assert out_of_core["dataset"]["engine"] == "duckdb"
+    same, other = in_memory["checks"]["spike_check"], out_of_core["checks"]["spike_check"]
+    for key in ("status", "summary", "metrics", "findings"):
+        assert other[key] == same[key], key
