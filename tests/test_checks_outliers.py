@@ -585,13 +585,14 @@ def test_small_groups_allow_for_devices_that_differ_in_noise(tmp_path: Path) -> 
 
 
 def _sensor_faults(tmp_path: Path) -> Path:
-    """Three devices, 200 readings each, levels wobbling by +-1 (no reading stands out by
-    chance): device a's temp stuck at level + 5 for readings 120..149 (30), device b's temp
+    """Three devices, 400 readings each, levels wobbling by +-1 (no reading stands out by
+    chance): device a's temp stuck at level + 5 for readings 120..149 (30: under a tenth of
+    its readings, else a level of its own, `outliers_report.several_levels`), device b's temp
     spikes by +30 at reading 50 (1), device c's humidity at 150 for readings 100..104 (5, beyond
     the 0-100 default of a humidity)."""
     rows = []
     for device, level in LEVELS.items():
-        for i in range(200):
+        for i in range(400):
             temp = level + _wobble(i)
             if device == "a" and 120 <= i < 150:
                 temp = level + 5.0
@@ -616,7 +617,7 @@ def test_outliers_leave_out_what_the_sensor_checks_flagged(tmp_path: Path) -> No
     assert with_all["humidity"]["outlier_count"] == 0
     assert with_all["temp"]["left_out_flagged"] == 31
     assert with_all["humidity"]["left_out_flagged"] == 5
-    assert with_all["temp"]["checked_values"] == 600 - 31
+    assert with_all["temp"]["checked_values"] == 1200 - 31
     # Each left-out reading is counted by exactly one check.
     tools = register_detection_tools(load(str(path), Config()), Config())
     results = {tool.name: tool() for tool in tools}
@@ -658,16 +659,17 @@ def test_a_column_the_sensor_checks_exclude_keeps_its_outliers(tmp_path: Path) -
 
 
 def _stepped(tmp_path: Path) -> Path:
-    """Three devices of 200 readings wobbling by +-1; device a steps up by 60 at reading 120
-    and stays there (80 readings on the new level)."""
+    """Three devices of 400 readings wobbling by +-1; device a steps up by 60 at reading 365
+    and stays there (35 readings on the new level: more than a tenth would be a level of
+    the device's own, `outliers_report.several_levels`)."""
     rows = [
         (
             T0 + timedelta(minutes=i),
             device,
-            level + _wobble(i) + (60.0 if device == "a" and i >= 120 else 0.0),
+            level + _wobble(i) + (60.0 if device == "a" and i >= 365 else 0.0),
         )
         for device, level in LEVELS.items()
-        for i in range(200)
+        for i in range(400)
     ]
     frame = pl.DataFrame(rows, schema=["timestamp", "device_id", "temp"], orient="row")
     return write_parquet(tmp_path / "stepped.parquet", frame)
@@ -680,14 +682,14 @@ def test_a_persisting_step_is_counted_once_by_spike_check_not_again_as_outliers(
     # Alone, every reading on the new level is far from the device's median.
     assert (
         run_with(plan_outlier_check, path, alone()).metrics["columns"]["temp"]["outlier_count"]
-        == 80
+        == 35
     )
     tools = {
         tool.name: tool for tool in register_detection_tools(load(str(path), Config()), Config())
     }
     assert tools["spike_check"]().metrics["step_count"] == 1
     temp = tools["outlier_check"]().metrics["columns"]["temp"]
-    # The step's first reading is spike_check's; the other 79 are judged on their own level.
+    # The step's first reading is spike_check's; the other 34 are judged on their own level.
     assert (temp["left_out_flagged"], temp["outlier_count"]) == (1, 0)
 
 

@@ -32,9 +32,11 @@ from dq_agent.checks.outliers_report import (
     flag_col,
     flagged_col,
     level_col,
+    levels_spread,
     local_col,
     raw_value_col,
     rest_col,
+    several_levels,
     stat,
     two_sided_col,
     value_col,
@@ -253,6 +255,12 @@ def group_stats(
             nw.col(_local_mad(i)).fill_null(0.0).alias(stat("local_mad", i)),
             nw.col(stat("local_meanad", i)),
             nw.col(stat("scale", i)) if table is not None else nw.lit(RAW).alias(stat("scale", i)),
+            *[
+                nw.col(stat(name, i))
+                if table is not None
+                else nw.lit(None, dtype=nw.Float64).alias(stat(name, i))
+                for name in ("q10", "q90")
+            ],
         ]
     if coarse:
         per_group = grouped(rows, by, *exprs)
@@ -534,6 +542,11 @@ def judged_groups(
         constant = meanad <= 1e-12 * nw.max_horizontal(median.abs(), nw.lit(1.0))
         robust_own = nw.col(_spread(i))
         own_spread = robust_own if robust else nw.col(stat("std", i))
+        # Several operating levels (`outliers_report.several_levels`), on the judged scale.
+        low = on_scale_nw(nw.col(stat("q10", i)), power)
+        high = on_scale_nw(nw.col(stat("q90", i)), power)
+        levels = several_levels(n, own_spread, low, high) & nw.lit(robust)
+        own_spread = nw.when(levels).then(levels_spread(low, high)).otherwise(own_spread)
         big = n >= settings.min_group_size
         fleet = nw.col(stat("fleet", i))
         route = (
@@ -569,6 +582,7 @@ def judged_groups(
             ).alias(stat("center", i)),
             _greatest(spread, resolution).alias(stat("spread", i)),
             (big & (mad <= 0) & ~constant if robust else nw.lit(False)).alias(stat("fallback", i)),
+            (big & levels & ~constant).alias(stat("levels", i)),
             on_scale_nw(nw.col(stat("min", i)), power).alias(stat("min", i)),
             on_scale_nw(nw.col(stat("max", i)), power).alias(stat("max", i)),
             fleet,

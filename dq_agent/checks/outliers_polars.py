@@ -34,11 +34,13 @@ from dq_agent.checks.outliers_report import (
     flag_col,
     flagged_col,
     level_col,
+    levels_spread,
     local_col,
     raw_value_col,
     rest_col,
     result,
     segment_col,
+    several_levels,
     stat,
     step_col,
     two_sided_col,
@@ -399,7 +401,12 @@ def _column_group_stats(
             medians.select(SERIES, _row_median(i)), on=SERIES, how="left", maintain_order="left"
         )
         .join(mads, on=SERIES, how="left", maintain_order="left")
-        .join(shape.select(SERIES, stat("scale", i)), on=SERIES, how="left", maintain_order="left")
+        .join(
+            shape.select(SERIES, *[stat(s, i) for s in ("scale", "q10", "q90")]),
+            on=SERIES,
+            how="left",
+            maintain_order="left",
+        )
         .select(
             SERIES,
             *[stat(s, i) for s in ("n", "flagged", "rest")],
@@ -420,6 +427,8 @@ def _column_group_stats(
                     "local_mad",
                     "local_meanad",
                     "scale",
+                    "q10",
+                    "q90",
                 )
             ],
         )
@@ -433,21 +442,19 @@ def _shape(
     (`outliers_scale.with_scale`, from the quantiles of the same pass; RAW with
     `scale: raw`)."""
     x = pl.col(value_col(i))
-    low, high, lowest, n = "__q_low", "__q_high", "__lowest", "__count"
+    low, high, lowest, n = stat("q10", i), stat("q90", i), "__lowest", "__count"
+    deciles = [
+        x.quantile(LOW_QUANTILE, interpolation="linear").alias(low),
+        x.quantile(HIGH_QUANTILE, interpolation="linear").alias(high),
+    ]
     if settings.scale == "raw":
         medians = readings.group_by(SERIES, maintain_order=True).agg(
-            x.median().alias(_row_median(i)), pl.lit(RAW).alias(stat("scale", i))
+            x.median().alias(_row_median(i)), *deciles, pl.lit(RAW).alias(stat("scale", i))
         )
         return _by_series(medians.collect())
     table = (
         readings.group_by(SERIES, maintain_order=True)
-        .agg(
-            x.median().alias(_row_median(i)),
-            x.quantile(LOW_QUANTILE, interpolation="linear").alias(low),
-            x.quantile(HIGH_QUANTILE, interpolation="linear").alias(high),
-            x.min().alias(lowest),
-            x.count().alias(n),
-        )
+        .agg(x.median().alias(_row_median(i)), *deciles, x.min().alias(lowest), x.count().alias(n))
         .collect()
     )
     chosen = with_scale(
@@ -462,7 +469,7 @@ def _shape(
         settings.min_group_size,
     )
     chosen = chosen.collect().to_native()
-    return _by_series(chosen.drop(low, high, lowest, n))
+    return _by_series(chosen.drop(lowest, n))
 
 
 def _with_states(
@@ -620,6 +627,11 @@ def _judged_groups(
             if robust
             else pl.col(stat("std", i))
         )
+        # Several operating levels (`outliers_report.several_levels`), on the judged scale.
+        low = on_scale_pl(pl.col(stat("q10", i)), power)
+        high = on_scale_pl(pl.col(stat("q90", i)), power)
+        levels = several_levels(n, own_spread, low, high) & pl.lit(robust)
+        own_spread = pl.when(levels).then(levels_spread(low, high)).otherwise(own_spread)
         big = n >= settings.min_group_size
         route = (
             pl.when(pl.col(stat("state", i)))
@@ -653,6 +665,7 @@ def _judged_groups(
             .alias(stat("center", i)),
             pl.max_horizontal(spread, resolution).alias(stat("spread", i)),
             (big & pl.lit(robust) & (mad <= 0) & ~constant).alias(stat("fallback", i)),
+            (big & levels & ~constant).alias(stat("levels", i)),
             # The extremes on the scale judged (a power is monotone): the largest |z|.
             on_scale_pl(pl.col(stat("min", i)), power).alias(stat("min", i)),
             on_scale_pl(pl.col(stat("max", i)), power).alias(stat("max", i)),

@@ -120,9 +120,8 @@ def generic_plan(
     dtypes = [schema[c] for c in columns]
     resolution = resolutions(engine, dataset, scope, columns, dtypes)
     # Each group's scale (`outliers_rescaled`); the rows on it only where a group is off raw.
-    scaled = scales(engine, dataset, values, KEY, POSITION, count, resolution, settings)
-    table, off = scaled if scaled is not None else (None, [])
-    if table is not None:
+    table, off = scales(engine, dataset, values, KEY, POSITION, count, resolution, settings)
+    if off:
         values = engine.materialised(
             rescaled(engine, dataset, scope, values, table, off, KEY, POSITION)
         )

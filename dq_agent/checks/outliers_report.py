@@ -62,6 +62,20 @@ MIN_FLEET_GROUP = 4
 # about (1 - 1.3 / n) of the normal one (simulated, n = 4..50); divided out per group.
 SMALL_SAMPLE_BIAS = 1.3
 QUANTISED_MAD_STEPS = 10
+# Several operating levels: a building's load by day and by night, a chiller off, idling and
+# running. The MAD sees the level most readings hold, and every reading of another level was an
+# "outlier" at |z| 14 (1,008 of 2,880 on each clean meter). A group whose middle 80% (its
+# `outliers_scale` deciles) spans more than LEVELS_RATIO times what one level of its spread
+# would (Q90 - Q10 of a normal is DECILES_TO_SIGMA sigmas; a Cauchy's is 1.6 times the MAD's)
+# is judged against the spread of that middle 80% instead: a value is then an outlier
+# beyond the levels its device keeps, not beyond the one it keeps most. A fault that holds more
+# than a tenth of a device's readings widens it too: it is a level, for spike_check and
+# flatline_check to find where it starts. Only a group of LEVELS_MIN_READINGS or more is read
+# so: a level is then at least 10 readings, and a small group keeps the MAD's protection
+# against a cluster of wrong values that hides itself from three sigmas (6 of 46).
+DECILES_TO_SIGMA = 2.5631031310892007
+LEVELS_RATIO = 2.0
+LEVELS_MIN_READINGS = 100
 _X = "__x"
 _Z = "__z"
 _ABS_Z = "__abs_z"
@@ -86,6 +100,7 @@ _METRIC_ORDER = (
     "zero_variance_groups",
     "state_groups",
     "spread_fallback_groups",
+    "levels_groups",
     "scales",
     "fleet_spread",
     "resolution",
@@ -319,6 +334,7 @@ def _column_metrics(
             (route == CONSTANT).sum().cast(pl.Int64).alias("constant"),
             (route == STATE).sum().cast(pl.Int64).alias("state"),
             pl.col(stat("fallback", i)).sum().cast(pl.Int64).alias("fallback"),
+            pl.col(stat("levels", i)).filter(route == OWN).sum().cast(pl.Int64).alias("levels"),
             n.filter(checked).sum().alias("checked_values"),
             n.filter(~checked).sum().alias("skipped_values"),
             n.filter(route == OWN).sum().alias("own_values"),
@@ -356,6 +372,7 @@ def _column_metrics(
         "zero_variance_groups": int(row["constant"]),
         "state_groups": int(row["state"]),
         "spread_fallback_groups": int(row["fallback"]),
+        "levels_groups": int(row["levels"]),
         "scales": _scales(row["scales"]),
         "fleet_spread": rounded(column_row[stat("fleet", i)]),
         "resolution": column_row[stat("resolution", i)] or None,
@@ -440,6 +457,20 @@ def _finding(
     )
 
 
+def several_levels(n: Any, own_spread: Any, low: Any, high: Any) -> Any:
+    """Whether a group of `n` values whose deciles are `low` and `high` (on its judged scale)
+    holds several operating levels: at least LEVELS_MIN_READINGS values, the deciles more than
+    LEVELS_RATIO times as far apart as its own spread makes them for one level
+    (`DECILES_TO_SIGMA`). Polars or Narwhals expressions alike."""
+    wide = (high - low) / DECILES_TO_SIGMA > LEVELS_RATIO * own_spread
+    return ((n >= LEVELS_MIN_READINGS) & wide).fill_null(False)
+
+
+def levels_spread(low: Any, high: Any) -> Any:
+    """The spread of a group's middle 80% in sigmas of one normal level."""
+    return (high - low) / DECILES_TO_SIGMA
+
+
 def _chance(p_value: float) -> str:
     return "< 1e-12" if p_value < 1e-12 else f"{p_value:.1g}"
 
@@ -468,6 +499,12 @@ def _summary(dataset: Dataset, columns: dict[str, dict[str, Any]], metrics: dict
     if fleet:
         own = sum(c["groups_own_spread"] for c in columns.values())
         text += f"; {own:,} groups judged on their own spread, {fleet:,} on the fleet's"
+    levels = sum(c["levels_groups"] for c in columns.values())
+    if levels:
+        text += (
+            f"; {plural(levels, 'group')} with several operating levels judged on the spread "
+            "of their middle 80%"
+        )
     scaled = _scaled_text(columns)
     if scaled:
         text += f"; {scaled}"

@@ -72,12 +72,11 @@ def scales(
     count_: int,
     resolution: Frame,
     settings: OutlierCheckConfig,
-) -> tuple[Frame, list[int]] | None:
-    """Per series (`key`) each column's scale (`stat("scale", i)`), computed once, and the
-    columns with a group off the raw scale; None when there is none (or `scale: raw`): the
-    rows stay as they are."""
-    if settings.scale == "raw":
-        return None
+) -> tuple[Frame, list[int]]:
+    """Per series (`key`) each column's scale (`stat("scale", i)`) and its raw deciles
+    (`stat("q10", i)`, `stat("q90", i)`: `outliers_report.several_levels`), computed once, and
+    the columns with a group off the raw scale (none with `scale: raw`): only their rows are
+    put on it."""
 
     def figure(name: str, i: int) -> str:
         return f"{name}{i}"
@@ -133,6 +132,9 @@ def scales(
             table = table.join(part, on=key, how="inner")
     out = table.join(resolution, how="cross")
     for i in range(count_):
+        if settings.scale == "raw":
+            out = out.with_columns(nw.lit(RAW).alias(stat("scale", i)))
+            continue
         out = with_scale(
             out,
             stat("scale", i),
@@ -144,12 +146,24 @@ def scales(
             nw.col(stat("resolution", i)).fill_null(0.0),
             settings.min_group_size,
         )
-    out = out.select(key, *[stat("scale", i) for i in range(count_)])
+    out = out.select(
+        key,
+        *[
+            expr
+            for i in range(count_)
+            for expr in (
+                nw.col(stat("scale", i)),
+                nw.col(figure(_LOW, i)).alias(stat("q10", i)),
+                nw.col(figure(_HIGH, i)).alias(stat("q90", i)),
+            )
+        ],
+    )
     out = engine.materialised(out)
+    if settings.scale == "raw":
+        return out, []
     off = [count(nw.col(stat("scale", i)) != RAW).alias(f"__off{i}") for i in range(count_)]
     (found,) = engine.collect([out.select(off)], dataset)
-    columns = [i for i, n in enumerate(found.row(0)) if n]
-    return (out, columns) if columns else None
+    return out, [i for i, n in enumerate(found.row(0)) if n]
 
 
 def rescaled(
