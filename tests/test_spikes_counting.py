@@ -82,3 +82,19 @@ def test_out_of_core_the_same(tmp_path: Path) -> None:
     same, other = in_memory["checks"]["spike_check"], out_of_core["checks"]["spike_check"]
     for key in ("status", "summary", "metrics", "findings"):
         assert other[key] == same[key], key
+
+
+def test_a_short_counter_does_not_excuse_its_own_jump(local_engine: Engine, tmp_path: Path) -> None:
+    """80 readings counting about 1 each, one of them 20: the jump would raise the series'
+    99th-percentile change to about 6 (4 x 6 = 24 > 20), so a series this short is not read as
+    counting at its top rate (`spikes_report.COUNTER_CHANGES`)."""
+    rng = np.random.default_rng(3)
+    increments = rng.normal(1.0, 0.1, 80)
+    increments[50] = 20.0
+    times = [START + timedelta(minutes=15 * i) for i in range(80)]
+    path = tmp_path / "short.parquet"
+    pl.DataFrame({"time": times, "kwh": np.round(1000 + np.cumsum(increments), 2)}).write_parquet(
+        path
+    )
+    kwh = _run(local_engine, path).metrics["columns"]["kwh"]
+    assert (kwh["step_count"], kwh["spike_count"]) == (1, 0)

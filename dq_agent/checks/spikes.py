@@ -325,6 +325,7 @@ def _jumps(
         .drop(_MEDIAN, _DRIFT, _N, _MULTIPLE, _SECONDS, strict=False)
     )
     reach = context(settings)
+    counting = is_counting(pl, rated(dataset, column, settings))
     # Each series' moves up and down, for `is_reset`: a group-by joined to the few readings
     # near jumps (two windows over every reading took ten times as long at 10M rows).
     # `changes` read twice, computed once (Polars 2.1's own common-subplan search panics here).
@@ -361,7 +362,7 @@ def _jumps(
         .with_columns(step_totals(pl, SERIES))
         .with_columns(is_reset(pl.col).alias(RESET))
         # A counter's use, however it varies, is no step either (`is_counting`).
-        .with_columns((pl.col(JUMP) & ~pl.col(RESET) & ~is_counting(pl)).alias(JUMP))
+        .with_columns((pl.col(JUMP) & ~pl.col(RESET) & ~counting).alias(JUMP))
         # What the readers use: the statistics behind the decision stay out of the shared node.
         .select(
             SERIES,

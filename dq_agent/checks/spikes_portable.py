@@ -233,7 +233,14 @@ def _column_queries(
     )
     return ColumnQueries(
         stats=_stats(series, settings, rated(dataset, column, settings)),
-        jumps=engine.materialised(_spikes(near, settings, dataset.roles.timestamp is not None)),
+        jumps=engine.materialised(
+            _spikes(
+                near,
+                settings,
+                dataset.roles.timestamp is not None,
+                rated(dataset, column, settings),
+            )
+        ),
     )
 
 
@@ -514,7 +521,7 @@ def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> nw.E
     return nw.when(seconds > 0).then(per_unit > limit).fill_null(False)
 
 
-def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
+def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool, rated_column: bool) -> Frame:
     """`spikes._jumps` after its filter: over the readings near jumps, where each spike
     returns (`_BACK`), which excursion a jump ends (`_LANDED`) and where one starts, then JUMP,
     WIDTH and COVERED. Each shift is a column of its own, a window over the series in order;
@@ -581,7 +588,7 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
         .with_columns(step_totals(nw, KEY))
         .with_columns(is_reset(nw.col).alias(RESET), _steps_between(has_time).alias(STEPS_BETWEEN))
         # A counter's use, however it varies, is no step either (`is_counting`).
-        .with_columns((nw.col(JUMP) & ~nw.col(RESET) & ~is_counting(nw)).alias(JUMP))
+        .with_columns((nw.col(JUMP) & ~nw.col(RESET) & ~is_counting(nw, rated_column)).alias(JUMP))
         .select(
             KEY,
             ENTITY,

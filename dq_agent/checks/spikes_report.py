@@ -103,9 +103,12 @@ RESET_REACH = 0.1
 # series' COUNTER_TOP change per usual step between: a meter counting faster than four times
 # its busiest hours (a reading added twice, a meter swapped with another's total) is a fault.
 # A counter that runs in fewer than 1% of its steps has its idle rate as its top and still
-# warns.
+# warns. Only a series of COUNTER_CHANGES changes or more is read so: five or more lie above
+# its top, so one jump cannot raise the top that excuses it. A configured `max_rate` judges
+# its column instead.
 COUNTER_TOP = 0.99
 COUNTER_HEADROOM = 4.0
+COUNTER_CHANGES = 500
 
 
 def _step(col: Callable[[str], Any]) -> Any:
@@ -160,17 +163,21 @@ def is_reset(col: Callable[[str], Any]) -> Any:
     return (step & (down | up)).fill_null(False)
 
 
-def is_counting(lib: Any) -> Any:
+def is_counting(lib: Any, rated_column: bool) -> Any:
     """Over a frame with JUMP, WIDTH, COVERED, CHANGE, RISES, FALLS, TOP and STEPS_BETWEEN: a
     step (`_step`) the way its series counts (at least SAWTOOTH_MOVES moves that way per move
-    back) and within its rate (COUNTER_HEADROOM times TOP per usual step between). `lib` is
+    back, COUNTER_CHANGES changes in all) and within its rate (COUNTER_HEADROOM times TOP per
+    usual step between); never in a column a `max_rate` judges (`rated_column`). `lib` is
     `polars` or `narwhals`: one rule for every engine."""
     col = lib.col
+    if rated_column:
+        return lib.lit(False)
     change = col(CHANGE)
     room = COUNTER_HEADROOM * col(TOP) * lib.max_horizontal(col(STEPS_BETWEEN), lib.lit(1.0))
     up = (change > 0) & (col(FALLS) * SAWTOOTH_MOVES <= col(RISES))
     down = (change < 0) & (col(RISES) * SAWTOOTH_MOVES <= col(FALLS))
-    return (_step(col) & (up | down) & (change.abs() <= room)).fill_null(False)
+    enough = col(RISES) + col(FALLS) >= COUNTER_CHANGES
+    return (_step(col) & (up | down) & enough & (change.abs() <= room)).fill_null(False)
 
 
 @dataclass
