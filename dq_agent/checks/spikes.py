@@ -90,6 +90,7 @@ from dq_agent.checks.spikes_report import (
     RISES,
     SCALE,
     STEPS_BETWEEN,
+    SWITCH,
     TOOL,
     TOP,
     WIDTH,
@@ -97,12 +98,14 @@ from dq_agent.checks.spikes_report import (
     context,
     is_counting,
     is_reset,
+    is_switch,
     least_readings,
     max_width,
     multiples,
     rated,
     result,
     rounding,
+    step_counts,
     step_totals,
 )
 from dq_agent.engines import POLARS, Engine, PolarsEngine
@@ -325,7 +328,8 @@ def _jumps(
         .drop(_MEDIAN, _DRIFT, _N, _MULTIPLE, _SECONDS, strict=False)
     )
     reach = context(settings)
-    counting = is_counting(pl, rated(dataset, column, settings))
+    rated_column = rated(dataset, column, settings)
+    counting = is_counting(pl, rated_column)
     # Each series' moves up and down, for `is_reset`: a group-by joined to the few readings
     # near jumps (two windows over every reading took ten times as long at 10M rows).
     # `changes` read twice, computed once (Polars 2.1's own common-subplan search panics here).
@@ -363,6 +367,10 @@ def _jumps(
         .with_columns(is_reset(pl.col).alias(RESET))
         # A counter's use, however it varies, is no step either (`is_counting`).
         .with_columns((pl.col(JUMP) & ~pl.col(RESET) & ~counting).alias(JUMP))
+        # A series switching between operating levels steps as it runs (`is_switch`).
+        .with_columns(step_counts(pl, SERIES))
+        .with_columns(is_switch(pl, rated_column).alias(SWITCH))
+        .with_columns((pl.col(JUMP) & ~pl.col(SWITCH)).alias(JUMP))
         # What the readers use: the statistics behind the decision stay out of the shared node.
         .select(
             SERIES,
@@ -378,6 +386,7 @@ def _jumps(
             WIDTH,
             COVERED,
             RESET,
+            SWITCH,
         )
     )
 
@@ -605,10 +614,11 @@ def _events(jumps: pl.LazyFrame, settings: SpikeCheckConfig) -> pl.LazyFrame:
     ]
     return (
         jumps.with_columns(later)
-        .filter((pl.col(JUMP) | pl.col(RESET)) & ~pl.col(COVERED))
+        .filter((pl.col(JUMP) | pl.col(RESET) | pl.col(SWITCH)) & ~pl.col(COVERED))
         .select(
             ENTITY,
             RESET,
+            SWITCH,
             TIME,
             AT_ROW,
             POSITION,

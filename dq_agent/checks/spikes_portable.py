@@ -66,6 +66,7 @@ from dq_agent.checks.spikes_report import (
     RISES,
     SCALE,
     STEPS_BETWEEN,
+    SWITCH,
     TOOL,
     TOP,
     WIDTH,
@@ -74,12 +75,14 @@ from dq_agent.checks.spikes_report import (
     context,
     is_counting,
     is_reset,
+    is_switch,
     least_readings,
     max_width,
     multiples,
     rated,
     result,
     rounding,
+    step_counts,
     step_totals,
 )
 from dq_agent.engines import Engine
@@ -589,6 +592,10 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool, rated_colum
         .with_columns(is_reset(nw.col).alias(RESET), _steps_between(has_time).alias(STEPS_BETWEEN))
         # A counter's use, however it varies, is no step either (`is_counting`).
         .with_columns((nw.col(JUMP) & ~nw.col(RESET) & ~is_counting(nw, rated_column)).alias(JUMP))
+        # A series switching between operating levels steps as it runs (`is_switch`).
+        .with_columns(step_counts(nw, KEY))
+        .with_columns(is_switch(nw, rated_column).alias(SWITCH))
+        .with_columns((nw.col(JUMP) & ~nw.col(SWITCH)).alias(JUMP))
         .select(
             KEY,
             ENTITY,
@@ -603,6 +610,7 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool, rated_colum
             WIDTH,
             COVERED,
             RESET,
+            SWITCH,
         )
     )
 
@@ -632,10 +640,11 @@ def _events(jumps: Frame, settings: SpikeCheckConfig, has_time: bool) -> Frame:
     ]
     return (
         jumps.with_columns(later)
-        .filter((nw.col(JUMP) | nw.col(RESET)) & ~nw.col(COVERED))
+        .filter((nw.col(JUMP) | nw.col(RESET) | nw.col(SWITCH)) & ~nw.col(COVERED))
         .select(
             ENTITY,
             RESET,
+            SWITCH,
             *([TIME] if has_time else []),
             AT_ROW,
             POSITION,

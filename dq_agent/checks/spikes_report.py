@@ -67,6 +67,13 @@ STEPS_UP = "__steps_up"
 """The sizes of the series' steps up, added up (`step_totals`)."""
 STEPS_DOWN = "__steps_down"
 """The sizes of the series' steps down, added up."""
+STEPS_UP_N = "__steps_up_n"
+"""The series' steps up (`step_counts`)."""
+STEPS_DOWN_N = "__steps_down_n"
+"""The series' steps down."""
+SWITCH = "__switch"
+"""A switch between the operating levels of a series that steps both ways again and again
+(`is_switch`): not a JUMP, counted apart."""
 TOP = "__top"
 """The series' COUNTER_TOP quantile of its changes' sizes: a counter's highest usual rate."""
 STEPS_BETWEEN = "__steps_between"
@@ -109,6 +116,12 @@ RESET_REACH = 0.1
 COUNTER_TOP = 0.99
 COUNTER_HEADROOM = 4.0
 COUNTER_CHANGES = 500
+# A series that steps up at least SWITCHES times and down at least as often (after resets and
+# a counter's use) switches between operating levels: a chiller's motor current off, idling
+# and running (114 "steps" on six clean machines in a week). Its steps are its operation,
+# counted apart (`is_switch`); a fault step is one or two, and a level that goes out and comes
+# back within `excursion_within` readings is a spike either way.
+SWITCHES = 3
 
 
 def _step(col: Callable[[str], Any]) -> Any:
@@ -131,6 +144,28 @@ def step_totals(lib: Any, series: str) -> list[Any]:
         up.sum().over(series).alias(STEPS_UP),
         down.sum().over(series).alias(STEPS_DOWN),
     ]
+
+
+def step_counts(lib: Any, series: str) -> list[Any]:
+    """Over a frame with JUMP (after `is_reset` and `is_counting`), WIDTH, COVERED and CHANGE:
+    per series (a window over `series`) its steps (`_step`) up (STEPS_UP_N) and down
+    (STEPS_DOWN_N), which `is_switch` reads."""
+    col = lib.col
+    step = _step(col)
+    up = lib.when(step & (col(CHANGE) > 0)).then(lib.lit(1)).otherwise(lib.lit(0))
+    down = lib.when(step & (col(CHANGE) < 0)).then(lib.lit(1)).otherwise(lib.lit(0))
+    return [up.sum().over(series).alias(STEPS_UP_N), down.sum().over(series).alias(STEPS_DOWN_N)]
+
+
+def is_switch(lib: Any, rated_column: bool) -> Any:
+    """A step (`_step`) of a series that steps up and down at least SWITCHES times each
+    (STEPS_UP_N, STEPS_DOWN_N: `step_counts`): a switch between its operating levels; never in
+    a column a `max_rate` judges (`rated_column`)."""
+    if rated_column:
+        return lib.lit(False)
+    col = lib.col
+    both = (col(STEPS_UP_N) >= SWITCHES) & (col(STEPS_DOWN_N) >= SWITCHES)
+    return (_step(col) & both).fill_null(False)
 
 
 def is_reset(col: Callable[[str], Any]) -> Any:
@@ -298,7 +333,8 @@ def result(
     for column, (stats_frame, events) in frames.items():
         stats = stats_frame.row(0, named=True)
         resets = events.filter(pl.col(RESET))
-        events = events.filter(~pl.col(RESET))
+        switches = events.filter(pl.col(SWITCH))
+        events = events.filter(~pl.col(RESET) & ~pl.col(SWITCH))
         spikes = events.filter(pl.col(WIDTH).is_not_null())
         steps = events.filter(pl.col(WIDTH).is_null())
         spike_readings = int(spikes[WIDTH].sum()) if spikes.height else 0
@@ -321,6 +357,8 @@ def result(
             "step_count": steps.height,
             # Steps back of a counter or sawtooth (`is_reset`): normal operation, no status.
             "reset_count": resets.height,
+            # Steps of a series switching between operating levels (`is_switch`): no status.
+            "switch_count": switches.height,
             "series_too_short": int(stats["short_series"]),
             # A series is judged by its own spread when long enough; by max_rate when set.
             "judged_series": int(stats["judged_series"]),
@@ -349,6 +387,7 @@ def result(
         "spike_readings": sum(m["spike_readings"] for m in per_column.values()),
         "step_count": sum(m["step_count"] for m in per_column.values()),
         "reset_count": sum(m["reset_count"] for m in per_column.values()),
+        "switch_count": sum(m["switch_count"] for m in per_column.values()),
         "excluded_columns": [c for c in columns if c not in per_column],
         # Devices too short for a spread of their own, in columns without a max_rate.
         "series_not_judged": sum(
@@ -443,6 +482,14 @@ def _summary(metrics: dict[str, Any], settings: SpikeCheckConfig) -> str:
             "other changes carry across its range again and again between steps back, such as "
             "a meter reset at midnight, a tank filled slowly and emptied at once or a battery "
             "recharged)"
+        )
+    switches = metrics["switch_count"]
+    if switches:
+        switching = ", ".join(c for c, m in metrics["columns"].items() if m["switch_count"])
+        note += (
+            f"; {switches:,} level switch{'' if switches == 1 else 'es'} not counted as steps "
+            f"({switching}: a series that steps up and down at least {SWITCHES} times each, "
+            "switching between operating levels such as off, idling and running)"
         )
     if not metrics["spike_count"] and not metrics["step_count"]:
         return f"no spikes or steps in {plural(len(metrics['columns']), 'column')}" + note
