@@ -102,6 +102,8 @@ class Dataset:
     """Per value column read from text, the unit its values were written with ("-5.00 K":
     "K"), when they carry one unit: the numbers keep no unit once read (range_check's
     defaults use it)."""
+    angles: list[str] = field(default_factory=list)
+    """The value columns that hold angles in degrees (`loading.angles`)."""
     header_names: list[str] = field(default_factory=list)
     has_bom: bool | None = False
     """None: not evaluated (no bytes were read: a caller's frame, a DuckDB table)."""
@@ -372,6 +374,7 @@ def _dataset(
         raw_dtypes={name: str(dtype) for name, dtype in schema.items()},
         text_numeric_columns=detection.text_numeric,
         units=dict(detection.units),
+        angles=list(detection.angles),
         header_names=read.header_names or list(schema.names()),
         has_bom=read.has_bom,
         text_encoding=read.encoding,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from dq_agent.errors import ConfigError
+from dq_agent.loading.angles import find_angles
 from dq_agent.loading.entity import (
     DEVICE_WORDS,
     VARIABLE_NAME,
@@ -81,6 +82,8 @@ class Detection:
     """Text number columns whose sample shows no unit or thousands separator: a cast reads them."""
     units: dict[str, str] = field(default_factory=dict)
     """The unit a text value column writes its numbers with ("-5.00 K": K), when it is one."""
+    angles: list[str] = field(default_factory=list)
+    """The value columns that hold angles (`loading.angles`)."""
     epoch_unit: str | None = None
     """The unit of a numeric timestamp column, when all its values are plausible in one."""
     inferred: list[Inference] = field(default_factory=list)
@@ -106,7 +109,11 @@ def check_configured_columns(names: list[str], config: Config) -> None:
     ]
     configured += [
         (key, name)
-        for key, listed in (("entity", columns.entity), ("values", columns.values))
+        for key, listed in (
+            ("entity", columns.entity),
+            ("values", columns.values),
+            ("angles", columns.angles),
+        )
         for name in listed or []
     ]
     for key, name in configured:
@@ -237,8 +244,10 @@ def detect_roles(
                 "columns.entity and columns.values",
             )
         )
+    angles = find_angles(values, stats, config, inferred)
     epoch = epoch_columns(schema, stats).get(timestamp) if timestamp is not None else None
     return Detection(
+        angles=angles,
         plain_numbers=plain,
         units={n: u for n, u in units.items() if n in values},
         epoch_unit=epoch,

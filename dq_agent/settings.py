@@ -115,6 +115,10 @@ class ColumnsConfig:
     timestamp: str | None = None
     entity: list[str] | None = None
     values: list[str] | None = None
+    angles: list[str] | None = None
+    """Value columns that hold angles in degrees, which wrap from 359 to 0 (a wind direction):
+    None finds those named like a direction whose readings lie within 0 to 360
+    (`loading.angles`)."""
     ingest_time: str | None = None
     timezone: str = setting("UTC", rule=time_zone)
     timestamp_format: str | None = setting(None, rule=strptime_format)

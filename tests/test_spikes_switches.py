@@ -8,6 +8,7 @@ engine and out of core."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ def _chillers(tmp_path: Path, *, faults: bool = False) -> tuple[Path, int]:
         # Readings at rest (off, at 0) are flatline_check's and left out: the changes that
         # spike_check sees are between idling and running.
         running = [s for s in states if s != "OFF"]
-        changes += sum(a != b for a, b in zip(running, running[1:], strict=False))
+        changes += sum(a != b for a, b in pairwise(running))
         level = np.array([LEVELS[s] for s in states])
         current = np.round(level + np.where(level > 0, rng.normal(0, 0.5, MINUTES), 0.0), 2)
         oil = np.round(45 + rng.normal(0, 0.3, MINUTES), 2)

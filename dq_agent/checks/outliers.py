@@ -82,14 +82,19 @@ def build_outlier_check(
     candidates = scope.columns(dataset.roles.values)
     measured = [c for c in candidates if is_measurement(schema[c])]
     excluded = [c for c in measured if matches_any(c, settings.excluded)]
-    columns = [c for c in measured if c not in excluded]
-    if excluded and not columns:
-        summary = (
-            f"not evaluated: every value column is excluded (outlier_check.excluded: "
-            f"{', '.join(excluded[:5])})"
-        )
+    # Every direction is a possible reading of an angle (`loading.angles`).
+    angles = [c for c in measured if c in dataset.angles and c not in excluded]
+    columns = [c for c in measured if c not in excluded and c not in angles]
+    if (excluded or angles) and not columns:
+        why = [
+            *([f"outlier_check.excluded: {', '.join(excluded[:5])}"] if excluded else []),
+            *([f"angles, columns.angles: {', '.join(angles[:5])}"] if angles else []),
+        ]
+        summary = f"not evaluated: every value column is left out ({'; '.join(why)})"
         return PortablePlan(
-            TOOL, [], _with_excluded(nothing(summary, Status.SKIPPED, settings), excluded)
+            TOOL,
+            [],
+            _with_excluded(nothing(summary, Status.SKIPPED, settings), excluded, angles),
         )
     if not columns:
         if scope.column is not None:
@@ -103,21 +108,29 @@ def build_outlier_check(
         return PortablePlan(TOOL, [], nothing(summary, Status.WARN, settings))
     if not isinstance(engine, PolarsEngine):
         generic = generic_plan(engine, dataset, config, scope, columns)
-        return replace(generic, finish=_with_excluded(generic.finish, excluded))
+        return replace(generic, finish=_with_excluded(generic.finish, excluded, angles))
     plan = polars_plan(dataset, config, scope, columns, settings)
     queries = [nw.from_native(q) for q in plan.queries]
-    return PortablePlan(TOOL, queries, _with_excluded(plan.finish, excluded), plan.engine)
+    return PortablePlan(TOOL, queries, _with_excluded(plan.finish, excluded, angles), plan.engine)
 
 
 Finish = Callable[[list[pl.DataFrame]], CheckResult]
 
 
-def _with_excluded(finish: Finish, excluded: list[str]) -> Finish:
-    """`finish` whose result says which value columns `outlier_check.excluded` left out."""
+def _with_excluded(finish: Finish, excluded: list[str], angles: list[str]) -> Finish:
+    """`finish` whose result says which value columns `outlier_check.excluded` left out, and
+    which hold angles (not judged)."""
 
     def finished(frames: list[pl.DataFrame]) -> CheckResult:
         result = finish(frames)
         result.metrics["excluded_columns"] = excluded
+        result.metrics["angle_columns"] = angles
+        if angles and not result.summary.startswith("not evaluated"):
+            note = (
+                f"; {', '.join(angles)} not judged: angles, every direction a possible "
+                "reading (columns.angles)"
+            )
+            result = replace(result, summary=result.summary + note)
         return result
 
     return finished

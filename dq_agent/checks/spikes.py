@@ -111,6 +111,7 @@ from dq_agent.checks.spikes_report import (
 from dq_agent.engines import POLARS, Engine, PolarsEngine
 from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
+from dq_agent.loading.angles import wrapped
 from dq_agent.result import CheckResult
 
 if TYPE_CHECKING:
@@ -229,7 +230,9 @@ def _stuck_key(column: str, config: Config) -> str | None:
 def _jumps(
     values: pl.LazyFrame, dataset: Dataset, column: str, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
-    d = pl.when(same_series()).then(pl.col(X) - pl.col(X).shift())
+    change = pl.col(X) - pl.col(X).shift()
+    # An angle's change the short way round: 359 to 1 is +2 (`loading.angles`).
+    d = pl.when(same_series()).then(wrapped(change) if column in dataset.angles else change)
     has_time = dataset.roles.timestamp is not None
     # Per device: windows over the series number, whose rows are contiguous and sorted (a
     # fast path: five times cheaper than a group-by joined back). Each reads a column computed

@@ -89,6 +89,7 @@ from dq_agent.engines import Engine
 from dq_agent.engines.base import Frame, entity_key_expr
 from dq_agent.errors import InputError
 from dq_agent.load import Dataset
+from dq_agent.loading.angles import wrapped
 from dq_agent.result import CheckResult
 
 if TYPE_CHECKING:
@@ -315,9 +316,13 @@ def _readings(engine: Engine, dataset: Dataset, scope: Scope, column: str, confi
         *([over(nw.col(_US).shift(1)).alias(_SECONDS)] if ts else []),
     ]
     since = [((nw.col(_US) - nw.col(_SECONDS)) / 1_000_000).alias(_SECONDS)] if ts else []
+    change = nw.col(X) - nw.col(PREVIOUS)
+    if column in dataset.angles:
+        # An angle's change the short way round: 359 to 1 is +2 (`loading.angles`).
+        change = wrapped(change)
     return (
         values.with_columns(steps)
-        .with_columns((nw.col(X) - nw.col(PREVIOUS)).alias(CHANGE), *since)
+        .with_columns(change.alias(CHANGE), *since)
         .select(
             KEY,
             X,
