@@ -101,3 +101,21 @@ def test_out_of_core_the_same(tmp_path: Path) -> None:
         same, other = in_memory["checks"][check], out_of_core["checks"][check]
         for key in ("status", "summary", "metrics", "findings"):
             assert other[key] == same[key], (check, key)
+
+
+@pytest.mark.parametrize("engine", ["polars", "duckdb"])
+def test_a_glitch_while_the_wind_blows_from_north_is_one_spike(tmp_path: Path, engine: str) -> None:
+    """A vane wavering about north (357, 2, 359, 4, ...) reads 90 once: it comes back the short
+    way round, so the spike test measures the return as the change is measured."""
+    rng = np.random.default_rng(41)
+    direction = np.round(rng.normal(0, 3, HOURS)) % 360
+    direction[299:302] = (358.0, 90.0, 2.0)
+    times = [START + timedelta(hours=i) for i in range(HOURS)]
+    path = tmp_path / "north.csv"
+    pl.DataFrame({"time": times, "wind_dir_deg": direction.astype(np.int64)}).write_csv(path)
+    spikes = inspect_json(path, "--checks", "spike_check", "--engine", engine)["checks"]
+    direction_metrics = spikes["spike_check"]["metrics"]["columns"]["wind_dir_deg"]
+    counts = ("spike_count", "spike_readings", "step_count")
+    assert tuple(direction_metrics[k] for k in counts) == (1, 1, 0)
+    (finding,) = spikes["spike_check"]["findings"]
+    assert finding["examples"][0]["value"] == 90.0

@@ -98,3 +98,20 @@ def test_a_short_counter_does_not_excuse_its_own_jump(local_engine: Engine, tmp_
     )
     kwh = _run(local_engine, path).metrics["columns"]["kwh"]
     assert (kwh["step_count"], kwh["spike_count"]) == (1, 0)
+
+
+def test_a_counter_s_resets_do_not_raise_its_top(local_engine: Engine, tmp_path: Path) -> None:
+    """A meter read every 20 minutes and reset at midnight (a reset is 1 in 72 changes, over 1%)
+    gains 80 kWh at once on its ninth day: its resets are no usual rate, so that is a step."""
+    rng = np.random.default_rng(23)
+    readings = 21 * 72
+    increments = np.abs(rng.normal(2.0, 0.6, readings))
+    increments[8 * 72 + 30] += 80.0
+    day = np.arange(readings) // 72
+    totals = np.cumsum(increments)
+    energy = totals - np.concatenate([[0.0], totals])[day * 72]
+    times = [START + timedelta(minutes=20 * i) for i in range(readings)]
+    path = tmp_path / "daily.parquet"
+    pl.DataFrame({"time": times, "kwh": np.round(energy, 2)}).write_parquet(path)
+    kwh = _run(local_engine, path).metrics["columns"]["kwh"]
+    assert (kwh["step_count"], kwh["reset_count"]) == (1, 20)

@@ -125,7 +125,7 @@ def group_stats(
     names: Frame | None = None,
     *,
     moments: bool = True,
-    scales: tuple[Frame | None, Sequence[int]] = (None, ()),
+    scales: tuple[Frame, Sequence[int]],
 ) -> Frame:
     """`outliers_polars._group_stats` and `_with_states`: per series (KEY, ENTITY) and column
     its count, left-out counts, median, MAD and where it falls among the deviations, mean
@@ -147,7 +147,7 @@ def group_stats(
     series' mean and standard deviation, which only the "sigma" method reads (`judged_groups`):
     without them the first pass's aggregate at 10M rows on DuckDB is six of 33 fewer.
 
-    `scales`: each series' scale per column (`outliers_rescaled.scales`, None: all raw) and
+    `scales`: each series' scale and raw deciles per column (`outliers_rescaled.scales`) and
     the columns whose rows are on it (their raw values in `raw_value_col`, read for the
     extremes and `whole`, which tell states apart)."""
     columns = range(count_)
@@ -254,13 +254,7 @@ def group_stats(
             *[nw.col(stat(name, i)) for name in ("min", "max", "whole")],
             nw.col(_local_mad(i)).fill_null(0.0).alias(stat("local_mad", i)),
             nw.col(stat("local_meanad", i)),
-            nw.col(stat("scale", i)) if table is not None else nw.lit(RAW).alias(stat("scale", i)),
-            *[
-                nw.col(stat(name, i))
-                if table is not None
-                else nw.lit(None, dtype=nw.Float64).alias(stat(name, i))
-                for name in ("q10", "q90")
-            ],
+            *[nw.col(stat(name, i)) for name in ("scale", "q10", "q90")],
         ]
     if coarse:
         per_group = grouped(rows, by, *exprs)
@@ -281,8 +275,7 @@ def group_stats(
         per_group = keys.with_columns(nulls)
     if names is not None:
         per_group = per_group.join(names, on=KEY, how="inner")
-    if table is not None:
-        per_group = per_group.join(table, on=KEY, how="inner")
+    per_group = per_group.join(table, on=KEY, how="inner")
     stats = (
         per_group.join(spreads, on=KEY, how="inner")
         .select(*entity, KEY, *ordered)

@@ -92,7 +92,8 @@ from dq_agent.checks.spikes_report import (
     STEPS_BETWEEN,
     SWITCH,
     TOOL,
-    TOP,
+    TOP_DOWN,
+    TOP_UP,
     WIDTH,
     SpikeCheckConfig,
     context,
@@ -111,7 +112,7 @@ from dq_agent.checks.spikes_report import (
 from dq_agent.engines import POLARS, Engine, PolarsEngine
 from dq_agent.engines.base import Frame
 from dq_agent.load import Dataset
-from dq_agent.loading.angles import wrapped
+from dq_agent.loading.angles import apart, wrapped
 from dq_agent.result import CheckResult
 
 if TYPE_CHECKING:
@@ -231,8 +232,10 @@ def _jumps(
     values: pl.LazyFrame, dataset: Dataset, column: str, settings: SpikeCheckConfig
 ) -> pl.LazyFrame:
     change = pl.col(X) - pl.col(X).shift()
-    # An angle's change the short way round: 359 to 1 is +2 (`loading.angles`).
-    d = pl.when(same_series()).then(wrapped(change) if column in dataset.angles else change)
+    # An angle's change the short way round: 359 to 1 is +2 (`loading.angles`); so are the
+    # distances the spike and excursion tests compare.
+    angle = column in dataset.angles
+    d = pl.when(same_series()).then(wrapped(change) if angle else change)
     has_time = dataset.roles.timestamp is not None
     # Per device: windows over the series number, whose rows are contiguous and sorted (a
     # fast path: five times cheaper than a group-by joined back). Each reads a column computed
@@ -269,9 +272,8 @@ def _jumps(
     jump = robust.fill_null(False) | _too_fast(dataset, column, settings)
     back = pl.lit(None, dtype=pl.Int32)
     for j in range(settings.return_within, 0, -1):
-        returned = ((pl.col(X).shift(-j) - pl.col(_PREVIOUS)).abs() < pl.col(_D).abs() / 2) & (
-            _beside(-j)
-        )
+        away = apart(pl.col(X).shift(-j) - pl.col(_PREVIOUS), angle)
+        returned = (away < pl.col(_D).abs() / 2) & _beside(-j)
         back = pl.when(returned.fill_null(False)).then(pl.lit(j, dtype=pl.Int32)).otherwise(back)
     widest = max_width(settings)
     # A jump that lands back within half its size of the reading k + 1 before it ends an
@@ -279,9 +281,8 @@ def _jumps(
     # returned too late for `return_within` (a step out and back is one spike, not two steps).
     landed = pl.lit(None, dtype=pl.Int32)
     for k in range(widest, 0, -1):
-        near = ((pl.col(X) - pl.col(X).shift(k + 1)).abs() < pl.col(_D).abs() / 2) & (
-            _beside(k + 1)
-        )
+        away = apart(pl.col(X) - pl.col(X).shift(k + 1), angle)
+        near = (away < pl.col(_D).abs() / 2) & _beside(k + 1)
         landed = pl.when(near.fill_null(False)).then(pl.lit(k, dtype=pl.Int32)).otherwise(landed)
     # Where such an excursion starts: its width, the widest when several end later.
     excursion = pl.max_horizontal(
@@ -342,7 +343,8 @@ def _jumps(
         (pl.col(_D) < 0).sum().alias(FALLS),
         pl.col(X).min().alias(LOW),
         pl.col(X).max().alias(HIGH),
-        pl.col(_D).abs().quantile(COUNTER_TOP, interpolation="linear").alias(TOP),
+        pl.col(_D).quantile(COUNTER_TOP, interpolation="linear").alias(TOP_UP),
+        pl.col(_D).quantile(1 - COUNTER_TOP, interpolation="linear").alias(TOP_DOWN),
     )
     return (
         changes
@@ -554,7 +556,7 @@ SPEC = CheckSpec(
     ),
     settings=SpikeCheckConfig,
     plan=plan_spike_check,
-    metric_keys=("spike_count", "spike_readings", "step_count", "reset_count"),
+    metric_keys=("spike_count", "spike_readings", "step_count", "reset_count", "switch_count"),
     baseline=(
         BaselineMetric("spike_readings", "count", "readings in spikes"),
         BaselineMetric("step_count", "count", "level steps"),

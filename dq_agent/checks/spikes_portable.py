@@ -68,7 +68,8 @@ from dq_agent.checks.spikes_report import (
     STEPS_BETWEEN,
     SWITCH,
     TOOL,
-    TOP,
+    TOP_DOWN,
+    TOP_UP,
     WIDTH,
     SpikeCheckConfig,
     bucket,
@@ -89,7 +90,7 @@ from dq_agent.engines import Engine
 from dq_agent.engines.base import Frame, entity_key_expr
 from dq_agent.errors import InputError
 from dq_agent.load import Dataset
-from dq_agent.loading.angles import wrapped
+from dq_agent.loading.angles import apart, wrapped
 from dq_agent.result import CheckResult
 
 if TYPE_CHECKING:
@@ -115,7 +116,6 @@ _MAD = "__mad"
 _FLOOR = "__floor"
 _ABOVE = "__above"
 _HELD = "__held"
-_SIZE = "__size"
 _MULTIPLE = "__multiple"
 _JUMPED = "__jumped"
 _BACK = "__back"
@@ -243,6 +243,7 @@ def _column_queries(
                 settings,
                 dataset.roles.timestamp is not None,
                 rated(dataset, column, settings),
+                column in dataset.angles,
             )
         ),
     )
@@ -384,10 +385,10 @@ def _series(engine: Engine, dataset: Dataset, readings: Frame, column: str) -> F
         _MEDIAN: (CHANGE, 0.5),
         _Q_LOW: (CHANGE, DRIFT_LOW),
         _Q_HIGH: (CHANGE, DRIFT_HIGH),
-        TOP: (_SIZE, COUNTER_TOP),
+        TOP_UP: (CHANGE, COUNTER_TOP),
+        TOP_DOWN: (CHANGE, 1 - COUNTER_TOP),
         **({_USUAL: (_STEP, 0.5)} if ts is not None else {}),
     }
-    readings = readings.with_columns(nw.col(CHANGE).abs().alias(_SIZE))
     if ts is not None:
         # `spikes._jumps`: readings at one time are no step.
         step = nw.when(nw.col(_SECONDS) > 0).then(nw.col(_SECONDS))
@@ -487,7 +488,8 @@ def _judged(
         FALLS,
         LOW,
         HIGH,
-        TOP,
+        TOP_UP,
+        TOP_DOWN,
         *([_USUAL] if ts else []),
     )
     steps = _steps_between(ts is not None)
@@ -529,7 +531,9 @@ def _too_fast(dataset: Dataset, column: str, settings: SpikeCheckConfig) -> nw.E
     return nw.when(seconds > 0).then(per_unit > limit).fill_null(False)
 
 
-def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool, rated_column: bool) -> Frame:
+def _spikes(
+    near: Frame, settings: SpikeCheckConfig, has_time: bool, rated_column: bool, angle: bool
+) -> Frame:
     """`spikes._jumps` after its filter: over the readings near jumps, where each spike
     returns (`_BACK`), which excursion a jump ends (`_LANDED`) and where one starts, then JUMP,
     WIDTH and COVERED. Each shift is a column of its own, a window over the series in order;
@@ -552,11 +556,11 @@ def _spikes(near: Frame, settings: SpikeCheckConfig, has_time: bool, rated_colum
     size = nw.col(CHANGE).abs() / 2
     back: nw.Expr = nw.lit(None, dtype=nw.Int32)
     for j in range(settings.return_within, 0, -1):
-        returned = ((nw.col(shifted(X, -j)) - nw.col(PREVIOUS)).abs() < size) & beside(-j)
+        returned = (apart(nw.col(shifted(X, -j)) - nw.col(PREVIOUS), angle) < size) & beside(-j)
         back = nw.when(returned.fill_null(False)).then(nw.lit(j, dtype=nw.Int32)).otherwise(back)
     landed: nw.Expr = nw.lit(None, dtype=nw.Int32)
     for k in range(widest, 0, -1):
-        near_k = ((nw.col(X) - nw.col(shifted(X, k + 1))).abs() < size) & beside(k + 1)
+        near_k = (apart(nw.col(X) - nw.col(shifted(X, k + 1)), angle) < size) & beside(k + 1)
         landed = nw.when(near_k.fill_null(False)).then(nw.lit(k, dtype=nw.Int32)).otherwise(landed)
     ahead = list(range(-max(widest, settings.return_within), 0))
     behind = list(range(1, widest + 2))
