@@ -22,3 +22,17 @@ def inspect_json(path: Path, *args: str) -> dict[str, Any]:
     assert result.exit_code in (0, 1), result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
     return report
+
+
+def assert_same_out_of_core(path: Path, *checks: str) -> dict[str, Any]:
+    """Run `checks` on `path` in memory and out of core (over a 380M budget, on DuckDB): each
+    check's status, summary, metrics and findings are the same. Returns the in-memory report."""
+    selected = ("--checks", ",".join(checks))
+    in_memory = inspect_json(path, *selected)
+    out_of_core = inspect_json(path, *selected, "--max-memory", "380M")
+    assert out_of_core["dataset"]["engine"] == "duckdb"
+    for check in checks:
+        same, other = in_memory["checks"][check], out_of_core["checks"][check]
+        for key in ("status", "summary", "metrics", "findings"):
+            assert other[key] == same[key], (check, key)
+    return in_memory

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.cli_json import inspect_json
+from tests.cli_json import assert_same_out_of_core, inspect_json
 
 START = datetime(2026, 10, 1)
 HOURS = 30 * 24
@@ -93,14 +93,7 @@ def test_columns_angles_names_them_and_empty_turns_it_off(tmp_path: Path) -> Non
 
 
 def test_out_of_core_the_same(tmp_path: Path) -> None:
-    path = _stations(tmp_path, glitch=True)
-    in_memory = inspect_json(path)
-    out_of_core = inspect_json(path, "--max-memory", "380M")
-    assert out_of_core["dataset"]["engine"] == "duckdb"
-    for check in ("spike_check", "outlier_check"):
-        same, other = in_memory["checks"][check], out_of_core["checks"][check]
-        for key in ("status", "summary", "metrics", "findings"):
-            assert other[key] == same[key], (check, key)
+    assert_same_out_of_core(_stations(tmp_path, glitch=True), "spike_check", "outlier_check")
 
 
 @pytest.mark.parametrize("engine", ["polars", "duckdb"])

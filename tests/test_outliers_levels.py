@@ -16,7 +16,7 @@ import polars as pl
 from dq_agent.checks.outliers import build_outlier_check, plan_outlier_check
 from dq_agent.engines import Engine
 from dq_agent.result import Status
-from tests.cli_json import inspect_json
+from tests.cli_json import assert_same_out_of_core
 from tests.test_checks_outliers import alone
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
@@ -73,9 +73,4 @@ def test_a_reading_beyond_every_level_is_an_outlier(local_engine: Engine, tmp_pa
 
 def test_out_of_core_the_same(tmp_path: Path) -> None:
     path = _loads(tmp_path, glitch=True)
-    in_memory = inspect_json(path, "--checks", "outlier_check")
-    out_of_core = inspect_json(path, "--checks", "outlier_check", "--max-memory", "380M")
-    assert out_of_core["dataset"]["engine"] == "duckdb"
-    same, other = in_memory["checks"]["outlier_check"], out_of_core["checks"]["outlier_check"]
-    for key in ("status", "summary", "metrics", "findings"):
-        assert other[key] == same[key], key
+    assert_same_out_of_core(path, "outlier_check")

@@ -22,7 +22,7 @@ from dq_agent.config import resolve
 from dq_agent.engines import Engine
 from dq_agent.errors import ConfigError
 from dq_agent.result import CheckResult, Status
-from tests.cli_json import inspect_json
+from tests.cli_json import assert_same_out_of_core
 from tests.fixtures_checks import T0, write_parquet
 from tests.test_checks_outliers import alone
 from tests.test_conformance import engines as engines
@@ -260,11 +260,7 @@ def test_a_lognormal_fault_on_spark(spark_engine: Engine, tmp_path: Path) -> Non
 def test_out_of_core_the_scales_come_from_ranks_alike(tmp_path: Path) -> None:
     """Over a memory budget (`--max-memory`, as tests/test_out_of_core.py) the quantiles that
     choose the scale come from ranks: the same outlier_check as in memory."""
-    path = _lognormal(tmp_path, 12.0)
-    in_memory = inspect_json(path, "--checks", "outlier_check")
-    out_of_core = inspect_json(path, "--checks", "outlier_check", "--max-memory", "380M")
-    assert out_of_core["dataset"]["engine"] == "duckdb"
-    same, other = in_memory["checks"]["outlier_check"], out_of_core["checks"]["outlier_check"]
-    for key in ("status", "summary", "metrics", "findings"):
-        assert other[key] == same[key], key
-    assert same["metrics"]["columns"]["dust"]["scales"] == {"log": 4}
+    in_memory = assert_same_out_of_core(_lognormal(tmp_path, 12.0), "outlier_check")
+    assert in_memory["checks"]["outlier_check"]["metrics"]["columns"]["dust"]["scales"] == {
+        "log": 4
+    }

@@ -15,7 +15,7 @@ import polars as pl
 from dq_agent.checks.spikes import build_spike_check, plan_spike_check
 from dq_agent.engines import Engine
 from dq_agent.result import Status
-from tests.cli_json import inspect_json
+from tests.cli_json import assert_same_out_of_core
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
 from tests.test_conformance import local_engine as local_engine
@@ -76,12 +76,7 @@ def test_a_counter_jumping_beyond_its_rate_is_a_step(local_engine: Engine, tmp_p
 
 def test_out_of_core_the_same(tmp_path: Path) -> None:
     path = _meters(tmp_path, swapped=True)
-    in_memory = inspect_json(path, "--checks", "spike_check")
-    out_of_core = inspect_json(path, "--checks", "spike_check", "--max-memory", "380M")
-    assert out_of_core["dataset"]["engine"] == "duckdb"
-    same, other = in_memory["checks"]["spike_check"], out_of_core["checks"]["spike_check"]
-    for key in ("status", "summary", "metrics", "findings"):
-        assert other[key] == same[key], key
+    assert_same_out_of_core(path, "spike_check")
 
 
 def test_a_short_counter_does_not_excuse_its_own_jump(local_engine: Engine, tmp_path: Path) -> None:

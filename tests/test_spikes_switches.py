@@ -17,7 +17,7 @@ import polars as pl
 from dq_agent.checks.spikes import build_spike_check, plan_spike_check
 from dq_agent.engines import Engine
 from dq_agent.result import Status
-from tests.cli_json import inspect_json
+from tests.cli_json import assert_same_out_of_core
 from tests.test_conformance import engine as engine
 from tests.test_conformance import engines as engines
 from tests.test_conformance import local_engine as local_engine
@@ -95,9 +95,4 @@ def test_a_step_and_a_glitch_are_still_found(local_engine: Engine, tmp_path: Pat
 
 def test_out_of_core_the_same(tmp_path: Path) -> None:
     path, _ = _chillers(tmp_path, faults=True)
-    in_memory = inspect_json(path, "--checks", "spike_check")
-    out_of_core = inspect_json(path, "--checks", "spike_check", "--max-memory", "380M")
-    assert out_of_core["dataset"]["engine"] == "duckdb"
-    same, other = in_memory["checks"]["spike_check"], out_of_core["checks"]["spike_check"]
-    for key in ("status", "summary", "metrics", "findings"):
-        assert other[key] == same[key], key
+    assert_same_out_of_core(path, "spike_check")
