@@ -90,7 +90,9 @@ def build_outlier_check(
             *([f"outlier_check.excluded: {', '.join(excluded[:5])}"] if excluded else []),
             *([f"angles, columns.angles: {', '.join(angles[:5])}"] if angles else []),
         ]
-        summary = f"not evaluated: every value column is left out ({'; '.join(why)})"
+        # Without angles, the wording the contract has always had.
+        out = "left out" if angles else "excluded"
+        summary = f"not evaluated: every value column is {out} ({'; '.join(why)})"
         return PortablePlan(
             TOOL,
             [],
