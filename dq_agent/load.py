@@ -52,6 +52,7 @@ from dq_agent.loading.normalise import (
     repeated_text_times,
 )
 from dq_agent.loading.notes import Inference, LoadNote
+from dq_agent.loading.quality import quality_note
 from dq_agent.loading.read import (
     READ_FAILURES,
     FilesRead,
@@ -104,6 +105,9 @@ class Dataset:
     defaults use it)."""
     angles: list[str] = field(default_factory=list)
     """The value columns that hold angles in degrees (`loading.angles`)."""
+    flagged_by: dict[str, str] = field(default_factory=dict)
+    """Per value column, the source's quality column whose bad readings were read as missing
+    (`loading.quality`)."""
     header_names: list[str] = field(default_factory=list)
     has_bom: bool | None = False
     """None: not evaluated (no bytes were read: a caller's frame, a DuckDB table)."""
@@ -350,6 +354,16 @@ def _dataset(
         plain_numbers=detection.plain_numbers,
         first_pass=first_pass,
     )
+    if detection.quality:
+        # The readings the source marked bad are no measurements (`loading.quality`).
+        bad: dict[str, pl.Expr] = {}
+        for column in detection.quality:
+            for name in column.flagged(roles.values):
+                bad[name] = bad[name] | column.is_bad() if name in bad else column.is_bad()
+        frame = frame.with_columns(
+            pl.when(marked).then(None).otherwise(pl.col(name)).alias(name)
+            for name, marked in bad.items()
+        )
     if in_memory:
         # Parse the text timestamps and numbers once, not once per query.
         try:
@@ -360,6 +374,11 @@ def _dataset(
             raise InputError(
                 f"cannot read {path} as {read_as}: {describe_read_error(exc)}"
             ) from exc
+    quality_notes: list[LoadNote] = []
+    for column in detection.quality:
+        note = quality_note(frame, column, roles.values)
+        if note is not None:
+            quality_notes.append(note)
     frame, zone_notes = _local_times(
         frame, raw, sample, schema, roles, config, detection.epoch_unit
     )
@@ -375,13 +394,18 @@ def _dataset(
         text_numeric_columns=detection.text_numeric,
         units=dict(detection.units),
         angles=list(detection.angles),
+        flagged_by={
+            name: column.name
+            for column in detection.quality
+            for name in column.flagged(roles.values)
+        },
         header_names=read.header_names or list(schema.names()),
         has_bom=read.has_bom,
         text_encoding=read.encoding,
         sentinels=list(config.reading().sentinels),
         file_rows=read.file_rows,
         inferred=[*read.inferred, *detection.inferred, *zone_notes],
-        load_notes=[*read.notes, *detection.notes],
+        load_notes=[*read.notes, *detection.notes, *quality_notes],
         timestamp_formats=detection.timestamp_formats,
         time_parts=list(detection.combined or ()),
         values_configured=config.columns.values is not None,

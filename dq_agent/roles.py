@@ -25,6 +25,7 @@ from dq_agent.loading.entity import (
     is_candidate,
 )
 from dq_agent.loading.notes import Inference, LoadNote
+from dq_agent.loading.quality import QualityColumn, find_quality
 from dq_agent.loading.timecols import PARSE_SHARE_NAMED, combined_expr, is_time_like, slash_order
 from dq_agent.loading.timestamp import (
     column_stats,
@@ -59,6 +60,8 @@ class Roles:
     entity: list[str] = field(default_factory=list)
     values: list[str] = field(default_factory=list)
     ingest_time: str | None = None
+    quality: list[str] = field(default_factory=list)
+    """The columns of the source's quality flags (`loading.quality`): never values."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +69,7 @@ class Roles:
             "entity": list(self.entity),
             "values": list(self.values),
             "ingest_time": self.ingest_time,
+            "quality": list(self.quality),
         }
 
 
@@ -84,6 +88,8 @@ class Detection:
     """The unit a text value column writes its numbers with ("-5.00 K": K), when it is one."""
     angles: list[str] = field(default_factory=list)
     """The value columns that hold angles (`loading.angles`)."""
+    quality: list[QualityColumn] = field(default_factory=list)
+    """The source's quality flags, whose bad readings are read as missing (`loading.quality`)."""
     epoch_unit: str | None = None
     """The unit of a numeric timestamp column, when all its values are plausible in one."""
     inferred: list[Inference] = field(default_factory=list)
@@ -113,6 +119,7 @@ def check_configured_columns(names: list[str], config: Config) -> None:
             ("entity", columns.entity),
             ("values", columns.values),
             ("angles", columns.angles),
+            ("quality", columns.quality),
         )
         for name in listed or []
     ]
@@ -201,15 +208,20 @@ def detect_roles(
     time_parts = set(combined or ())
     ts_expr = _timestamp_expr(timestamp, combined)
 
+    # Before the entity: a flag column holding one value ("Good") is no device.
+    flag_roles = {timestamp, ingest, *time_parts, columns.order_by, *(columns.entity or [])}
+    quality, found_quality = find_quality(raw, schema, names, flag_roles, config)
+    flag_columns = [q.name for q in quality]
     if columns.entity is not None:
         entity, guess = list(columns.entity), None
     else:
         ts_dtype = pl.String() if combined else schema[timestamp] if timestamp else None
-        taken = {timestamp, ingest, *time_parts}
+        taken = {timestamp, ingest, *time_parts, *flag_columns}
         entity, guess = _find_entity(raw, schema, sample, ts_expr, ts_dtype, taken)
         if entity:
             reason = guess.reason if guess is not None else "named like a device"
             inferred.append(Inference("entity", ", ".join(entity), reason, "columns.entity"))
+    inferred += found_quality
 
     formats = timestamp_formats(DAY_FIRST, columns.timestamp_format)
     text_time = combined is not None or (timestamp is not None and schema[timestamp] == pl.String)
@@ -218,6 +230,7 @@ def detect_roles(
         formats = _date_order(raw, ts_expr, entity, tz, shown, inferred, notes)
 
     check_order_column(schema, timestamp, config)
+    roled = {timestamp, ingest, *entity, *time_parts, columns.order_by, *flag_columns}
     notes += unreadable_time_columns(sample, schema, names, {timestamp, ingest, *time_parts}, tz)
     plain: set[str] = set()
     units: dict[str, str] = {}
@@ -225,8 +238,8 @@ def detect_roles(
         sample,
         schema,
         names,
-        # The order column numbers the rows: a role, not a reading.
-        {timestamp, ingest, *entity, *time_parts, columns.order_by},
+        # The order column numbers the rows, the quality column flags them: roles, not readings.
+        roled,
         stats,
         config,
         decimal_comma,
@@ -248,10 +261,17 @@ def detect_roles(
     epoch = epoch_columns(schema, stats).get(timestamp) if timestamp is not None else None
     return Detection(
         angles=angles,
+        quality=quality,
         plain_numbers=plain,
         units={n: u for n, u in units.items() if n in values},
         epoch_unit=epoch,
-        roles=Roles(timestamp=timestamp, entity=entity, values=values, ingest_time=ingest),
+        roles=Roles(
+            timestamp=timestamp,
+            entity=entity,
+            values=values,
+            ingest_time=ingest,
+            quality=[q.name for q in quality],
+        ),
         text_numeric=text_numeric,
         timestamp_formats=formats,
         combined=combined,

@@ -119,6 +119,10 @@ class ColumnsConfig:
     """Value columns that hold angles in degrees, which wrap from 359 to 0 (a wind direction):
     None finds those named like a direction whose readings lie within 0 to 360
     (`loading.angles`)."""
+    quality: list[str] | None = None
+    """The columns of the source's own quality flags (OPC `StatusCode`, `Quality: Good/Bad`):
+    readings marked bad are read as missing. None finds those named like one whose values all
+    decode (`loading.quality`); [] reads none."""
     ingest_time: str | None = None
     timezone: str = setting("UTC", rule=time_zone)
     timestamp_format: str | None = setting(None, rule=strptime_format)

@@ -271,6 +271,7 @@ def test_a_folder_of_german_plant_exports(tmp_path: Path) -> None:
         "entity": ["Gerät"],
         "values": ["Temperatur"],
         "ingest_time": None,
+        "quality": [],
     }
     frame = dataset.frame.collect()
     assert frame.height == 36

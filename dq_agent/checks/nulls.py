@@ -419,6 +419,9 @@ def _run_metrics(runs: dict[str, Any], index: int, has_time: bool) -> dict[str, 
 
 def _null_word(name: str, dataset: Dataset) -> str:
     """A column the loader converted counts unusable text as missing: say so, not just "null"."""
+    if name in dataset.flagged_by:
+        # Read as missing by loading: the file holds a reading there, flagged bad.
+        return f"null or marked bad in {dataset.flagged_by[name]}"
     if name in dataset.text_numeric_columns:
         return "null or not a number"
     if name in (dataset.roles.timestamp, dataset.roles.ingest_time):

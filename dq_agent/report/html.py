@@ -120,7 +120,8 @@ def _roles(inspection: Inspection) -> str:
         f"roles: timestamp={roles.get('timestamp') or '-'}  "
         f"entity={','.join(roles.get('entity') or []) or '-'}  "
         f"values={','.join(roles.get('values') or []) or '-'}  "
-        f"ingest_time={roles.get('ingest_time') or '-'}",
+        f"ingest_time={roles.get('ingest_time') or '-'}"
+        + (f"  quality={','.join(roles['quality'])}" if roles.get("quality") else ""),
         600,
     )
 

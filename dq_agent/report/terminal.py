@@ -71,6 +71,8 @@ def _header(inspection: Inspection) -> RenderableType:
         f"timestamp={roles.get('timestamp') or '-'}  entity={','.join(roles.get('entity') or []) or '-'}  "
         f"values={','.join(roles.get('values') or []) or '-'}  ingest_time={roles.get('ingest_time') or '-'}"
     )
+    if roles.get("quality"):
+        role_text += f"  quality={','.join(roles['quality'])}"
     body = Text()
     body.append(one_line(info.path, 300), style="bold")
     body.append("\n" + safe(" · ".join(facts), 400))
@@ -84,6 +86,7 @@ def _header(inspection: Inspection) -> RenderableType:
     in_roles = {
         roles.get("timestamp"),
         roles.get("ingest_time"),
+        *(roles.get("quality") or []),
         *(roles.get("entity") or []),
         *(roles.get("values") or []),
     }
