@@ -155,9 +155,6 @@ class SharedStep:
 
 
 _MATERIALISING: ContextVar[SharedStep | None] = ContextVar("materialising", default=None)
-_TOGETHER: ContextVar[dict[tuple[Any, ...], pl.LazyFrame] | None] = ContextVar(
-    "together", default=None
-)
 _BUILDING: ContextVar[bool] = ContextVar("building", default=False)
 _ASKED: ContextVar[set[tuple[Any, ...]] | None] = ContextVar("asked", default=None)
 _UNSHARED: ContextVar[bool] = ContextVar("unshared", default=False)
@@ -241,13 +238,6 @@ def shared_node(
         return node
     if step is not None and _UNSHARED.get() and not _BUILDING.get():
         return _building(build).cache()
-    pending = _TOGETHER.get()
-    if step is not None and pending is not None and materialise is None and not _BUILDING.get():
-        # Asked for within `together`: built now (the nodes it reads materialised at once),
-        # computed with the others at the end of the block.
-        if full not in pending:
-            pending[full] = _building(build)
-        return pending[full]
     if step is None:
         node = build().cache()
     else:
@@ -278,31 +268,6 @@ def _building(build: Callable[[], pl.LazyFrame]) -> pl.LazyFrame:
         return build()
     finally:
         _BUILDING.reset(token)
-
-
-@contextmanager
-def together(dataset: Dataset) -> Iterator[None]:
-    """While materialising, the shared nodes asked for within this block (one per column of a
-    check, say) are computed together at its end, in one `collect_all` that runs them on all
-    cores at once: most of their work (shifts, fills, windows over sorted series) runs on one
-    core each. Ask for them again after the block to read them. Outside `materialising`, a
-    no-op."""
-    step = _MATERIALISING.get()
-    if step is None:
-        yield
-        return
-    pending: dict[tuple[Any, ...], pl.LazyFrame] = {}
-    token = _TOGETHER.set(pending)
-    try:
-        yield
-    finally:
-        _TOGETHER.reset(token)
-    if pending:
-        before, started = step.seconds, time.perf_counter()
-        frames = pl.collect_all(list(pending.values()), engine="in-memory")
-        step.seconds = before + time.perf_counter() - started
-        for full, frame in zip(pending, frames, strict=True):
-            _keep(dataset, step, full, frame.lazy())
 
 
 def _forget(key: tuple[Any, ...]) -> None:

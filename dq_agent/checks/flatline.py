@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import SERIES, CheckPlan, Scope, together
+from dq_agent.checks.base import SERIES, CheckPlan, Scope
 from dq_agent.checks.flatline_portable import generic_plan, generic_readings
 from dq_agent.checks.flatline_report import (
     AT_REST,
@@ -579,17 +579,6 @@ def _polars_plan(
     flag file read too, so a run computes them once."""
     settings = config.section(FlatlineCheckConfig)
     queries: list[pl.LazyFrame] = []
-    # Each column's checked readings, then its series statistics, then its judged runs, each
-    # step computed for all columns at once.
-    with together(dataset):
-        for column in checked:
-            checked_values(dataset, scope, column, config)
-    with together(dataset):
-        for column in checked:
-            series_stats(dataset, scope, column, config)
-    with together(dataset):
-        for column in checked:
-            judged_runs(dataset, scope, column, config)
     for column in checked:
         values = checked_values(dataset, scope, column, config).select(pl.len().alias(VALUES))
         runs = judged_runs(dataset, scope, column, config)

@@ -46,7 +46,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks import flatline
-from dq_agent.checks.base import SERIES, CheckPlan, Scope, together
+from dq_agent.checks.base import SERIES, CheckPlan, Scope
 from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.checks.flatline import (
     FlatlineCheckConfig,
@@ -508,14 +508,6 @@ def _polars_plan(
     read too, so a run computes them once."""
     settings = config.section(SpikeCheckConfig)
     queries: list[pl.LazyFrame] = []
-    # Each column's checked readings (unless flatline_check made them), then its jumps, each
-    # step computed for all columns at once.
-    with together(dataset):
-        for column in checked:
-            checked_values(dataset, scope, column, config)
-    with together(dataset):
-        for column in checked:
-            jump_values(dataset, scope, column, config, settings)
     for column in checked:
         jumps = jump_values(dataset, scope, column, config, settings)
         readings = _readings(dataset, scope, column, config)
