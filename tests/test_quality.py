@@ -166,6 +166,7 @@ def _at_outage(good: object, bad: object) -> list[object]:
         ({"TagQuality": _at_outage(192, 0)}, ["TagQuality"], 10),
         ({"StatusCode": _at_outage(192, 0)}, ["StatusCode"], 10),
         ({"StatusCode": _at_outage(0, -2144075776)}, ["StatusCode"], 10),
+        ({"StatusCode": _at_outage("0x00000000", "0x80310000")}, ["StatusCode"], 10),
         # Ignition's Error_ values; a bare Quality beside a QC column that names no column.
         ({"quality": _at_outage("Good", "Error_Configuration")}, ["quality"], 10),
         (
@@ -174,7 +175,16 @@ def _at_outage(good: object, bad: object) -> list[object]:
             10,
         ),
     ],
-    ids=["plc-status", "alarm-flag", "camel", "da-statuscode", "ua-signed", "error", "mixed"],
+    ids=[
+        "plc-status",
+        "alarm-flag",
+        "camel",
+        "da-statuscode",
+        "ua-signed",
+        "ua-hex",
+        "error",
+        "mixed",
+    ],
 )
 def test_flag_columns_by_name_and_values(
     tmp_path: Path, columns: dict[str, list[object]], flags: list[str], missing: int

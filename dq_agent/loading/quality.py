@@ -14,8 +14,9 @@ column flags every value of its row; several (a wide export's `TT101_Quality` be
 each flag the columns their name starts with. Decoding:
 
 - text: a value starting with `good`, `bad`, `uncertain` or `questionable` (`Bad_NoCommunication`);
-- OPC UA status codes (integers): severity in the top two of 32 bits, 0 good, 1 uncertain,
-  2 or 3 bad; taken when a value reaches 2^30 or the column is named a status code;
+- OPC UA status codes (integers, signed or not, or hex text `0x80310000`): severity in the top
+  two of 32 bits, 0 good, 1 uncertain, 2 or 3 bad; taken when a value reaches 2^30 (or is
+  negative: Bad as signed 32 bits), or when every value is 0 in a column named a status code;
 - OPC DA quality (integers 0 to 255 reaching 192): bits 7 and 6, 3 good, 0 bad, else uncertain;
 - QARTOD flags (ioos_qc; integers among 1, 2, 3, 4, 9 in a column named like a QC flag):
   4 fail and 9 missing bad, 3 suspect and 2 not evaluated uncertain, 1 pass good.
@@ -57,6 +58,8 @@ _QARTOD_FLAGS = frozenset({1, 2, 3, 4, 9})
 _STATUS_CODE_NAME = re.compile(r"status[ _]?code", re.IGNORECASE)
 # Ignition writes `Error_Configuration` for a tag it could not read: no reading either.
 _TEXT_FLAG = re.compile(r"^\s*(good|bad|uncertain|questionable|error)", re.IGNORECASE)
+# A status code written as text (`0x80310000`), as some OPC UA clients export it.
+_HEX_CODE = re.compile(r"^\s*0x[0-9a-f]{1,8}\s*$", re.IGNORECASE)
 _UA_SEVERITY_BIT = 30
 _UA_RANGE = 2**32
 _DA_GOOD = 192
@@ -66,6 +69,7 @@ _DISTINCT = 64
 
 GOOD, UNCERTAIN, BAD = "good", "uncertain", "bad"
 TEXT, OPC_UA, OPC_DA, QARTOD = "text", "OPC UA status code", "OPC DA quality", "QARTOD flags"
+OPC_UA_HEX = "OPC UA status code in hex"
 
 
 @dataclass(frozen=True)
@@ -101,9 +105,12 @@ class QualityColumn:
                 .then(pl.lit(UNCERTAIN))
             )
         shift, good, bad = (
-            (_UA_SEVERITY_BIT, 0, (2, 3)) if self.encoding == OPC_UA else (6, 3, (0,))
+            (_UA_SEVERITY_BIT, 0, (2, 3)) if self.encoding != OPC_DA else (6, 3, (0,))
         )
         code = col.cast(pl.Int64)
+        if self.encoding == OPC_UA_HEX:
+            digits = col.cast(pl.String).str.strip_chars().str.to_lowercase().str.strip_prefix("0x")
+            code = digits.str.to_integer(base=16, strict=False)
         # A status code exported as a signed 32-bit integer: Bad is negative there.
         code = pl.when(code < 0).then(code + _UA_RANGE).otherwise(code)
         bits = (code // (2**shift)) % 4
@@ -240,6 +247,8 @@ def _encoding(raw: pl.LazyFrame, schema: pl.Schema, name: str) -> str | None:
         values = _distinct(raw, name)
         if values and all(_TEXT_FLAG.match(str(v)) for v in values):
             return TEXT
+        if values and all(_HEX_CODE.match(str(v)) for v in values):
+            return OPC_UA_HEX
         return None
     if not dtype.is_integer():
         return None
