@@ -276,3 +276,14 @@ def test_a_wide_export_with_a_flag_column_per_tag(tmp_path: Path) -> None:
     assert columns["PT202_PV"]["missing_count"] == 10
     (inferred,) = [i for i in report["dataset"]["inferred"] if i["role"] == "quality"]
     assert "FT303_Quality flags no column" in inferred["reason"]
+
+
+def test_a_configured_column_with_another_role_is_refused(tmp_path: Path) -> None:
+    path = _historian(tmp_path)
+    config = tmp_path / "dq.yaml"
+    config.write_text("columns:\n  entity: [tag]\n  quality: [tag]\n")
+    result = CliRunner().invoke(
+        app, ["inspect", str(path), "--no-agent", "--no-history", "--config", str(config)]
+    )
+    assert result.exit_code == EXIT_USAGE
+    assert "columns.quality names 'tag'" in result.stderr and "another role" in result.stderr
