@@ -40,20 +40,20 @@ from dq_agent.result import Status
 if TYPE_CHECKING:
     from dq_agent.config import Config
 
-# Names are read as words: `TagQuality` and `StatusCode` split at their capitals (`_words`).
-_QUALITY_WORDS = (
+
+def _named(words: str) -> re.Pattern[str]:
+    """A name holding one of `words` as a word of its own (`_words` splits camel case)."""
+    return re.compile(rf"(^|[^a-z0-9])({words})([^a-z0-9]|$)", re.IGNORECASE)
+
+
+_QUALITY_NAME = _named(
     r"quality|qualit[aä]t|qualite|qualité|calidad|qualita|opc quality|quality code|"
     r"status code|status|qc|qartod|flags?"
 )
-_QUALITY_NAME = re.compile(rf"(^|[^a-z0-9])({_QUALITY_WORDS})([^a-z0-9]|$)", re.IGNORECASE)
 # Integer flags need a name that says so: a PLC's `Status` byte (1, 2, 3, 255) or an
 # `alarm_flag` of priorities 1 to 4 holds integers of the same range.
-_DA_NAME = re.compile(
-    r"(^|[^a-z0-9])(quality|qualit[aä]t|qualite|qualité|opc quality|quality code|status code)"
-    r"([^a-z0-9]|$)",
-    re.IGNORECASE,
-)
-_QARTOD_NAME = re.compile(r"(^|[^a-z0-9])(qc|qartod)([^a-z0-9]|$)", re.IGNORECASE)
+_DA_NAME = _named(r"quality|qualit[aä]t|qualite|qualité|opc quality|quality code|status code")
+_QARTOD_NAME = _named(r"qc|qartod")
 _QARTOD_FLAGS = frozenset({1, 2, 3, 4, 9})
 _STATUS_CODE_NAME = re.compile(r"status[ _]?code", re.IGNORECASE)
 # Ignition writes `Error_Configuration` for a tag it could not read: no reading either.
