@@ -333,3 +333,25 @@ def test_without_devices_the_series_outliers_beyond_chance_are_drawn(tmp_path: P
     assert report["devices"] == []
     kinds = set(report["grid"]["rows"][0]["kinds"].values())
     assert report["grid"]["rows"][0]["entity"] == "(all rows)" and "outlier" in kinds
+
+
+@pytest.mark.parametrize("engine", ["polars", "duckdb"])
+def test_rows_without_a_device_are_no_device_not_all_rows(tmp_path: Path, engine: str) -> None:
+    """In data with a device column, the rows whose device is missing are named "(no device)"
+    in the grid and by liveness_check: "(all rows)", the name of a file without devices, said
+    that 500 rows of three devices' 1,500 were the whole file."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for device in ("A", "B", None):
+        for i in range(500):
+            value = None if device is None and 100 <= i < 106 else float(rng.normal(20, 0.3))
+            rows.append({"t": T0 + timedelta(minutes=i), "device": device, "value": value})
+    path = tmp_path / "fleet.csv"
+    pl.DataFrame(rows).write_csv(path)
+    config = resolve(None, {"agent.enabled": False, "run.engine": engine})
+    config.history.enabled = False
+    report = json.loads(render_json(inspect(str(path), config)))
+    assert [row["entity"] for row in report["grid"]["rows"]] == ["(no device)"]
+    per_device = report["checks"]["liveness_check"]["metrics"]["per_device"]
+    assert sorted(per_device) == ["(no device)", "A", "B"]
+    assert per_device["(no device)"]["rows"] == 500

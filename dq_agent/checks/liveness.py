@@ -112,7 +112,8 @@ def build_liveness_check(
 
     def finish(frames: list[pl.DataFrame]) -> CheckResult:
         devices = frames[0] if named else _with_names(dataset, frames[0])
-        return _result(devices, settings, scope.excused)
+        unnamed = _NO_DEVICE if dataset.roles.entity else _ALL_ROWS
+        return _result(devices, settings, scope.excused, unnamed)
 
     return PortablePlan(TOOL, [query], finish, "in-memory")
 
@@ -228,13 +229,23 @@ SPEC = CheckSpec(
 )
 
 
+# The series without a device: the whole file when there is no device column, else the rows
+# whose device is missing.
+_ALL_ROWS, _NO_DEVICE = "(all rows)", "(no device)"
+
+
 def _empty() -> dict[str, Any]:
     return {"devices": 0, "late_devices": [], "late_device_count": 0, "per_device": {}}
 
 
 def _result(
-    frame: pl.DataFrame, settings: LivenessCheckConfig, excused: Excusal | None = None
+    frame: pl.DataFrame,
+    settings: LivenessCheckConfig,
+    excused: Excusal | None = None,
+    unnamed: str = _ALL_ROWS,
 ) -> CheckResult:
+    """`unnamed`: the name of the rows without a device (the whole file without a device
+    column)."""
     if frame.height == 0:
         return CheckResult(TOOL, Status.SKIPPED, "no readings with a time", _empty())
     start, end = frame[_FIRST].min(), frame[_LAST].max()
@@ -253,7 +264,7 @@ def _result(
         spread = MAD_TO_SIGMA * _number((offsets - median).abs().median())
         fleet_limit = median + FLEET_SIGMAS * spread
     for row in frame.sort(_RANK).iter_rows(named=True):
-        name = row[_ENTITY] if row[_ENTITY] is not None else "(all rows)"
+        name = row[_ENTITY] if row[_ENTITY] is not None else unnamed
         step = row[_STEP]
         allowed = max(
             settings.min_late_seconds,

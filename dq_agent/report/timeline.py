@@ -27,6 +27,8 @@ LEVEL_SEVERAL = 2
 LEVEL_ONE = 1
 SEVERITY_RANK = {Status.WARN: 1, Status.FAIL: 2}
 NO_ENTITY = "(all rows)"
+# The rows whose device is missing, in data that has a device column: not all rows.
+NO_DEVICE = "(no device)"
 # Kinds of fault that are time without data on the device.
 NO_DATA_KINDS = ("gap", "late_start", "stopped")
 
@@ -74,10 +76,11 @@ def build_timeline(
     start = datetime.fromtimestamp(epoch // width * width, tz=UTC)
     buckets = int((last - start).total_seconds() // width) + 1
     every = faults(inspection, found)
+    unnamed = NO_DEVICE if inspection.dataset.roles.get("entity") else NO_ENTITY
     # Bounded by the checks (`checks.events.MAX_EVENTS` each): not a loop over data rows.
     dated = [fault for fault in every if fault.start is not None]
     undated = frozenset(
-        f.entity if f.entity is not None else NO_ENTITY for f in every if f.start is None
+        f.entity if f.entity is not None else unnamed for f in every if f.start is None
     )
     complete = all(r.events_complete for r in inspection.checks.values())
     # Built column by column: from one dict per fault it cost 0.2 s at 10M rows.
@@ -86,7 +89,7 @@ def build_timeline(
             "check": [f.check for f in dated],
             "kind": [f.kind for f in dated],
             "column": [f.column for f in dated],
-            "entity": [f.entity if f.entity is not None else NO_ENTITY for f in dated],
+            "entity": [f.entity if f.entity is not None else unnamed for f in dated],
             "start": [f.start for f in dated],
             "end": [f.end or f.start for f in dated],
             "count": [f.count for f in dated],
