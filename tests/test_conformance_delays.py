@@ -296,3 +296,23 @@ def _wall(value: datetime) -> str:
 
 def _utc(minutes: int) -> datetime:
     return (T0 + timedelta(minutes=minutes)).replace(tzinfo=UTC)
+
+
+def test_rows_out_of_order_on_several_devices_name_none(
+    local_engine: Engine, tmp_path: Path
+) -> None:
+    """9 rows out of order on device a, then 1 on b: the examples (the first five rows) are all
+    of a, but the finding is about two devices and names neither; with b's in order, a alone."""
+    rows = [[minute(i), "a", 1.0] for i in range(20)] + [[minute(i), "b", 1.0] for i in range(20)]
+    backwards = [[minute(40 - i), "a", 1.0] for i in range(10)]
+    late_b = [[minute(30), "b", 1.0], [minute(25), "b", 1.0]]
+    both = write_csv(tmp_path / "both.csv", ["t", "device", "v"], rows + backwards + late_b)
+    result = _run(local_engine, both, _config())
+    (order,) = [f for f in result.findings if "out of order" in f.what]
+    assert order.count == 10 and order.entity is None
+    assert {e["entity"] for e in order.examples} == {"a"}
+    only_a = write_csv(tmp_path / "a.csv", ["t", "device", "v"], rows + backwards)
+    (order,) = [
+        f for f in _run(local_engine, only_a, _config()).findings if "out of order" in f.what
+    ]
+    assert order.count == 9 and order.entity == "a"

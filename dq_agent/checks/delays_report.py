@@ -386,7 +386,9 @@ class DelayFinisher:
                 ),
                 count=count,
                 severity=at_least_warn(severity),
-                entity=first.get("entity") if self._single_entity(self.out_of_order) else None,
+                # One entity only when the counts per entity say so: the examples are the first
+                # few rows, which may all be of one entity while later ones are of others.
+                entity=first.get("entity") if self._one_entity_out_of_order() else None,
                 start=first.get("timestamp"),
                 examples=examples,
             )
@@ -416,7 +418,7 @@ class DelayFinisher:
                 count=count,
                 severity=at_least_warn(severity),
                 entity=examples[0]["entity"]
-                if examples and self._single_entity(self.late)
+                if examples and count <= len(examples) and self._single_entity(self.late)
                 else None,
                 examples=examples,
             )
@@ -555,6 +557,11 @@ class DelayFinisher:
     def _order_words(self) -> str:
         basis = self.order_basis
         return "file order" if basis in (None, "file rows") else f"the order of {basis}"
+
+    def _one_entity_out_of_order(self) -> bool:
+        if "out_of_order" not in self.entities.columns:
+            return self._single_entity(self.out_of_order)
+        return int((self.entities.get_column("out_of_order") > 0).sum()) == 1
 
     @staticmethod
     def _single_entity(frame: pl.DataFrame) -> bool:
