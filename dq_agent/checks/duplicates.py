@@ -45,6 +45,7 @@ from dq_agent.checks.base import (
     shown_value,
 )
 from dq_agent.checks.dst import naive_source, repeat_cause
+from dq_agent.checks.duplicates_shared import COPIES, DISTINCT, shared_timestamps
 from dq_agent.checks.events import ENTITY, START, bounded, point_events, time_grain, with_table
 from dq_agent.checks.portable import PolarsMode, PortablePlan, count, on_polars
 from dq_agent.checks.spec import BaselineMetric, CheckSpec
@@ -68,11 +69,11 @@ class DuplicateCheckConfig:
 
 MAX_FINDINGS = 20
 MAX_EXAMPLES = 5
+_SPARE_EXAMPLES = 4
 # Distinct hours of conflicting keys tried as a DST repeat.
 MAX_CAUSE_HOURS = 50
-_COPIES = "__copies"
-_DISTINCT = "__distinct"
-_ENTITY = ENTITY
+# The key table's columns, which `duplicates_shared` reads too.
+_COPIES, _DISTINCT, _ENTITY = COPIES, DISTINCT, ENTITY
 _CONFLICT = "__conflict"
 _CANDIDATE = "__candidate"
 _RAW_TIME = "__time_as_read"
@@ -118,21 +119,38 @@ def build_duplicate_check(
             return _result(
                 dataset, totals, examples, None, None, [], [], settings.warn_at, settings.fail_at
             )
+        keys, key_examples = frames[2], frames[3]
+        bounds = (frames[5][_LOW][0], frames[5][_HIGH][0]) if frames[5].height else (None, None)
+        shared = shared_timestamps(keys, ts, bounds)
+        if shared is not None:
+            keys, key_examples, totals, examples = shared.without(
+                keys, key_examples, totals, examples, ts, exact=scope.column is None
+            )
+        examples = examples.head(MAX_EXAMPLES)
         unread = _unread_groups(dataset, scope, frames[4], columns)
         totals, examples = _with_unread(dataset, totals, examples, unread, columns)
         result = _result(
             dataset,
             totals,
             examples,
-            _key_totals_by_entity(frames[2], ts),
-            _example_values(frames[3], key, compared),
+            _key_totals_by_entity(keys, ts),
+            _example_values(key_examples, key, compared),
             key,
             compared,
             settings.warn_at,
             settings.fail_at,
             config.columns.timezone,
         )
-        return with_table(result, _events(frames[2], frames[5], ts))
+        if shared is not None:
+            result = replace(
+                result,
+                summary=f"{result.summary}; {plural(len(shared.usual), 'device')} {shared.note()}",
+                metrics={
+                    **result.metrics,
+                    "readings_per_timestamp": {str(e): k for e, k in shared.usual.items()},
+                },
+            )
+        return with_table(result, _events(keys, frames[5], ts))
 
     # On Polars the candidates come from the series order, a window with gathers: in memory,
     # not copied into a stream.
@@ -325,7 +343,8 @@ def _exact_examples(dataset: Dataset, row_groups: Frame, columns: Sequence[str])
     return (
         row_groups.filter(nw.col(_COPIES) > 1)
         .sort(by, descending=descending, nulls_last=True)
-        .head(MAX_EXAMPLES)
+        # More than shown: the finish leaves out readings sharing a timestamp by design.
+        .head(MAX_EXAMPLES * _SPARE_EXAMPLES)
         .with_columns(_entity_expr(dataset))
     )
 
