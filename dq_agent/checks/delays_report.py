@@ -578,13 +578,15 @@ class DelayFinisher:
         if metrics["out_of_order_rows"] is None:
             parts.append("order not evaluated (no order column: set columns.order_by)")
         else:
-            parts.append(f"{metrics['out_of_order_rows']} out of order")
+            parts.append(f"{metrics['out_of_order_rows']:,} out of order")
         if metrics["duplicate_timestamps"]:
-            parts.append(f"{metrics['duplicate_timestamps']} repeated timestamps")
-        parts.append(f"{metrics['future_rows']} in the future")
+            parts.append(f"{metrics['duplicate_timestamps']:,} repeated timestamps")
+        parts.append(f"{metrics['future_rows']:,} in the future")
         if metrics["late_rows"] is not None:
             p95 = metrics["latency_p95_seconds"]
-            parts.append(f"{metrics['late_rows']} late (p95 latency {human_duration(p95 or 0.0)})")
+            parts.append(
+                f"{metrics['late_rows']:,} late (p95 latency {human_duration(p95 or 0.0)})"
+            )
         parts += _interval_words(metrics)
         if metrics["newest_timestamp"] is not None:
             seconds = metrics["freshness_age_seconds"]

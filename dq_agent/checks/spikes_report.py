@@ -442,17 +442,49 @@ def _not_evaluated(metrics: dict[str, Any], settings: SpikeCheckConfig, rated: b
     )
 
 
+# A reading this many times the one before (or that share of it), within `_SCALE_TOLERANCE`, is
+# what a unit or scale change makes (g to kg, kWh to Wh, a value written without its decimals).
+_SCALE_FACTORS = (10.0, 100.0, 1000.0, 1_000_000.0)
+_SCALE_TOLERANCE = 0.02
+# The reading before must stand this many usual changes clear of zero: near zero any ratio
+# comes by chance.
+_SCALE_CLEAR = 10.0
+
+
+def _scale_words(before: float | None, after: float | None, spread: float) -> str:
+    """A note when the jump multiplies the reading by a power of ten: a unit or scale change
+    looks so (the trial's 4.336 to 4338), which the size of a jump alone does not say."""
+    if before is None or after is None or before * after <= 0:
+        return ""
+    if abs(before) < _SCALE_CLEAR * spread:
+        return ""
+    ratio = abs(after / before)
+    for factor in _SCALE_FACTORS:
+        for target, words in ((factor, f"{factor:,.0f}x"), (1 / factor, f"1/{factor:,.0f}")):
+            if abs(ratio / target - 1) <= _SCALE_TOLERANCE:
+                return f"; {words} the reading before: a unit or scale change?"
+    return ""
+
+
+def _shown(value: float) -> str:
+    """A reading as text: large ones in full (945,086,000, not 9.45086e+08)."""
+    if math.isfinite(value) and abs(value) >= 1e5:
+        return f"{value:,.0f}"
+    return f"{value:g}"
+
+
 def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool) -> Finding:
     kind = STEP if row[WIDTH] is None else SPIKE
     where = f" on {row[ENTITY]}" if row[ENTITY] is not None else ""
-    jump = f"{row[PREVIOUS]:g} to {row[X]:g}"
+    jump = f"{_shown(row[PREVIOUS])} to {_shown(row[X])}"
     if kind == SPIKE:
         what = f"spike in {column}{where}: {jump}, back after {plural(row[WIDTH], 'reading')}"
     else:
         what = f"step in {column}{where}: {jump} and stays"
     spread = row[SCALE]
     if spread is not None and spread > 0 and math.isfinite(spread):
-        what += f" ({abs(row[CHANGE]) / spread:.0f}x its usual change)"
+        what += f" ({abs(row[CHANGE]) / spread:,.0f}x its usual change)"
+        what += _scale_words(row[PREVIOUS], row[X], spread)
     at_key = "timestamp" if has_time else "row"
     at = iso(row[TIME]) if has_time else row[AT_ROW]
     return Finding(
