@@ -221,6 +221,9 @@ def detect_roles(
         if entity:
             reason = guess.reason if guess is not None else "named like a device"
             inferred.append(Inference("entity", ", ".join(entity), reason, "columns.entity"))
+        elif guess is not None:
+            # A column that looked like a device and is not one: said, with how to set it.
+            inferred.append(Inference("entity", "none", guess.reason, "columns.entity"))
     inferred += found_quality
 
     formats = timestamp_formats(DAY_FIRST, columns.timestamp_format)

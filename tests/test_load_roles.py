@@ -381,6 +381,23 @@ def test_devices_reporting_at_their_own_times(tmp_path: Path) -> None:
     assert entity.reason.startswith("named like a device, with few values for its rows")
 
 
+def test_a_batch_number_labels_stretches_of_one_series(tmp_path: Path) -> None:
+    """A batch reactor's file: `BatchID` (named like an identifier, few values) numbers
+    stretches of time one after the other, not devices reporting side by side; read as
+    devices, a stuck reading across two batches was two runs. One series, said so."""
+    lines = ["Timestamp,BatchID,ReactorTemp"]
+    for i in range(240):
+        t = START + timedelta(seconds=30 * i)
+        lines.append(f"{t:%Y-%m-%d %H:%M:%S},B{1000 + i // 60},{25 + (i % 60) * 0.5:.1f}")
+    path = tmp_path / "batches.csv"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = load(str(path), Config())
+    assert dataset.roles.entity == []
+    entity = next(i for i in dataset.inferred if i.role == "entity")
+    assert entity.value == "none" and entity.setting == "columns.entity"
+    assert entity.reason.startswith("BatchID labels stretches of time one after the other")
+
+
 @pytest.mark.parametrize("name", ["capteur", "Messstelle", "Fühler", "sensore", "Máquina"])
 def test_devices_at_their_own_times_named_in_other_languages(tmp_path: Path, name: str) -> None:
     # No two rows share a timestamp: only the name can tell the entity, in any of the

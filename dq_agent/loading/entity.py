@@ -112,10 +112,21 @@ def find_entity(
             for c in ranked
             if ENTITY_NAME.search(c) and 1 < counts[c] <= MAX_DISTINCT_SHARE * rows
         ]
+        # A batch or run number labels stretches of one series, one after the other: devices
+        # report side by side (a stuck reading across two batches was two runs, on two
+        # "devices").
+        stretches = [c for c in loose if instants is not None and _in_stretches(raw, instants, c)]
+        loose = [c for c in loose if c not in stretches]
         if loose:
             return EntityGuess(
                 [loose[0]],
                 "named like a device, with few values for its rows; timestamps alone are unique",
+            )
+        if stretches:
+            return EntityGuess(
+                [],
+                f"{stretches[0]} labels stretches of time one after the other (a batch, "
+                "a run), not devices reporting side by side; read as one series",
             )
         # Text only: an integer reading that cycles (10, 11, ..., 14, 10, ...) interleaves too.
         few = [
@@ -181,6 +192,21 @@ def find_entity(
         return None
     pair.sort(key=lambda c: order[c])
     return EntityGuess(pair, f"together make (entity, timestamp) unique for {share:.1%} of rows")
+
+
+def _in_stretches(raw: pl.LazyFrame, instants: pl.Expr, column: str) -> bool:
+    """Whether each value of `column` holds one stretch of time that ends before the next
+    value's begins."""
+    spans = (
+        raw.select(pl.col(column).alias("__k"), instants.alias("__t"))
+        .drop_nulls()
+        .group_by("__k")
+        .agg(pl.col("__t").min().alias("__first"), pl.col("__t").max().alias("__last"))
+        .sort("__first")
+        .select((pl.col("__first") > pl.col("__last").shift()).fill_null(True).all())
+        .collect()
+    )
+    return bool(spans.item())
 
 
 def _interleaved(
