@@ -176,17 +176,24 @@ def group_stats(
             nw.col(local_col(i)).abs().mean().fill_null(0.0).alias(stat("local_meanad", i)),
         ]
     # The medians per series are small tables read by the joins below, each a query of its own
-    # otherwise: computed once.
+    # otherwise: computed once. A column on the raw scale has its median from the scales' pass.
     centres = engine.materialised(
         medians(
             engine,
             values,
             [KEY],
             {
-                **{_median(i): nw.col(value_col(i)) for i in columns},
+                **{_median(i): nw.col(value_col(i)) for i in columns if i in off},
                 **{_local_mad(i): nw.col(local_col(i)).abs() for i in columns},
             },
             firsts,
+        ).join(
+            table.select(
+                KEY,
+                *[nw.col(stat("raw_median", i)).alias(_median(i)) for i in columns if i not in off],
+            ),
+            on=KEY,
+            how="inner",
         )
     )
     entity = list(dataset.roles.entity)

@@ -33,7 +33,7 @@ from dq_agent.checks.outliers_scale import (
 )
 from dq_agent.checks.portable import count, quantile_by_rank, ranked
 from dq_agent.engines import Engine
-from dq_agent.engines.base import Frame, grouped, shifted_in_series
+from dq_agent.engines.base import Frame, group_quantiles, grouped, shifted_in_series
 from dq_agent.load import Dataset
 
 _MEDIAN, _LOW, _HIGH, _LOWEST, _COUNT = "__s_median", "__s_low", "__s_high", "__s_min", "__s_n"
@@ -73,8 +73,10 @@ def scales(
     resolution: Frame,
     settings: OutlierCheckConfig,
 ) -> tuple[Frame, list[int]]:
-    """Per series (`key`) each column's scale (`stat("scale", i)`) and its raw deciles
-    (`stat("q10", i)`, `stat("q90", i)`: `outliers_report.several_levels`), computed once, and
+    """Per series (`key`) each column's scale (`stat("scale", i)`), its raw median
+    (`stat("raw_median", i)`: `outliers_groups.group_stats` takes it where the column stays on
+    the raw scale) and its raw deciles (`stat("q10", i)`, `stat("q90", i)`:
+    `outliers_report.several_levels`), computed once, and
     the columns with a group off the raw scale (none with `scale: raw`): only their rows are
     put on it."""
 
@@ -109,24 +111,25 @@ def scales(
             table = table.join(part, on=key, how="inner")
     else:
         # A column at a time, each computed on its own: the engine's quantile aggregate holds a
-        # group's values per quantile, and all columns' at once raised DuckDB's peak at 10M
-        # rows from 2.44 to 2.85 GB (the medians' pass of `group_stats` holds as many).
+        # group's values, and all columns' at once raised DuckDB's peak at 10M rows from 2.44
+        # to 2.85 GB (the medians' pass of `group_stats` holds as many). The plain figures of
+        # every column in one pass beside them.
         parts = [
             engine.materialised(
-                grouped(
+                group_quantiles(
+                    engine,
                     values,
                     [key],
-                    *[
-                        nw.col(value_col(i))
-                        .quantile(q, interpolation="linear")
-                        .alias(figure(name, i))
-                        for name, q in quantiles
-                    ],
-                    *plain(i),
+                    {figure(name, i): (value_col(i), q) for name, q in quantiles},
                 )
             )
             for i in range(count_)
         ]
+        parts.append(
+            engine.materialised(
+                grouped(values, [key], *[expr for i in range(count_) for expr in plain(i)])
+            )
+        )
         table = parts[0]
         for part in parts[1:]:
             table = table.join(part, on=key, how="inner")
@@ -153,6 +156,7 @@ def scales(
             for i in range(count_)
             for expr in (
                 nw.col(stat("scale", i)),
+                nw.col(figure(_MEDIAN, i)).alias(stat("raw_median", i)),
                 nw.col(figure(_LOW, i)).alias(stat("q10", i)),
                 nw.col(figure(_HIGH, i)).alias(stat("q90", i)),
             )

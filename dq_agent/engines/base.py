@@ -216,6 +216,30 @@ def missing_flag(engine: Engine, dataset: Dataset, column: str) -> str | None:
     return None
 
 
+def group_quantiles(
+    engine: Engine, frame: Frame, by: Sequence[str], named: Mapping[str, tuple[str, float]]
+) -> Frame:
+    """Per group of `by` (none: one row), the linear quantile of each name in `named` (its
+    column and quantile; nulls left out, null for a group without a value): where the engine
+    has its own form (DuckDB's, `TableEngine.quantiles`) one aggregate per column for all its
+    quantiles, else one quantile aggregate each. Not for an engine out of core, whose quantile
+    aggregate holds a group's every value in memory (`portable.ranked`)."""
+    if isinstance(engine, TableEngine):
+        return engine.quantiles(frame, by, named)
+    return quantile_aggregates(frame, by, named)
+
+
+def quantile_aggregates(
+    frame: Frame, by: Sequence[str], named: Mapping[str, tuple[str, float]]
+) -> Frame:
+    """`group_quantiles` as one quantile aggregate per name."""
+    exprs = [
+        nw.col(column).quantile(q, interpolation="linear").alias(name)
+        for name, (column, q) in named.items()
+    ]
+    return grouped(frame, by, *exprs) if by else frame.select(exprs)
+
+
 @dataclass(frozen=True)
 class SeriesNumbers:
     """How an engine numbers the series (`series_numbers`)."""
@@ -346,6 +370,12 @@ class TableEngine:
     ) -> Frame:
         """`shifted_in_series` on this engine: the window per series."""
         return _shifted_per_series(frame, key, position, shifts)
+
+    def quantiles(
+        self, frame: Frame, by: Sequence[str], named: Mapping[str, tuple[str, float]]
+    ) -> Frame:
+        """`engines.base.group_quantiles` on this engine: one quantile aggregate each."""
+        return quantile_aggregates(frame, by, named)
 
     def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
         raise NotImplementedError

@@ -209,6 +209,29 @@ class DuckDBEngine(TableEngine):
         # FILE_ROW kept: a check whose scope leaves rows out names readings by their file row.
         return scoped(frame, dataset, scope, index=index)
 
+    def quantiles(
+        self, frame: Frame, by: Sequence[str], named: Mapping[str, tuple[str, float]]
+    ) -> Frame:
+        """`engines.base.group_quantiles`: one `quantile_cont(x, [q1, q2, ...])` per column,
+        which holds a group's values once for all its quantiles, where one aggregate per
+        quantile holds and sorts them once each (DuckDB does not share them). outlier_check's
+        median, Q10 and Q90 per series of three columns at 10M rows: 0.71 s against 1.11 s."""
+        columns = list(dict.fromkeys(column for column, _ in named.values()))
+        wanted = {c: sorted({q for column, q in named.values() if column == c}) for c in columns}
+        keys = [_quoted(k) for k in by]
+        lists = [
+            f"quantile_cont({_quoted(c)}, [{', '.join(f'{q!r}::DOUBLE' for q in wanted[c])}])"
+            f" AS {_quoted(f'__quantiles{j}')}"
+            for j, c in enumerate(columns)
+        ]
+        aggregated = frame.to_native().aggregate(", ".join([*keys, *lists]), ", ".join(keys))
+        picked = [
+            f"{_quoted(f'__quantiles{columns.index(c)}')}[{wanted[c].index(q) + 1}]"
+            f" AS {_quoted(name)}"
+            for name, (c, q) in named.items()
+        ]
+        return _projected(nw.from_native(aggregated), ", ".join([*keys, *picked]))
+
     def hashed(self, frame: Frame, columns: Sequence[str], name: str) -> Frame:
         """DuckDB's `hash(a, b, ...)` (UBIGINT), which hashes a NULL and a NaN like any value."""
         native = frame.to_native()
