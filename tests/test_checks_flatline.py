@@ -81,7 +81,7 @@ def test_stuck_runs_are_found_with_start_end_and_length(tmp_path: Path) -> None:
     runs = {(f.column, f.entity): f for f in result.findings}
     b = runs["temp", "b"]
     assert (b.count, b.start, b.end) == (11, iso_minute(5), iso_minute(16))
-    assert b.what == "temp stuck at 22 on b for 11 readings over 0:11:00"
+    assert b.what == "temp stuck at 22 on b for 11 readings over 11m"
     # A whole device stuck while the other varies is stuck; out-of-range readings are not.
     assert metrics["columns"]["valve"]["longest_run"]["length"] == MINUTES
     assert metrics["columns"]["rh"]["stuck_runs"] == 0

@@ -434,6 +434,31 @@ def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
+def listed(parts: Sequence[str], shown: int = 3) -> str:
+    """The first `shown` of `parts` joined by commas, and how many more there are: a summary
+    that names some columns says that it names only some."""
+    more = f", +{len(parts) - shown:,} more" if len(parts) > shown else ""
+    return ", ".join(parts[:shown]) + more
+
+
+def human_duration(seconds: float) -> str:
+    """A short duration for people: '7d 6h', '1h 4m', '45s', '0.5s'."""
+    sign = "-" if seconds < 0 else ""
+    remaining = round(abs(seconds))
+    if remaining == 0:
+        return f"{sign}{abs(seconds):.3g}s"
+    parts: list[str] = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        count, remaining = divmod(remaining, size)
+        if count:
+            parts.append(f"{count}{unit}")
+        elif parts:
+            break
+        if len(parts) == 2:
+            break
+    return sign + " ".join(parts)
+
+
 def share_text(part: float) -> str:
     """A share as a percentage: one decimal, and a small nonzero share to one significant
     digit (3 missing of 17,280 is 0.02%, not a 0.0% beside a warning)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from dq_agent.checks.base import FILE_ROW, iso, plural
+from dq_agent.checks.base import FILE_ROW, human_duration, iso, plural
 from dq_agent.checks.dst import offset_cause, repeat_cause, skip_cause
 from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.result import (
@@ -84,24 +84,6 @@ MAX_FINDINGS = 20
 
 NOT_EVALUATED = "not evaluated"
 _REQUIRED_METRICS = ("gap_count", "max_gap_seconds", "late_rows", "out_of_order_rows")
-
-
-def human_duration(seconds: float) -> str:
-    """A short duration for people: '7d 6h', '1h 4m', '45s', '0.5s'."""
-    sign = "-" if seconds < 0 else ""
-    remaining = round(abs(seconds))
-    if remaining == 0:
-        return f"{sign}{abs(seconds):.3g}s"
-    parts: list[str] = []
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
-        count, remaining = divmod(remaining, size)
-        if count:
-            parts.append(f"{count}{unit}")
-        elif parts:
-            break
-        if len(parts) == 2:
-            break
-    return sign + " ".join(parts)
 
 
 def skipped(reason: str) -> CheckResult:

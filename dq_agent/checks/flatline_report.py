@@ -12,7 +12,7 @@ import narwhals as nw
 import polars as pl
 
 from dq_agent.checks import ranges
-from dq_agent.checks.base import iso, plural
+from dq_agent.checks.base import human_duration, iso, listed, plural
 from dq_agent.checks.quantities import FOUND, Judged, judge, values_of
 from dq_agent.checks.range_limits import ColumnRange
 from dq_agent.checks.series_kinds import EXCLUDED
@@ -352,7 +352,9 @@ def result(
             )
             for row in runs.head(MAX_FINDINGS).iter_rows(named=True)
         ]
-    findings.sort(key=lambda f: (-f.count, f.column or "", f.entity or ""))
+    findings = _each_column_first(
+        sorted(findings, key=lambda f: (-f.count, f.column or "", f.entity or ""))
+    )
     metrics: dict[str, Any] = {
         "stuck_runs": sum(m["stuck_runs"] for m in per_column.values()),
         "stuck_readings": sum(m["stuck_readings"] for m in per_column.values()),
@@ -435,7 +437,7 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
     run = _run(row, has_time)
     span = ""
     if has_time and row[TIME] is not None and row[RUN_END] is not None:
-        span = f" over {row[RUN_END] - row[TIME]}"
+        span = f" over {human_duration((row[RUN_END] - row[TIME]).total_seconds())}"
     where = run["entity"] if run["entity"] is not None else "the series"
     at_key = "timestamp" if has_time else "row"
     return Finding(
@@ -459,6 +461,17 @@ def _finding(column: str, row: dict[str, Any], severity: Status, has_time: bool)
             },
         ],
     )
+
+
+def _each_column_first(findings: list[Finding]) -> list[Finding]:
+    """`findings` (longest first) with each column's longest run ahead of the rest: one
+    column's many runs (a parked vehicle's position held at every stop) must not push another
+    column's single stuck run (an engine temperature at -40) out of the findings listed."""
+    leading: dict[str | None, Finding] = {}
+    for finding in findings:
+        leading.setdefault(finding.column, finding)
+    first = {id(f) for f in leading.values()}
+    return [*leading.values(), *[f for f in findings if id(f) not in first]]
 
 
 def _summary(metrics: dict[str, Any]) -> str:
@@ -490,8 +503,11 @@ def _summary(metrics: dict[str, Any]) -> str:
     note = "".join(f"; {n}" for n in notes)
     if not metrics["stuck_runs"]:
         return f"no stuck runs in {plural(len(metrics['columns']), 'column')}" + note
-    affected = [(c, m) for c, m in metrics["columns"].items() if m["stuck_runs"]]
-    shown = ", ".join(f"{c} {m['stuck_runs']}" for c, m in affected[:3])
+    affected = sorted(
+        ((c, m) for c, m in metrics["columns"].items() if m["stuck_runs"]),
+        key=lambda item: -item[1]["stuck_runs"],
+    )
+    shown = listed([f"{c} {m['stuck_runs']:,}" for c, m in affected])
     return (
         f"{plural(metrics['stuck_runs'], 'stuck run')} ({shown}), "
         f"{plural(metrics['stuck_readings'], 'reading')} in all" + note

@@ -24,6 +24,7 @@ from dq_agent.checks.base import (
     Scope,
     entity_key,
     iso,
+    listed,
     plural,
     share_text,
     shown_value,
@@ -486,11 +487,10 @@ def _summary(per_column: dict[str, dict[str, Any]], rows: int, empty_columns: li
     if not affected:
         return f"no missing values in {len(per_column)} columns ({rows:,} rows)"
     total = sum(m["missing_count"] for _, m in affected)
-    shown = ", ".join(f"{name} {share_text(m['missing_rate'])}" for name, m in affected[:3])
-    more = f", +{len(affected) - 3} more" if len(affected) > 3 else ""
+    shown = listed([f"{name} {share_text(m['missing_rate'])}" for name, m in affected])
     text = (
         f"{plural(total, 'missing value')} in {len(affected)} of {len(per_column)} columns "
-        f"({shown}{more})"
+        f"({shown})"
     )
     if empty_columns:
         text += f"; {plural(len(empty_columns), 'empty column')} ({', '.join(empty_columns[:3])})"

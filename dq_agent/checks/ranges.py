@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import FILE_ROW, ROW, SERIES, Scope, entity_key, iso, plural
+from dq_agent.checks.base import FILE_ROW, ROW, SERIES, Scope, entity_key, iso, listed, plural
 from dq_agent.checks.events import (
     ENTITY as EVENT_ENTITY,
 )
@@ -527,15 +527,22 @@ def _names(columns: Sequence[str]) -> str:
 
 def _summary(per_column: dict[str, dict[str, Any]], unchecked: Sequence[str]) -> str:
     unset = f"; no limits for {_names(unchecked)} (set range_check.limits)" if unchecked else ""
-    affected = [(c, m) for c, m in per_column.items() if m["out_of_range_count"]]
+    affected = sorted(
+        ((c, m) for c, m in per_column.items() if m["out_of_range_count"]),
+        key=lambda item: -item[1]["out_of_range_count"],
+    )
     if not affected:
         return f"all readings within limits in {plural(len(per_column), 'column')}" + unset
-    shown = ", ".join(
-        f"{c} "
-        + " and ".join(
-            f"{m[f'{level}_count']} {level}" for level in ("fail", "suspect") if m[f"{level}_count"]
-        )
-        for c, m in affected[:3]
+    shown = listed(
+        [
+            f"{c} "
+            + " and ".join(
+                f"{m[f'{level}_count']:,} {level}"
+                for level in ("fail", "suspect")
+                if m[f"{level}_count"]
+            )
+            for c, m in affected
+        ]
     )
     total = sum(m["out_of_range_count"] for _, m in affected)
     return f"{plural(total, 'reading')} out of range ({shown})" + unset
