@@ -22,7 +22,7 @@ from dq_agent.engines import Engine
 from dq_agent.load import load
 from dq_agent.maintenance import Window
 from dq_agent.result import CheckResult, Status
-from tests.fixtures_checks import T0, minute, minutes_parquet, write_csv
+from tests.fixtures_checks import T0, minute, minutes_parquet, run_check, write_csv
 from tests.fixtures_timing import (
     A_GAP_SECONDS,
     A_MISSING_SECONDS,
@@ -134,6 +134,58 @@ def test_gaps_and_stopped_devices(local_engine: Engine, tmp_path: Path) -> None:
     assert (m["max_gap_entity"], m["expected_interval_min_seconds"]) == ("a", 60.0)
     assert [e.kind for e in result.events].count("gap") == 2
     assert [e.kind for e in result.events].count("stopped") == 2
+
+
+def _shift_fleet(tmp_path: Path, silent_from: datetime | None) -> Path:
+    """20 vehicles reporting every 5 minutes (a few seconds' jitter) on their shifts, from
+    05:30-07:00 to 18:30-20:30 on each of 7 days, offline every night; with `silent_from`,
+    v06 sends nothing from then on."""
+    rng = random.Random(2)
+    rows = []
+    for v in range(1, 21):
+        for day in range(7):
+            start = timedelta(hours=5.5 + rng.uniform(0, 1.5))
+            end = timedelta(hours=18.5 + rng.uniform(0, 2))
+            t = datetime(2024, 9, 2 + day) + start
+            while t < datetime(2024, 9, 2 + day) + end:
+                at = t + timedelta(seconds=rng.uniform(-3, 3))
+                if not (v == 6 and silent_from is not None and at >= silent_from):
+                    rows.append([at.isoformat(sep=" "), f"v{v:02d}", 60.0])
+                t += timedelta(minutes=5)
+    return write_csv(tmp_path / "shifts.csv", ["timestamp", "vehicle_id", "engine_temp"], rows)
+
+
+def test_a_vehicle_silent_for_days_in_a_fleet_offline_every_night(
+    local_engine: Engine, tmp_path: Path
+) -> None:
+    """The nights are the steps' tail, so the gap bound is days long: a vehicle silent for
+    its last 2.3 days has stopped all the same, as it was silent for more than twice its
+    longest night (the trial's fleet: found with 6 and 10 vehicles, missed with 20)."""
+    config = _config(as_of="2024-09-09T00:00:00Z")
+    clean = _run(local_engine, _shift_fleet(tmp_path, None), config)
+    assert (clean.metrics["gap_count"], clean.metrics["stopped_entities"]) == (0, 0)
+    assert clean.status == Status.PASS
+    faulty = _run(local_engine, _shift_fleet(tmp_path, datetime(2024, 9, 6, 12)), config)
+    assert (faulty.metrics["gap_count"], faulty.metrics["stopped_entities"]) == (0, 1)
+    stopped = next(f for f in faulty.findings if "stopped" in f.what)
+    assert stopped.entity == "v06"
+
+
+def test_many_short_random_series_have_not_stopped(tmp_path: Path) -> None:
+    """3,000 devices of 10 readings each at random times over the same 10 days: the silence
+    after a device's last reading is longer than twice its longest step by chance (1 in 55:
+    at k = 2, 33 devices were called stopped), none beyond the multiple the fleet's size asks
+    (`delays_report._longest_multiples`, 17 here), nor its gap bound."""
+    rng = random.Random(5)
+    rows = []
+    for device in range(3_000):
+        for seconds in sorted(rng.uniform(0, 10 * 86_400) for _ in range(10)):
+            at = T0 + timedelta(seconds=round(seconds))
+            rows.append([at.isoformat(sep=" "), f"d{device}", 1.0])
+    path = write_csv(tmp_path / "short.csv", ["timestamp", "device_id", "value"], rows)
+    config = _config(as_of="2024-01-11T00:00:00Z")
+    result = run_check(plan_delay_check, path, config)
+    assert result.metrics["stopped_entities"] == 0
 
 
 def test_out_of_order_late_and_repeated_rows(local_engine: Engine, tmp_path: Path) -> None:

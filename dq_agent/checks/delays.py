@@ -65,6 +65,7 @@ from dq_agent.checks.delays_report import (
     INGEST,
     IRREGULAR,
     LATENCY,
+    LONGEST_STEP,
     LOST_ONE,
     MAX_EXAMPLES,
     OUT_OF_ORDER_TS,
@@ -470,6 +471,7 @@ def _per_series(in_time: pl.LazyFrame, settings: DelayCheckConfig) -> pl.DataFra
         pl.len().alias("rows"),
         pl.col(TS).max().alias("newest"),
         (step == 0).sum().alias("duplicates"),
+        step.max().cast(pl.Float64).alias(LONGEST_STEP),
     ]
     if settings.expected_interval_seconds is not None:
         expected = pl.lit(settings.expected_interval_seconds, dtype=pl.Float64)
@@ -822,6 +824,7 @@ def _per_entity_query(
             pl.col("out_of_order").fill_null(0),
             IRREGULAR,
             BOUND,
+            LONGEST_STEP,
         )
     )
 
@@ -917,7 +920,9 @@ def _generic_finish(
     backward = _generic_backward(
         frames[generic.backward] if generic.backward is not None else None, ids, dataset
     )
-    per_series = per.lazy().select(_GID, "rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND)
+    per_series = per.lazy().select(
+        _GID, "rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND, LONGEST_STEP
+    )
     late = frames[generic.late] if generic.late is not None else None
     queries = [
         overall.lazy(),

@@ -37,6 +37,7 @@ from dq_agent.checks.delays_report import (
     INGEST,
     IRREGULAR,
     LATENCY,
+    LONGEST_STEP,
     LOST_ONE,
     OUT_OF_ORDER_TS,
     PREV,
@@ -66,7 +67,7 @@ from dq_agent.engines.base import (
 )
 from dq_agent.load import Dataset
 
-_SERIES_COLUMNS = ("rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND)
+_SERIES_COLUMNS = ("rows", "newest", "duplicates", EXPECTED, IRREGULAR, BOUND, LONGEST_STEP)
 # Columns of the queries; the double underscore keeps them clear of real data columns.
 KEY = "__series_key"
 FILE_INDEX = "__file_index"
@@ -292,6 +293,7 @@ def _per_series(engine: Engine, in_time: Frame, settings: DelayCheckConfig) -> F
         nw.len().cast(nw.Int64).alias("rows"),
         nw.col(TS).max().alias("newest"),
         count(step_us == 0).alias("duplicates"),
+        nw.col(STEP).max().cast(nw.Float64).alias(LONGEST_STEP),
     ]
     grouped = in_time.group_by(KEY)
     if settings.expected_interval_seconds is not None:
@@ -339,6 +341,7 @@ def _per_series(engine: Engine, in_time: Frame, settings: DelayCheckConfig) -> F
         EXPECTED,
         (nw.col(_TAIL) > factor).fill_null(False).alias(IRREGULAR),
         (nw.max_horizontal(nw.lit(factor), nw.col(_TAIL)) * nw.col(_SCALE)).alias(BOUND),
+        LONGEST_STEP,
     )
 
 

@@ -6,6 +6,7 @@ the summary. The column names below are the contract between those queries and t
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -64,6 +65,7 @@ OUT_OF_ORDER_TS = "__out_of_order_ts"
 LATENCY = "__latency"
 IRREGULAR = "__irregular"
 BOUND = "__bound"
+LONGEST_STEP = "__longest_step"
 
 MAX_GAP_FINDINGS = 10
 # The step tail: series with fewer positive steps than this are scaled by the fleet's typical
@@ -79,6 +81,15 @@ LOST_ONE = (1.5, 2.5)
 # of ends: more than this many robust sigmas above the median lag.
 STOPPED_MIN_FLEET = 5
 STOPPED_LAG_Z = 4.0
+# A device silent for more than k times its longest silence in the data has stopped, however
+# far its gap bound reaches: a fleet offline every night has its steps' tail fitted to the
+# nights, and a bound of days (a vehicle silent for its last 56 hours among 20 that each paused
+# 13 hours a night at most passed). For a device of n steps at random (exponential) times, its
+# silence at the end exceeds k times its longest step with chance 1 / C(n + k, k): k is the
+# least, from STOPPED_LONGEST, that makes this `significance` over the fleet's devices
+# (`_longest_multiples`); 1,000 devices of 9 steps each stopped by chance at k = 7.
+STOPPED_LONGEST = 2
+_LONGEST_MAX = 64
 MAX_EXAMPLES = 5
 MAX_FINDINGS = 20
 
@@ -88,6 +99,23 @@ _REQUIRED_METRICS = ("gap_count", "max_gap_seconds", "late_rows", "out_of_order_
 
 def skipped(reason: str) -> CheckResult:
     return CheckResult(TOOL, Status.SKIPPED, reason, metrics=dict.fromkeys(_REQUIRED_METRICS))
+
+
+def _longest_multiples(rows: pl.Series, significance: float) -> pl.Expr:
+    """Per series (its timed rows in "rows"), the k of STOPPED_LONGEST: null (no such rule)
+    with fewer than two steps, or where no k up to _LONGEST_MAX is rare enough."""
+    if significance <= 0 or rows.len() == 0:
+        return pl.lit(None, dtype=pl.Float64)
+    wanted = math.log(rows.len() / significance)
+    multiples: dict[int, float | None] = {}
+    for n in {int(r) - 1 for r in rows.drop_nulls()}:
+        found = None
+        for k in range(STOPPED_LONGEST, _LONGEST_MAX + 1) if n >= 2 else ():
+            if math.lgamma(n + k + 1) - math.lgamma(k + 1) - math.lgamma(n + 1) >= wanted:
+                found = float(k)
+                break
+        multiples[n + 1] = found
+    return pl.col("rows").replace_strict(multiples, default=None, return_dtype=pl.Float64)
 
 
 class DelayFinisher:
@@ -239,15 +267,21 @@ class DelayFinisher:
 
     def _stopped(self) -> pl.DataFrame:
         """The entities whose newest reading is far before the fleet's: more than
-        `stopped_intervals` of their own intervals (and their gap bound) and `stopped_share` of
-        the data's span. With one entity there is no fleet to compare with."""
+        `stopped_intervals` of their own intervals and their gap bound (or STOPPED_LONGEST
+        times their longest step, where that is less), and beyond the fleet's spread of ends
+        (`stopped_share` of the data's span for a small fleet). With one entity there is no
+        fleet to compare with."""
         entities = self.entities
         newest, oldest = self.overall["newest"], self.overall["oldest"]
         if entities.height < 2 or newest is None or oldest is None:
             return entities.clear()
         span = (newest - oldest).total_seconds()
         behind = (pl.lit(newest) - pl.col("newest")).dt.total_microseconds() / 1_000_000
-        own = pl.max_horizontal(self.settings.stopped_intervals * pl.col("expected"), pl.col(BOUND))
+        longest = _longest_multiples(entities.get_column("rows"), self.settings.significance)
+        own = pl.max_horizontal(
+            self.settings.stopped_intervals * pl.col("expected"),
+            pl.min_horizontal(pl.col(BOUND), longest * pl.col(LONGEST_STEP)),
+        )
         lagging = entities.with_columns(behind.alias("behind"))
         far_behind = pl.col("behind") > own
         if entities.height >= STOPPED_MIN_FLEET:
