@@ -105,6 +105,9 @@ class Dataset:
     defaults use it)."""
     angles: list[str] = field(default_factory=list)
     """The value columns that hold angles in degrees (`loading.angles`)."""
+    positions: list[str] = field(default_factory=list)
+    """The value columns that hold positions, held while the asset stands still
+    (`loading.positions`)."""
     flagged_by: dict[str, str] = field(default_factory=dict)
     """Per value column, the source's quality column whose bad readings were read as missing
     (`loading.quality`)."""
@@ -394,6 +397,7 @@ def _dataset(
         text_numeric_columns=detection.text_numeric,
         units=dict(detection.units),
         angles=list(detection.angles),
+        positions=list(detection.positions),
         flagged_by={
             name: column.name
             for column in detection.quality

@@ -25,6 +25,7 @@ from dq_agent.loading.entity import (
     is_candidate,
 )
 from dq_agent.loading.notes import Inference, LoadNote
+from dq_agent.loading.positions import find_positions
 from dq_agent.loading.quality import QualityColumn, find_quality
 from dq_agent.loading.timecols import PARSE_SHARE_NAMED, combined_expr, is_time_like, slash_order
 from dq_agent.loading.timestamp import (
@@ -88,6 +89,8 @@ class Detection:
     """The unit a text value column writes its numbers with ("-5.00 K": K), when it is one."""
     angles: list[str] = field(default_factory=list)
     """The value columns that hold angles (`loading.angles`)."""
+    positions: list[str] = field(default_factory=list)
+    """The value columns that hold positions (`loading.positions`)."""
     quality: list[QualityColumn] = field(default_factory=list)
     """The source's quality flags, whose bad readings are read as missing (`loading.quality`)."""
     epoch_unit: str | None = None
@@ -119,6 +122,7 @@ def check_configured_columns(names: list[str], config: Config) -> None:
             ("entity", columns.entity),
             ("values", columns.values),
             ("angles", columns.angles),
+            ("positions", columns.positions),
             ("quality", columns.quality),
         )
         for name in listed or []
@@ -261,9 +265,11 @@ def detect_roles(
             )
         )
     angles = find_angles(values, stats, config, inferred)
+    positions = find_positions(values, stats, config, inferred)
     epoch = epoch_columns(schema, stats).get(timestamp) if timestamp is not None else None
     return Detection(
         angles=angles,
+        positions=positions,
         quality=quality,
         plain_numbers=plain,
         units={n: u for n, u in units.items() if n in values},

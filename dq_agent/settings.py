@@ -119,6 +119,10 @@ class ColumnsConfig:
     """Value columns that hold angles in degrees, which wrap from 359 to 0 (a wind direction):
     None finds those named like a direction whose readings lie within 0 to 360
     (`loading.angles`)."""
+    positions: list[str] | None = None
+    """Value columns that hold a position (a vehicle's latitude and longitude), held while the
+    asset stands still: None finds those named like one whose readings lie within its degrees
+    (`loading.positions`); [] takes none."""
     quality: list[str] | None = None
     """The columns of the source's own quality flags (OPC `StatusCode`, `Quality: Good/Bad`):
     readings marked bad are read as missing. None finds those named like one whose values all

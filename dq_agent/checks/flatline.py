@@ -95,6 +95,7 @@ from dq_agent.checks.flatline_report import (
     is_counter,
     range_limits,
     result,
+    standing_still,
     stats,
     tail_figures,
     unmatched_exclusions,
@@ -247,16 +248,17 @@ def judged_runs(dataset: Dataset, scope: Scope, column: str, config: Config) -> 
     by position: a small table, one shared node per column and settings."""
     settings = config.section(FlatlineCheckConfig)
     key = ("judged", *_key(dataset, scope, column, config), repr(settings))
-    return shared(
-        dataset,
-        key,
-        lambda: _judged(
+
+    def build() -> pl.LazyFrame:
+        runs = _judged(
             _runs(dataset, scope, column, config),
             functools.partial(_singles, dataset, scope, column, config),
             series_stats(dataset, scope, column, config),
             settings,
-        ),
-    )
+        )
+        return runs.with_columns(standing_still(pl)) if column in dataset.positions else runs
+
+    return shared(dataset, key, build)
 
 
 def series_stats(dataset: Dataset, scope: Scope, column: str, config: Config) -> pl.LazyFrame:
@@ -598,7 +600,9 @@ def _polars_plan(
         matches = frames[-1].row(0) if frames[-1].width else ()
         unmatched = unmatched_exclusions(dataset, settings, matches)
         found = dict(zip(checked, pairs, strict=True))
-        return result(checked, found, columns, settings, has_time, unmatched, quantities)
+        return result(
+            checked, found, columns, settings, has_time, unmatched, quantities, dataset.positions
+        )
 
     engines: list[PolarsMode] = ["in-memory"] * len(queries)
     plan = CheckPlan(TOOL, queries, finish, engine=tuple(engines))

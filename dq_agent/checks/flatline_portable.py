@@ -79,6 +79,7 @@ from dq_agent.checks.flatline_report import (
     is_counter,
     range_limits,
     result,
+    standing_still,
     stats,
     tail_figures,
     unmatched_exclusions,
@@ -194,7 +195,16 @@ def generic_plan(
             values = series.lazy().select((pl.col(PAIRS_N) + 1).sum().alias(VALUES))
             figures = stats(values, runs.lazy(), series.lazy(), settings).collect()
             found[column] = (figures, runs.filter(pl.col(STUCK)))
-        out = result(checked, found, columns, settings, ts is not None, unmatched, quantities)
+        out = result(
+            checked,
+            found,
+            columns,
+            settings,
+            ts is not None,
+            unmatched,
+            quantities,
+            dataset.positions,
+        )
         if ts is None or not checked:
             return out
         readings = [(c, frames[i * per_column + 2]) for i, c in enumerate(checked)]
@@ -266,6 +276,8 @@ def column_queries(
     starts = engine.materialised(_starts(in_runs, has_time, settings))
     singles = _singles(readings, has_time, settings)
     runs = _judged(engine, starts, singles, series, settings, has_time)
+    if column in dataset.positions:
+        runs = runs.with_columns(standing_still(nw))
     flags = runs.select(KEY, RUN_AT, STUCK, AT_REST)
     carried = [X, AT_ROW, *([TIME] if has_time else [])]
     alone = readings.filter(~nw.col(SAME) & ~nw.col(NEXT_SAME)).with_columns(

@@ -155,6 +155,16 @@ def at_zero_bound(col: Callable[[str], Any]) -> Any:
     return (col(X) == 0) & ((col(LOW) == 0) | (col(HIGH) == 0)) & (col(LOW) != col(HIGH))
 
 
+def standing_still(ns: Any) -> list[Any]:
+    """For a position (`loading.positions`), in Polars or Narwhals (`ns`): its runs long
+    enough to be stuck are the asset standing still, at rest (normal operation; spike_check
+    and outlier_check leave them out as any rest), none stuck."""
+    return [
+        (ns.col(STUCK) | ns.col(AT_REST)).alias(AT_REST),
+        ns.lit(False).alias(STUCK),
+    ]
+
+
 def is_counter(col: Callable[[str], Any]) -> Any:
     """Whether a series (UPS, DOWNS: its moves up and down beyond `tolerance`) counts one way:
     a meter pauses while nothing flows, at a new value each time, so its pauses make no rest
@@ -295,6 +305,7 @@ def result(
     has_time: bool,
     unmatched: Sequence[str],
     quantities: pl.DataFrame | None = None,
+    positions: Sequence[str] = (),
 ) -> CheckResult:
     """The check's result from each checked column's figures (`stats`) and stuck runs. In a long
     layout (`quantities`: `quantities.quantity_table` over `checked`) the stuck share is judged
@@ -358,7 +369,14 @@ def result(
     metrics: dict[str, Any] = {
         "stuck_runs": sum(m["stuck_runs"] for m in per_column.values()),
         "stuck_readings": sum(m["stuck_readings"] for m in per_column.values()),
-        "rest_readings": sum(m["rest_readings"] for m in per_column.values()),
+        "rest_readings": sum(
+            m["rest_readings"] for c, m in per_column.items() if c not in positions
+        ),
+        # A position held is the asset standing still (`loading.positions`), counted apart.
+        "position_columns": [c for c in checked if c in positions],
+        "held_position_readings": sum(
+            m["rest_readings"] for c, m in per_column.items() if c in positions
+        ),
         "constant_columns": constant,
         # In a long layout: the quantities (tags, variables) that never vary, at most MAX_NAMES
         # per column.
@@ -486,6 +504,12 @@ def _summary(metrics: dict[str, Any]) -> str:
             f"{plural(metrics['rest_readings'], 'reading')} at a level the series rests at "
             "(off, fully open: in runs as long as usual there, or at a 0 below or above all its "
             "other readings): normal operation"
+        )
+    if metrics["held_position_readings"]:
+        notes.append(
+            f"{plural(metrics['held_position_readings'], 'reading')} of positions held "
+            f"({', '.join(metrics['position_columns'][:MAX_NAMES])}): standing still, not "
+            "stuck (columns.positions)"
         )
     if metrics["state_series"]:
         notes.append(f"{metrics['state_series']:,} series of states (integer codes) not checked")

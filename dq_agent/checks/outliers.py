@@ -36,7 +36,7 @@ verdicts and the outlier rows); the finish, the same on every engine, is `outlie
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import narwhals as nw
@@ -82,21 +82,30 @@ def build_outlier_check(
     candidates = scope.columns(dataset.roles.values)
     measured = [c for c in candidates if is_measurement(schema[c])]
     excluded = [c for c in measured if matches_any(c, settings.excluded)]
-    # Every direction is a possible reading of an angle (`loading.angles`).
-    angles = [c for c in measured if c in dataset.angles and c not in excluded]
-    columns = [c for c in measured if c not in excluded and c not in angles]
-    if (excluded or angles) and not columns:
+    # Every direction is a possible reading of an angle (`loading.angles`), every place on a
+    # route one of a position (`loading.positions`).
+    kept = [c for c in measured if c not in excluded]
+    left = LeftOut(
+        excluded,
+        [c for c in kept if c in dataset.angles],
+        [c for c in kept if c in dataset.positions],
+    )
+    columns = [c for c in kept if c not in left.angles and c not in left.positions]
+    if measured and not columns:
         why = [
             *([f"outlier_check.excluded: {', '.join(excluded[:5])}"] if excluded else []),
-            *([f"angles, columns.angles: {', '.join(angles[:5])}"] if angles else []),
+            *([f"angles, columns.angles: {', '.join(left.angles[:5])}"] if left.angles else []),
+            *(
+                [f"positions, columns.positions: {', '.join(left.positions[:5])}"]
+                if left.positions
+                else []
+            ),
         ]
-        # Without angles, the wording the contract has always had.
-        out = "left out" if angles else "excluded"
+        # Only excluded: the wording the contract has always had.
+        out = "left out" if left.angles or left.positions else "excluded"
         summary = f"not evaluated: every value column is {out} ({'; '.join(why)})"
         return PortablePlan(
-            TOOL,
-            [],
-            _with_excluded(nothing(summary, Status.SKIPPED, settings), excluded, angles),
+            TOOL, [], _with_excluded(nothing(summary, Status.SKIPPED, settings), left)
         )
     if not columns:
         if scope.column is not None:
@@ -110,30 +119,44 @@ def build_outlier_check(
         return PortablePlan(TOOL, [], nothing(summary, Status.WARN, settings))
     if not isinstance(engine, PolarsEngine):
         generic = generic_plan(engine, dataset, config, scope, columns)
-        return replace(generic, finish=_with_excluded(generic.finish, excluded, angles))
+        return replace(generic, finish=_with_excluded(generic.finish, left))
     plan = polars_plan(dataset, config, scope, columns, settings)
     queries = [nw.from_native(q) for q in plan.queries]
-    return PortablePlan(TOOL, queries, _with_excluded(plan.finish, excluded, angles), plan.engine)
+    return PortablePlan(TOOL, queries, _with_excluded(plan.finish, left), plan.engine)
 
 
 Finish = Callable[[list[pl.DataFrame]], CheckResult]
 
 
-def _with_excluded(finish: Finish, excluded: list[str], angles: list[str]) -> Finish:
-    """`finish` whose result says which value columns `outlier_check.excluded` left out, and
-    which hold angles (not judged)."""
+@dataclass(frozen=True)
+class LeftOut:
+    """The value columns outlier_check does not judge: named by `outlier_check.excluded`, or
+    holding angles or positions."""
+
+    excluded: list[str]
+    angles: list[str]
+    positions: list[str]
+
+
+def _with_excluded(finish: Finish, left: LeftOut) -> Finish:
+    """`finish` whose result says which value columns it left out, and why."""
 
     def finished(frames: list[pl.DataFrame]) -> CheckResult:
         result = finish(frames)
-        result.metrics["excluded_columns"] = excluded
-        result.metrics["angle_columns"] = angles
-        if angles and not result.summary.startswith("not evaluated"):
-            note = (
-                f"; {', '.join(angles)} not judged: angles, every direction a possible "
-                "reading (columns.angles)"
+        result.metrics["excluded_columns"] = left.excluded
+        result.metrics["angle_columns"] = left.angles
+        result.metrics["position_columns"] = left.positions
+        if result.summary.startswith("not evaluated"):
+            return result
+        notes = [
+            f"; {', '.join(names)} not judged: {why}"
+            for names, why in (
+                (left.angles, "angles, every direction a possible reading (columns.angles)"),
+                (left.positions, "positions, every place a possible reading (columns.positions)"),
             )
-            result = replace(result, summary=result.summary + note)
-        return result
+            if names
+        ]
+        return replace(result, summary=result.summary + "".join(notes))
 
     return finished
 
