@@ -171,20 +171,34 @@ def test_a_vehicle_silent_for_days_in_a_fleet_offline_every_night(
     assert stopped.entity == "v06"
 
 
-def test_many_short_random_series_have_not_stopped(tmp_path: Path) -> None:
+@pytest.mark.parametrize("copies", [1, 3])
+def test_many_short_random_series_have_not_stopped(tmp_path: Path, copies: int) -> None:
     """3,000 devices of 10 readings each at random times over the same 10 days: the silence
     after a device's last reading is longer than twice its longest step by chance (1 in 55:
     at k = 2, 33 devices were called stopped), none beyond the multiple the fleet's size asks
-    (`delays_report._longest_multiples`, 17 here), nor its gap bound."""
+    (`delays_report._longest_multiples`, 17 here), nor its gap bound. Each time written three
+    times is still 9 steps (counted as 29, k fell to 7 and a device stopped)."""
     rng = random.Random(5)
     rows = []
     for device in range(3_000):
         for seconds in sorted(rng.uniform(0, 10 * 86_400) for _ in range(10)):
             at = T0 + timedelta(seconds=round(seconds))
-            rows.append([at.isoformat(sep=" "), f"d{device}", 1.0])
+            rows += [[at.isoformat(sep=" "), f"d{device}", 1.0]] * copies
     path = write_csv(tmp_path / "short.csv", ["timestamp", "device_id", "value"], rows)
     config = _config(as_of="2024-01-11T00:00:00Z")
     result = run_check(plan_delay_check, path, config)
+    assert result.metrics["stopped_entities"] == 0
+
+
+def test_a_device_whose_readings_share_one_time_has_not_stopped_by_its_steps(
+    tmp_path: Path,
+) -> None:
+    """Ten devices every minute for a day and one whose 30 readings all carry one time: it
+    has no step, so no longest silence to compare with (as 0, it made any lag a stop)."""
+    rows = [[minute(m), f"d{d}", 1.0] for d in range(10) for m in range(1_440)]
+    rows += [[minute(1_000), "burst", float(i)] for i in range(30)]
+    path = write_csv(tmp_path / "burst.csv", ["timestamp", "device_id", "value"], rows)
+    result = run_check(plan_delay_check, path, _config())
     assert result.metrics["stopped_entities"] == 0
 
 

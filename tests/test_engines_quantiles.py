@@ -82,10 +82,23 @@ def test_duckdb_quantiles_equal_one_aggregate_each(by: list[str]) -> None:
         assert row.item(0, "n_top") == 5.0
 
 
-def test_polars_engine_quantiles_are_its_aggregates() -> None:
+@pytest.mark.parametrize("engine_name", ["polars", "duckdb"])
+def test_the_figures_worked_by_hand(engine_name: str) -> None:
+    """Group a's x present: 1.0, 2.5, 2.5, 7.0. Linear quantiles: Q10 at rank 0.3 is 1.45,
+    the median 2.5, Q90 at rank 2.7 is 5.65; n (3, 1, 4, 1, 5): Q25 at rank 1 is 1, the top 5."""
     from dq_agent.engines import POLARS
 
     frame = _frame()
-    got = group_quantiles(POLARS, nw.from_native(frame.lazy()), ["TIC101.PV"], _NAMED)
-    got_frame = got.collect().to_native().sort("TIC101.PV")
-    assert got_frame.equals(_expected(frame, ["TIC101.PV"]).sort("TIC101.PV"))
+    if engine_name == "polars":
+        engine: object = POLARS
+        source = nw.from_native(frame.lazy())
+    else:
+        engine = duckdb_engine.DuckDBEngine()
+        source = nw.from_native(engine.connection.from_arrow(frame.to_arrow()))
+    got = group_quantiles(engine, source, ["TIC101.PV"], _NAMED)  # type: ignore[arg-type]
+    row = got.collect("polars").to_native().filter(pl.col("TIC101.PV") == "a")
+    figures = {name: row.item(0, name) for name in _NAMED}
+    assert figures["x_q10"] == pytest.approx(1.45)
+    assert (figures["x_median"], figures["x_again"]) == (2.5, 2.5)
+    assert figures["x_q90"] == pytest.approx(5.65)
+    assert (figures["n_q25"], figures["n_top"]) == (1.0, 5.0)

@@ -112,3 +112,34 @@ def test_a_column_named_lat_beyond_ninety_degrees_is_no_position(tmp_path: Path)
 
 def test_out_of_core_the_same(tmp_path: Path) -> None:
     assert_same_out_of_core(_fleet(tmp_path, frozen=True), "flatline_check", "outlier_check")
+
+
+@pytest.mark.parametrize(
+    ("latitude", "longitude", "found"),
+    [
+        ("gpsLat", "gpsLon", True),
+        ("GPSLatitude", "GPSLongitude", True),
+        ("Breitengrad", "Längengrad", True),
+        ("lat_accel", "lon_accel", False),
+        ("longitudinal_accel", "lateral_accel", False),
+        ("lat_accuracy", "lon_accuracy", False),
+        ("plate", "salon", False),
+    ],
+)
+def test_named_like_a_latitude_and_a_longitude(latitude: str, longitude: str, found: bool) -> None:
+    from dq_agent.config import Config
+    from dq_agent.loading.positions import find_positions
+
+    stats = {latitude: {"min": 48.0, "max": 48.2}, longitude: {"min": 11.4, "max": 11.6}}
+    inferred: list = []
+    names = find_positions([latitude, longitude], stats, Config(), inferred)
+    assert names == ([latitude, longitude] if found else [])
+    assert bool(inferred) == found
+
+
+def test_a_latitude_without_a_longitude_is_no_position() -> None:
+    from dq_agent.config import Config
+    from dq_agent.loading.positions import find_positions
+
+    stats = {"lat": {"min": 10.0, "max": 20.0}, "temp": {"min": 10.0, "max": 20.0}}
+    assert find_positions(["lat", "temp"], stats, Config(), []) == []

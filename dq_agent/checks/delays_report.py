@@ -101,21 +101,24 @@ def skipped(reason: str) -> CheckResult:
     return CheckResult(TOOL, Status.SKIPPED, reason, metrics=dict.fromkeys(_REQUIRED_METRICS))
 
 
-def _longest_multiples(rows: pl.Series, significance: float) -> pl.Expr:
-    """Per series (its timed rows in "rows"), the k of STOPPED_LONGEST: null (no such rule)
-    with fewer than two steps, or where no k up to _LONGEST_MAX is rare enough."""
-    if significance <= 0 or rows.len() == 0:
+def _longest_multiples(entities: pl.DataFrame, significance: float) -> pl.Expr:
+    """Per series, the k of STOPPED_LONGEST from its steps between distinct times (its timed
+    rows less its repeated timestamps, less one: a repeat is no step, and counted as one it
+    would make k too small): null (no such rule) with fewer than two steps, or where no k up
+    to _LONGEST_MAX is rare enough."""
+    times = pl.col("rows") - pl.col("duplicates")
+    if significance <= 0 or entities.height == 0:
         return pl.lit(None, dtype=pl.Float64)
-    wanted = math.log(rows.len() / significance)
+    wanted = math.log(entities.height / significance)
     multiples: dict[int, float | None] = {}
-    for n in {int(r) - 1 for r in rows.drop_nulls()}:
-        found = None
+    for distinct in entities.select(times.drop_nulls().unique()).to_series():
+        n, found = int(distinct) - 1, None
         for k in range(STOPPED_LONGEST, _LONGEST_MAX + 1) if n >= 2 else ():
             if math.lgamma(n + k + 1) - math.lgamma(k + 1) - math.lgamma(n + 1) >= wanted:
                 found = float(k)
                 break
-        multiples[n + 1] = found
-    return pl.col("rows").replace_strict(multiples, default=None, return_dtype=pl.Float64)
+        multiples[int(distinct)] = found
+    return times.replace_strict(multiples, default=None, return_dtype=pl.Float64)
 
 
 class DelayFinisher:
@@ -277,10 +280,14 @@ class DelayFinisher:
             return entities.clear()
         span = (newest - oldest).total_seconds()
         behind = (pl.lit(newest) - pl.col("newest")).dt.total_microseconds() / 1_000_000
-        longest = _longest_multiples(entities.get_column("rows"), self.settings.significance)
+        # Only where the series has stepped at all: a device whose readings share one time
+        # has no longest silence to compare with.
+        longest = pl.when(pl.col(LONGEST_STEP) > 0).then(
+            _longest_multiples(entities, self.settings.significance) * pl.col(LONGEST_STEP)
+        )
         own = pl.max_horizontal(
             self.settings.stopped_intervals * pl.col("expected"),
-            pl.min_horizontal(pl.col(BOUND), longest * pl.col(LONGEST_STEP)),
+            pl.min_horizontal(pl.col(BOUND), longest),
         )
         lagging = entities.with_columns(behind.alias("behind"))
         far_behind = pl.col("behind") > own

@@ -508,7 +508,7 @@ def _summary(metrics: dict[str, Any]) -> str:
     if metrics["held_position_readings"]:
         notes.append(
             f"{plural(metrics['held_position_readings'], 'reading')} of positions held "
-            f"({', '.join(metrics['position_columns'][:MAX_NAMES])}): standing still, not "
+            f"({listed(metrics['position_columns'], MAX_NAMES)}): standing still, not "
             "stuck (columns.positions)"
         )
     if metrics["state_series"]:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import narwhals as nw
 import polars as pl
 
-from dq_agent.checks.base import Scope
+from dq_agent.checks.base import Scope, listed
 from dq_agent.checks.evidence import MAD_TO_SIGMA
 from dq_agent.checks.outliers_polars import polars_plan
 from dq_agent.checks.outliers_portable import generic_plan
@@ -93,10 +93,10 @@ def build_outlier_check(
     columns = [c for c in kept if c not in left.angles and c not in left.positions]
     if measured and not columns:
         why = [
-            *([f"outlier_check.excluded: {', '.join(excluded[:5])}"] if excluded else []),
-            *([f"angles, columns.angles: {', '.join(left.angles[:5])}"] if left.angles else []),
+            *([f"outlier_check.excluded: {listed(excluded, 5)}"] if excluded else []),
+            *([f"angles, columns.angles: {listed(left.angles, 5)}"] if left.angles else []),
             *(
-                [f"positions, columns.positions: {', '.join(left.positions[:5])}"]
+                [f"positions, columns.positions: {listed(left.positions, 5)}"]
                 if left.positions
                 else []
             ),

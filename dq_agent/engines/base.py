@@ -222,9 +222,10 @@ def group_quantiles(
     """Per group of `by` (none: one row), the linear quantile of each name in `named` (its
     column and quantile; nulls left out, null for a group without a value): where the engine
     has its own form (DuckDB's, `TableEngine.quantiles`) one aggregate per column for all its
-    quantiles, else one quantile aggregate each. Not for an engine out of core, whose quantile
-    aggregate holds a group's every value in memory (`portable.ranked`)."""
-    if isinstance(engine, TableEngine):
+    quantiles, else one quantile aggregate each (also out of core, where any quantile
+    aggregate holds a group's every value in memory: a caller there takes quantiles from
+    ranks, `portable.ranked`)."""
+    if isinstance(engine, TableEngine) and not engine.out_of_core:
         return engine.quantiles(frame, by, named)
     return quantile_aggregates(frame, by, named)
 
