@@ -169,6 +169,8 @@ def test_a_vehicle_silent_for_days_in_a_fleet_offline_every_night(
     assert (faulty.metrics["gap_count"], faulty.metrics["stopped_entities"]) == (0, 1)
     stopped = next(f for f in faulty.findings if "stopped" in f.what)
     assert stopped.entity == "v06"
+    # Why: far beyond its own longest silence (a night), which the finding gives.
+    assert "(5m interval, its longest silence before 1" in stopped.what
 
 
 @pytest.mark.parametrize("copies", [1, 3])

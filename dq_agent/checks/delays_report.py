@@ -89,6 +89,9 @@ STOPPED_LAG_Z = 4.0
 # least, from STOPPED_LONGEST, that makes this `significance` over the fleet's devices
 # (`_longest_multiples`); 1,000 devices of 9 steps each stopped by chance at k = 7.
 STOPPED_LONGEST = 2
+# A stopped device's longest silence before its stop is said when longer than this many of
+# its intervals.
+STOPPED_INTERVALS_SAID = 10
 _LONGEST_MAX = 64
 MAX_EXAMPLES = 5
 MAX_FINDINGS = 20
@@ -527,13 +530,22 @@ class DelayFinisher:
             return []
         newest = self.overall["newest"]
         first = stopped.row(0, named=True)
+        interval = first["expected"] or 0.0
+        # Where its own pauses are long (a fleet offline at night), the longest of them says
+        # why this one is a stop.
+        longest = first[LONGEST_STEP]
+        pauses = (
+            f", its longest silence before {human_duration(longest)}"
+            if longest is not None and longest > STOPPED_INTERVALS_SAID * interval
+            else ""
+        )
         return [
             Finding(
                 what=(
                     f"{stopped.height:,} of {self.entities.height:,} entities stopped sending "
                     f"before the others: {first[ENTITY]}'s newest reading is "
                     f"{human_duration(first['behind'])} before the newest of all "
-                    f"({human_duration(first['expected'] or 0.0)} interval)"
+                    f"({human_duration(interval)} interval{pauses})"
                 ),
                 count=stopped.height,
                 severity=Status.WARN,
