@@ -87,7 +87,7 @@ STOPPED_LAG_Z = 4.0
 # 13 hours a night at most passed). For a device of n steps at random (exponential) times, its
 # silence at the end exceeds k times its longest step with chance 1 / C(n + k, k): k is the
 # least, from STOPPED_LONGEST, that makes this `significance` over the fleet's devices
-# (`_longest_multiples`); 1,000 devices of 9 steps each stopped by chance at k = 7.
+# (`_longest_multiples`): of 3,000 devices of 9 steps each, 33 stopped by chance at k = 2.
 STOPPED_LONGEST = 2
 # A stopped device's longest silence before its stop is said when longer than this many of
 # its intervals.
@@ -273,10 +273,10 @@ class DelayFinisher:
 
     def _stopped(self) -> pl.DataFrame:
         """The entities whose newest reading is far before the fleet's: more than
-        `stopped_intervals` of their own intervals and their gap bound (or STOPPED_LONGEST
-        times their longest step, where that is less), and beyond the fleet's spread of ends
-        (`stopped_share` of the data's span for a small fleet). With one entity there is no
-        fleet to compare with."""
+        `stopped_intervals` of their own intervals and their gap bound (or k times their
+        longest step, where that is less: `_longest_multiples`), and beyond the fleet's spread
+        of ends (`stopped_share` of the data's span for a small fleet). With one entity there
+        is no fleet to compare with."""
         entities = self.entities
         newest, oldest = self.overall["newest"], self.overall["oldest"]
         if entities.height < 2 or newest is None or oldest is None:
