@@ -95,8 +95,7 @@ def _evaluated(dataset: Dataset, scope: Scope, column: str, config: Config) -> p
         return None
     selected = config.selected_checks()
     parts = []
-    flat = config.section(flatline.FlatlineCheckConfig)
-    if flatline.TOOL in selected and not matches_any(column, flat.excluded):
+    if flatline.checks_column(column, config):
         parts.append(flatline.judged_series(dataset, scope, column, config))
     spike = config.section(spikes.SpikeCheckConfig)
     if spikes.TOOL in selected and not matches_any(column, spike.excluded):

@@ -175,6 +175,13 @@ def checked_values(dataset: Dataset, scope: Scope, column: str, config: Config) 
     return shared(dataset, ("checked", scope, column, limits, tuple(dataset.sentinels)), build)
 
 
+def checks_column(column: str, config: Config) -> bool:
+    """Whether flatline_check runs and checks `column` (not named by its `excluded`): only
+    then do the other checks leave its stuck and resting readings out."""
+    settings = config.section(FlatlineCheckConfig)
+    return TOOL in config.selected_checks() and not matches_any(column, settings.excluded)
+
+
 def judged_readings(
     engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config
 ) -> Frame:

@@ -190,8 +190,7 @@ def _marks(
 def _rest(dataset: Dataset, scope: Scope, name: str, config: Config) -> pl.LazyFrame:
     """AT_ROW of the readings flatline_check finds resting at a level (a pump off), when it
     runs and checks the column: normal operation, not a reading of the running process."""
-    settings = config.section(flatline.FlatlineCheckConfig)
-    if flatline.TOOL not in config.selected_checks() or matches_any(name, settings.excluded):
+    if not flatline.checks_column(name, config):
         return pl.LazyFrame(schema={AT_ROW: pl.Int64})
     return flatline.rest_rows(dataset, scope, name, config)
 

@@ -424,8 +424,7 @@ def _on_one_level(
 def _can_rest(name: str, config: Config) -> bool:
     """Whether flatline_check runs and checks the column: only then are readings left out as
     stuck or at rest."""
-    settings = config.section(flatline.FlatlineCheckConfig)
-    return flatline.TOOL in config.selected_checks() and not matches_any(name, settings.excluded)
+    return flatline.checks_column(name, config)
 
 
 def _can_step(name: str, config: Config) -> bool:

@@ -222,10 +222,9 @@ def spike_input(dataset: Dataset, scope: Scope, column: str, config: Config) -> 
 
 def _stuck_key(column: str, config: Config) -> str | None:
     """The flat-line settings the input depends on, or None when it leaves no stuck reading out."""
-    flat = config.section(FlatlineCheckConfig)
-    if flatline.TOOL not in config.selected_checks() or matches_any(column, flat.excluded):
+    if not flatline.checks_column(column, config):
         return None
-    return repr(flat)
+    return repr(config.section(FlatlineCheckConfig))
 
 
 def _jumps(

@@ -47,7 +47,7 @@ from dq_agent.checks.portable import (
 from dq_agent.checks.quantile_counts import quantile_by_counts
 from dq_agent.checks.quantities import quantity_table
 from dq_agent.checks.range_limits import resolve, series_key
-from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X, matches_any
+from dq_agent.checks.series_values import AT_ROW, ENTITY, POSITION, TIME, X
 from dq_agent.checks.series_values import settings_for as setting_for
 from dq_agent.checks.spikes_report import (
     CHANGE,
@@ -266,8 +266,7 @@ def _around(jumped: Frame, reach: int) -> Frame:
 def _stuck_left_out(column: str, config: Config) -> bool:
     """Whether flatline_check runs and checks the column: its stuck and resting readings are
     then left out (`spikes._stuck_key`)."""
-    flat = config.section(FlatlineCheckConfig)
-    return flatline.TOOL in config.selected_checks() and not matches_any(column, flat.excluded)
+    return flatline.checks_column(column, config)
 
 
 def _readings(engine: Engine, dataset: Dataset, scope: Scope, column: str, config: Config) -> Frame:

@@ -49,8 +49,7 @@ def flagging_checks(
                 AT_ROW, pl.col(ranges.LEVEL).alias(FLAG), pl.lit(ranges.TOOL).alias(CHECK)
             )
         )
-    flat = config.section(flatline.FlatlineCheckConfig)
-    if flatline.TOOL in selected and not matches_any(column, flat.excluded):
+    if flatline.checks_column(column, config):
         parts.append(
             flatline.stuck_readings(dataset, scope, column, config).select(
                 pl.col(AT_ROW),
